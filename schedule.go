@@ -55,8 +55,9 @@ const (
 	DialectQuartz Dialect = "quartz"
 )
 
-// MaxYear is the last year a Schedule looks at. Quartz stops at the same year,
-// and a bounded search keeps Next fast for specs that rarely or never match.
+// MaxYear is the last year a Schedule looks at: the last year Quartz's year
+// field accepts (its search stops earlier, at the current year + 100), and a
+// bound that keeps Next fast for specs that rarely or never match.
 const MaxYear = 2199
 
 // ScheduleOption changes how ParseSchedule reads a spec.
@@ -337,7 +338,7 @@ func (s *cronSchedule) Next(after time.Time) time.Time {
 	for range 4 * (MaxYear - 1970 + 2) {
 		at := time.Unix(from, 0).In(s.loc)
 		_, off := at.Zone()
-		start, end := at.ZoneBounds()
+		start, end := zoneBounds(at)
 		offset := int64(off)
 		wallFrom := from + offset
 		if s.fixedTime && !start.IsZero() {
@@ -368,6 +369,38 @@ func (s *cronSchedule) Next(after time.Time) time.Time {
 		from = end.Unix()
 	}
 	return time.Time{}
+}
+
+// zoneBounds is time.Time.ZoneBounds with a guard: for instants past a
+// zone's last listed transition (2037 in today's zone files) Go can return
+// an end that is not after the instant (golang/go#81583: on 31 December of
+// leap years). Then the end is found by probing forward and bisecting.
+func zoneBounds(at time.Time) (start, end time.Time) {
+	start, end = at.ZoneBounds()
+	if start.After(at) {
+		start = time.Time{}
+	}
+	if end.IsZero() || end.After(at) {
+		return start, end
+	}
+	_, off := at.Zone()
+	lo := at
+	for range 400 { // zones change offset at least once a year or never
+		hi := lo.Add(24 * time.Hour)
+		if _, o := hi.Zone(); o != off {
+			for hi.Sub(lo) > time.Second {
+				mid := lo.Add(hi.Sub(lo) / 2).Truncate(time.Second)
+				if _, o := mid.Zone(); o == off {
+					lo = mid
+				} else {
+					hi = mid
+				}
+			}
+			return start, hi
+		}
+		lo = hi
+	}
+	return start, time.Time{}
 }
 
 // nextWall returns the first wall time (seconds, read as if UTC) at or after

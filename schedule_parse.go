@@ -237,6 +237,10 @@ func parseElem(k fieldKind, tok string, d Dialect) (elem, string) {
 	case base == "":
 		return elem{}, "missing value"
 	}
+	if q && hasStep && strings.ContainsAny(base, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
+		// Quartz 2.3 silently drops a step after a name (JAN/3 is January only).
+		return elem{}, "quartz: a step after a name is ignored by Quartz; write numbers, e.g. 1/3"
+	}
 	a, b, isRange := strings.Cut(base, "-")
 	var reason string
 	if e.lo, reason = parseValue(k, a, d); reason != "" {
@@ -246,6 +250,9 @@ func parseElem(k fieldKind, tok string, d Dialect) (elem, string) {
 	case isRange:
 		if e.hi, reason = parseValue(k, b, d); reason != "" {
 			return elem{}, reason
+		}
+		if k == fDow && !q && e.hi == 0 && e.lo > 0 {
+			e.hi = 7 // MON-SUN, 5-0: Sunday ends the week
 		}
 		if e.lo > e.hi && (!q || k == fYear) {
 			return elem{}, fmt.Sprintf("range start %d is after its end %d", e.lo, e.hi)

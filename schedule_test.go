@@ -120,6 +120,13 @@ func TestNextFieldsAndExtensions(t *testing.T) {
 		{"0 0 0 30 2 ?", true, "UTC", "2026-11-27T00:00:00Z", []string{"none"}},
 		{"0 0 0 ? * 7#5 2199", true, "UTC", "2026-11-27T00:00:00Z", []string{"2199-03-30T00:00:00Z"}},
 		{"0 0 0 ? * 7#5 2199", true, "UTC", "2199-12-01T00:00:00Z", []string{"none"}},
+		// Sunday may end a range.
+		{"0 0 * * MON-SUN", false, "UTC", "2026-11-27T00:00:00Z", []string{"2026-11-28T00:00:00Z", "2026-11-29T00:00:00Z", "2026-11-30T00:00:00Z"}},
+		{"0 0 * * 5-0", false, "UTC", "2026-11-26T00:00:00Z", []string{"2026-11-27T00:00:00Z", "2026-11-28T00:00:00Z", "2026-11-29T00:00:00Z", "2026-12-04T00:00:00Z"}},
+		// Past 2037 Go's ZoneBounds can end a zone period before the instant
+		// on 31 December of leap years (golang/go#81583); Next must not stall.
+		{"0 0 12 * * ?", true, "Europe/London", "2040-12-30T13:00:00Z", []string{"2040-12-31T12:00:00Z", "2041-01-01T12:00:00Z"}},
+		{"0 0 0 1 1 ?", true, "America/New_York", "2043-06-01T00:00:00Z", []string{"2044-01-01T00:00:00-05:00", "2045-01-01T00:00:00-05:00", "2046-01-01T00:00:00-05:00"}},
 		// Zones without daylight saving.
 		{"0 0 9 * * *", false, "Asia/Shanghai", "2026-11-30T00:00:00Z", []string{"2026-11-30T09:00:00+08:00", "2026-12-01T09:00:00+08:00"}},
 		{"CRON_TZ=Asia/Shanghai 0 8 * * *", false, "UTC", "2026-11-30T00:00:00Z", []string{"2026-12-01T08:00:00+08:00"}},
@@ -213,6 +220,7 @@ func TestParseScheduleErrorsNameTheField(t *testing.T) {
 		{"0 0 0 1 1 ? 2030-2020", true, `year field "2030-2020": range start 2030 is after its end 2020`},
 		{"0 */60 * ? * *", true, `minute field "*/60": step 60 out of range 1-59`},
 		{"@daily", true, `descriptor field "@daily": descriptors are not part of the Quartz dialect`},
+		{"0 0 0 1 JAN/3 ?", true, `month field "JAN/3": quartz: a step after a name is ignored by Quartz`},
 	}
 	for _, c := range cases {
 		t.Run(c.spec, func(t *testing.T) {
