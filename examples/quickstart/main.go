@@ -1,0 +1,221 @@
+// Command quickstart runs three demo tasks on xtimer with nothing else
+// running: a SQLite file in a temp dir and the in-process lock. It prints
+// every execution as it settles and a summary at the end.
+//
+//	go run ./examples/quickstart              # until Ctrl-C
+//	go run ./examples/quickstart -for 30s
+//	go run ./examples/quickstart -redis 127.0.0.1:6379 -dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/xtimer-go/xtimer"
+	"github.com/xtimer-go/xtimer/examples/internal/backend"
+	"github.com/xtimer-go/xtimer/store"
+)
+
+func main() {
+	runFor := flag.Duration("for", 0, "stop after this long (0: until Ctrl-C)")
+	redisAddr := flag.String("redis", "", "Redis address for the slot lock (default: in-process lock)")
+	dsn := flag.String("dsn", "", "mysql://... or postgres://... (default: SQLite in a temp dir)")
+	verbose := flag.Bool("v", false, "log at debug level")
+	flag.Parse()
+	if err := run(*runFor, *redisAddr, *dsn, *verbose); err != nil {
+		fmt.Fprintln(os.Stderr, "quickstart:", err)
+		os.Exit(1)
+	}
+}
+
+func run(runFor time.Duration, redisAddr, dsn string, verbose bool) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if runFor > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, runFor)
+		defer cancel()
+	}
+	dir, err := os.MkdirTemp("", "xtimer-quickstart-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	db, where, err := backend.OpenDB(dsn, dir)
+	if err != nil {
+		return err
+	}
+	rdb, err := backend.OpenRedis(ctx, redisAddr)
+	if err != nil {
+		return err
+	}
+	level := slog.LevelWarn
+	if verbose {
+		level = slog.LevelDebug
+	}
+	app := fmt.Sprintf("quickstart-%d", time.Now().Unix())
+	s, err := xtimer.New(xtimer.Options{
+		DB: db, Redis: rdb, App: app,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+	})
+	if err != nil {
+		return err
+	}
+
+	// 1. Every 2 seconds.
+	err = s.Register("demo.tick", "*/2 * * * * *", func(ctx context.Context, run *xtimer.Run) error {
+		run.Printf("tick %s", run.ScheduledAt.Format(time.TimeOnly))
+		return nil
+	}, xtimer.WithDescription("says tick every 2 seconds"))
+	if err != nil {
+		return err
+	}
+	// 2. Fails on its first attempt, succeeds on the retry.
+	err = s.Register("demo.flaky", "*/10 * * * * *", func(ctx context.Context, run *xtimer.Run) error {
+		if run.Attempt == 1 {
+			return errors.New("upstream not ready (first attempt fails on purpose)")
+		}
+		run.Printf("succeeded on attempt %d of fire %s", run.Attempt, run.ID)
+		return nil
+	}, xtimer.WithRetry(3), xtimer.WithBackoff(time.Second, 5*time.Second))
+	if err != nil {
+		return err
+	}
+	// 3. Takes longer than its timeout.
+	err = s.Register("demo.slow", "*/15 * * * * *", func(ctx context.Context, run *xtimer.Run) error {
+		select {
+		case <-time.After(5 * time.Second):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, xtimer.WithTimeout(2*time.Second))
+	if err != nil {
+		return err
+	}
+
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	fmt.Printf("xtimer quickstart: app %s on %s, lock %s; Ctrl-C to stop\n", app, where, lockName(redisAddr))
+	fmt.Printf("%-12s %-11s %-10s %-9s %9s %9s  %s\n", "time", "task", "status", "attempt", "lateness", "duration", "output / error")
+
+	var printed atomic.Int64
+	seen := map[int64]string{}
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-tick.C:
+		}
+		rows, _, err := s.Store().ListExecutions(context.Background(), store.ExecutionFilter{App: app}, store.Cursor{}, 200)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "list executions:", err)
+			continue
+		}
+		sort.Slice(rows, func(i, j int) bool { return rows[i].FinishedMs < rows[j].FinishedMs })
+		for _, r := range rows {
+			key := fmt.Sprintf("%s/%d", r.Status, r.Attempt)
+			if seen[r.ID] == key || !(xtimer.Status(r.Status).Final() || r.Status == store.StatusRetrying) {
+				continue
+			}
+			seen[r.ID] = key
+			printed.Add(1)
+			note := r.Output
+			if r.Error != "" {
+				note = r.Error
+			}
+			fmt.Printf("%-12s %-11s %-10s %-9s %9s %9s  %s\n", time.UnixMilli(r.FinishedMs).Format("15:04:05.000"),
+				r.TaskCode, r.Status, fmt.Sprintf("%d/%d", r.Attempt, r.MaxAttempts),
+				ms(r.LatenessMs), ms(r.DurationMs), oneLine(note))
+		}
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Stop(stopCtx); err != nil {
+		return err
+	}
+	return summary(app, s)
+}
+
+func summary(app string, s *xtimer.Scheduler) error {
+	counts := map[string]map[string]int{}
+	var cursor store.Cursor
+	var lateness []int64
+	for {
+		rows, next, err := s.Store().ListExecutions(context.Background(), store.ExecutionFilter{App: app}, cursor, 1000)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if counts[r.TaskCode] == nil {
+				counts[r.TaskCode] = map[string]int{}
+			}
+			counts[r.TaskCode][r.Status]++
+			if r.StartedMs > 0 && r.Source == store.SourceSchedule && r.Attempt == 1 {
+				lateness = append(lateness, r.LatenessMs)
+			}
+		}
+		if next == (store.Cursor{}) {
+			break
+		}
+		cursor = next
+	}
+	fmt.Println("\nsummary (executions by task and status):")
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	statuses := []string{"succeeded", "failed", "timed_out", "retrying", "skipped", "running", "scheduled"}
+	fmt.Fprint(w, "task")
+	for _, st := range statuses {
+		fmt.Fprintf(w, "\t%s", st)
+	}
+	fmt.Fprintln(w)
+	codes := make([]string, 0, len(counts))
+	for c := range counts {
+		codes = append(codes, c)
+	}
+	sort.Strings(codes)
+	for _, c := range codes {
+		fmt.Fprint(w, c)
+		for _, st := range statuses {
+			fmt.Fprintf(w, "\t%d", counts[c][st])
+		}
+		fmt.Fprintln(w)
+	}
+	w.Flush()
+	if len(lateness) > 0 {
+		sort.Slice(lateness, func(i, j int) bool { return lateness[i] < lateness[j] })
+		fmt.Printf("lateness of first attempts on schedule: p50 %dms, p99 %dms, max %dms over %d starts\n",
+			lateness[len(lateness)/2], lateness[len(lateness)*99/100], lateness[len(lateness)-1], len(lateness))
+	}
+	return nil
+}
+
+func lockName(addr string) string {
+	if addr == "" {
+		return "in-process"
+	}
+	return "redis " + addr
+}
+
+func ms(v int64) string { return fmt.Sprintf("%dms", v) }
+
+func oneLine(s string) string {
+	for i, c := range s {
+		if c == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}

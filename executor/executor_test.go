@@ -1,0 +1,127 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/xtimer-go/xtimer/internal/fakeclock"
+)
+
+func TestPoolRunsAtMostSizeAndKeepsOrder(t *testing.T) {
+	t.Parallel()
+	p := NewPool(2)
+	release := make(chan struct{})
+	started := make(chan struct{}, 10)
+	var (
+		mu      sync.Mutex
+		order   []int
+		running atomic.Int32
+		peak    atomic.Int32
+	)
+	for i := range 10 {
+		p.Submit(func() {
+			n := running.Add(1)
+			for {
+				old := peak.Load()
+				if n <= old || peak.CompareAndSwap(old, n) {
+					break
+				}
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			started <- struct{}{}
+			<-release
+			running.Add(-1)
+		})
+	}
+	run, wait := p.Stats()
+	require.Equal(t, 2, run)
+	require.Equal(t, 8, wait)
+	<-started
+	<-started
+	close(release)
+	p.Wait()
+	require.Equal(t, int32(2), peak.Load())
+	// The first two start in either order; the queue then drains in order.
+	require.ElementsMatch(t, []int{0, 1}, order[:2])
+	require.Equal(t, []int{2, 3, 4, 5, 6, 7, 8, 9}, order[2:])
+}
+
+func TestCallReportsSuccessErrorAndPanic(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
+	ctx := context.Background()
+
+	require.NoError(t, Call(ctx, clock, time.Minute, func(context.Context) error { return nil }, nil).Err)
+
+	boom := errors.New("boom")
+	require.ErrorIs(t, Call(ctx, clock, time.Minute, func(context.Context) error { return boom }, nil).Err, boom)
+
+	out := Call(ctx, clock, 0, func(context.Context) error { panic("nil map") }, nil)
+	var pe *PanicError
+	require.ErrorAs(t, out.Err, &pe)
+	require.Equal(t, "nil map", pe.Value)
+	require.Contains(t, out.Err.Error(), "executor_test.go")
+}
+
+func TestCallTimesOutAHandlerThatIgnoresItsContext(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1_800_000_000, 0)
+	clock := fakeclock.New(start)
+	unblock := make(chan struct{})
+	lateErr := make(chan error, 1)
+	result := make(chan Outcome, 1)
+	go func() {
+		result <- Call(context.Background(), clock, 5*time.Second, func(context.Context) error {
+			<-unblock // ignores ctx on purpose
+			return errors.New("too late")
+		}, func(err error) { lateErr <- err })
+	}()
+	require.NoError(t, clock.BlockUntil(context.Background(), 1))
+	clock.Advance(5 * time.Second)
+	out := <-result
+	require.True(t, out.TimedOut())
+	require.Equal(t, start.Add(5*time.Second), out.Finished)
+	require.Contains(t, out.Err.Error(), "5s")
+	close(unblock)
+	require.EqualError(t, <-lateErr, "too late")
+}
+
+func TestCallCancelsTheHandlerContextAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
+	result := make(chan Outcome, 1)
+	seen := make(chan error, 1)
+	go func() {
+		result <- Call(context.Background(), clock, time.Second, func(ctx context.Context) error {
+			<-ctx.Done()
+			seen <- context.Cause(ctx)
+			return ctx.Err()
+		}, nil)
+	}()
+	require.NoError(t, clock.BlockUntil(context.Background(), 1))
+	clock.Advance(time.Second)
+	require.True(t, (<-result).TimedOut())
+	require.ErrorIs(t, <-seen, ErrTimedOut)
+}
+
+func TestBackoffDoublesCapsAndJitters(t *testing.T) {
+	t.Parallel()
+	b := Backoff{Base: time.Second, Max: 10 * time.Second}
+	var got []time.Duration
+	for a := 1; a <= 6; a++ {
+		got = append(got, b.Delay(a, nil))
+	}
+	require.Equal(t, []time.Duration{1 * time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}, got)
+
+	b.Jitter = 0.2
+	require.Equal(t, 3200*time.Millisecond, b.Delay(3, func() float64 { return 0 }))
+	require.Equal(t, 4*time.Second, b.Delay(3, func() float64 { return 0.5 }))
+	require.Equal(t, 4800*time.Millisecond, b.Delay(3, func() float64 { return 1 }))
+}

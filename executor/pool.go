@@ -1,0 +1,75 @@
+package executor
+
+import (
+	"sync"
+)
+
+// Pool runs functions with at most Size at once. Work beyond that waits in
+// submission order (first in, first out): a burst of fires at the top of a
+// minute is started in run-time order as slots free up, and the wait shows
+// as lateness; nothing is dropped.
+type Pool struct {
+	size int
+
+	mu      sync.Mutex
+	running int
+	queue   []func()
+	idle    *sync.Cond
+}
+
+// NewPool returns a pool that runs at most size functions at once. size must
+// be at least 1; the scheduler validates it before calling.
+func NewPool(size int) *Pool {
+	p := &Pool{size: max(size, 1)}
+	p.idle = sync.NewCond(&p.mu)
+	return p
+}
+
+// Submit runs fn on the pool, now if a slot is free, otherwise after the
+// functions submitted before it. It never blocks.
+func (p *Pool) Submit(fn func()) {
+	p.mu.Lock()
+	if p.running >= p.size {
+		p.queue = append(p.queue, fn)
+		p.mu.Unlock()
+		return
+	}
+	p.running++
+	p.mu.Unlock()
+	go p.work(fn)
+}
+
+func (p *Pool) work(fn func()) {
+	for fn != nil {
+		fn()
+		p.mu.Lock()
+		if len(p.queue) > 0 {
+			fn = p.queue[0]
+			p.queue[0] = nil
+			p.queue = p.queue[1:]
+		} else {
+			fn = nil
+			p.running--
+			if p.running == 0 {
+				p.idle.Broadcast()
+			}
+		}
+		p.mu.Unlock()
+	}
+}
+
+// Stats returns how many functions run now and how many wait.
+func (p *Pool) Stats() (running, waiting int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.running, len(p.queue)
+}
+
+// Wait blocks until nothing runs and nothing waits.
+func (p *Pool) Wait() {
+	p.mu.Lock()
+	for p.running > 0 {
+		p.idle.Wait()
+	}
+	p.mu.Unlock()
+}

@@ -1,0 +1,385 @@
+package xtimer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xtimer-go/xtimer/internal/fakeclock"
+	"github.com/xtimer-go/xtimer/internal/testsvc"
+)
+
+// lockFixture is what the shared Locker tests need from a backend.
+type lockFixture struct {
+	// a and b are two replicas' lockers (the same locker for the local one,
+	// which serves a single process).
+	a, b Locker
+	// key returns a key no other test uses.
+	key func(name string) string
+	// remaining returns the key's time to live as the backend sees it, 0 if
+	// the key is absent.
+	remaining func(t *testing.T, key string) time.Duration
+	// expire makes the key's time to live run out.
+	expire func(t *testing.T, key string)
+}
+
+func localLockFixture(t *testing.T) (lockFixture, *fakeclock.Clock) {
+	clk := fakeclock.New(time.Date(2024, 3, 10, 9, 0, 0, 0, time.UTC))
+	l := NewLocalLocker(clk)
+	return lockFixture{
+		a: l, b: l,
+		key: func(name string) string { return "xtimer:local:slot:" + name },
+		remaining: func(t *testing.T, key string) time.Duration {
+			ll := l.(*localLocker)
+			ll.mu.Lock()
+			defer ll.mu.Unlock()
+			h, ok := ll.held[key]
+			if !ok || !clk.Now().Before(h.expires) {
+				return 0
+			}
+			return h.expires.Sub(clk.Now())
+		},
+		expire: func(t *testing.T, key string) { clk.Advance(time.Hour) }, // longer than any ttl here
+	}, clk
+}
+
+func redisLockFixture(t *testing.T) lockFixture {
+	rdbA, rdbB := testsvc.Redis(t), testsvc.Redis(t)
+	app := testsvc.App(t)
+	return lockFixture{
+		a: NewRedisLocker(rdbA), b: NewRedisLocker(rdbB),
+		key: func(name string) string { return "xtimer:" + app + ":slot:" + name },
+		remaining: func(t *testing.T, key string) time.Duration {
+			d, err := rdbA.PTTL(context.Background(), key).Result()
+			require.NoError(t, err)
+			require.NotEqual(t, time.Duration(-1), d, "key %q has no expiry", key)
+			return max(d, 0) // -2ns: absent
+		},
+		expire: func(t *testing.T, key string) {
+			ctx := context.Background()
+			require.NoError(t, rdbA.PExpire(ctx, key, time.Millisecond).Err())
+			require.Eventually(t, func() bool { return rdbA.Exists(ctx, key).Val() == 0 },
+				5*time.Second, 2*time.Millisecond, "key %q did not expire", key)
+		},
+	}
+}
+
+func TestLockLocal(t *testing.T) {
+	t.Parallel()
+	testLocker(t, func(t *testing.T) lockFixture { f, _ := localLockFixture(t); return f })
+}
+
+func TestLockRedis(t *testing.T) {
+	t.Parallel()
+	testLocker(t, redisLockFixture)
+}
+
+// testLocker is the behaviour every Locker promises.
+func testLocker(t *testing.T, setup func(t *testing.T) lockFixture) {
+	ctx := context.Background()
+
+	t.Run("HeldKeyIsRefusedToEveryOtherObtain", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		key := f.key("29000000:3")
+		lk, err := f.a.Obtain(ctx, key, 10*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, key, lk.Key())
+
+		_, err = f.b.Obtain(ctx, key, 10*time.Second)
+		require.ErrorIs(t, err, ErrLockHeld)
+		require.NotErrorIs(t, err, ErrLockUnavailable)
+		_, err = f.a.Obtain(ctx, key, 10*time.Second)
+		require.ErrorIs(t, err, ErrLockHeld, "not reentrant: a second claim by the same replica is refused too")
+
+		other, err := f.b.Obtain(ctx, f.key("29000000:4"), 10*time.Second)
+		require.NoError(t, err, "another key is free")
+		require.NoError(t, other.Release(ctx))
+	})
+
+	t.Run("ReleaseLetsAnotherObtainAndOnlyOnce", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		key := f.key("29000000:0")
+		lk, err := f.a.Obtain(ctx, key, 10*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, lk.Release(ctx))
+		require.Zero(t, f.remaining(t, key))
+		require.ErrorIs(t, lk.Release(ctx), ErrLockLost, "released twice")
+
+		next, err := f.b.Obtain(ctx, key, 10*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, next.Release(ctx))
+	})
+
+	t.Run("KeysExpireAndRefreshExtends", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		key := f.key("29000000:1")
+		lk, err := f.a.Obtain(ctx, key, 10*time.Second)
+		require.NoError(t, err)
+		left := f.remaining(t, key)
+		require.True(t, left > 0 && left <= 10*time.Second, "ttl after obtain: %v", left)
+
+		require.NoError(t, lk.Refresh(ctx, time.Minute))
+		left = f.remaining(t, key)
+		require.True(t, left > 10*time.Second && left <= time.Minute, "ttl after refresh: %v", left)
+		require.NoError(t, lk.Release(ctx))
+	})
+
+	t.Run("ExpiryLetsAnotherObtain", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		key := f.key("29000000:2")
+		lk, err := f.a.Obtain(ctx, key, 10*time.Second)
+		require.NoError(t, err)
+		f.expire(t, key)
+
+		require.ErrorIs(t, lk.Refresh(ctx, 10*time.Second), ErrLockLost, "an expired lock is lost even if nobody took it")
+		require.ErrorIs(t, lk.Release(ctx), ErrLockLost)
+		next, err := f.b.Obtain(ctx, key, 10*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, next.Release(ctx))
+	})
+
+	t.Run("StaleHolderCannotTouchTheNewHoldersKey", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		key := f.key("29000000:5")
+		stale, err := f.a.Obtain(ctx, key, 10*time.Second)
+		require.NoError(t, err)
+		f.expire(t, key)
+		current, err := f.b.Obtain(ctx, key, 30*time.Second)
+		require.NoError(t, err)
+
+		require.ErrorIs(t, stale.Refresh(ctx, time.Minute), ErrLockLost)
+		require.ErrorIs(t, stale.Release(ctx), ErrLockLost)
+		left := f.remaining(t, key)
+		require.True(t, left > 10*time.Second && left <= 30*time.Second,
+			"the new holder's key is intact, not extended or deleted: ttl %v", left)
+		_, err = f.a.Obtain(ctx, key, 10*time.Second)
+		require.ErrorIs(t, err, ErrLockHeld)
+
+		require.NoError(t, current.Refresh(ctx, time.Minute))
+		require.NoError(t, current.Release(ctx))
+	})
+
+	t.Run("ConcurrentObtainHasExactlyOneWinner", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		key := f.key("29000000:6")
+		const n = 16
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l := f.a
+				if i%2 == 1 {
+					l = f.b
+				}
+				_, errs[i] = l.Obtain(ctx, key, 10*time.Second)
+			}()
+		}
+		wg.Wait()
+		won := 0
+		for i, err := range errs {
+			if err == nil {
+				won++
+				continue
+			}
+			require.ErrorIs(t, err, ErrLockHeld, "goroutine %d", i)
+		}
+		require.Equal(t, 1, won)
+	})
+
+	t.Run("BadArgumentsAreNeitherHeldNorUnavailable", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		key := f.key("29000000:7")
+		for _, tc := range []struct {
+			key  string
+			ttl  time.Duration
+			want string
+		}{
+			{"", time.Second, "xtimer: lock key is empty"},
+			{key, 0, fmt.Sprintf("xtimer: lock %q: ttl must be at least 1ms, got 0s", key)},
+			{key, 500 * time.Microsecond, fmt.Sprintf("xtimer: lock %q: ttl must be at least 1ms, got 500µs", key)},
+		} {
+			_, err := f.a.Obtain(ctx, tc.key, tc.ttl)
+			require.EqualError(t, err, tc.want)
+			require.NotErrorIs(t, err, ErrLockHeld)
+			require.NotErrorIs(t, err, ErrLockUnavailable)
+		}
+		require.Zero(t, f.remaining(t, key), "nothing was set")
+
+		lk, err := f.a.Obtain(ctx, key, 10*time.Second)
+		require.NoError(t, err)
+		require.Error(t, lk.Refresh(ctx, 0))
+		require.Positive(t, f.remaining(t, key), "a refused refresh leaves the lock alone")
+		require.NoError(t, lk.Release(ctx))
+	})
+
+	t.Run("EndedContextIsUnavailable", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		key := f.key("29000000:8")
+		lk, err := f.a.Obtain(ctx, key, 10*time.Second)
+		require.NoError(t, err)
+
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		_, err = f.b.Obtain(done, f.key("29000000:9"), 10*time.Second)
+		requireUnavailable(t, err, context.Canceled)
+		requireUnavailable(t, lk.Refresh(done, time.Minute), context.Canceled)
+		requireUnavailable(t, lk.Release(done), context.Canceled)
+		require.NoError(t, lk.Release(ctx), "the lock survived the failed calls")
+	})
+}
+
+func requireUnavailable(t *testing.T, err, cause error) {
+	t.Helper()
+	require.ErrorIs(t, err, ErrLockUnavailable)
+	require.NotErrorIs(t, err, ErrLockHeld)
+	require.NotErrorIs(t, err, ErrLockLost)
+	if cause != nil {
+		require.ErrorIs(t, err, cause)
+	}
+	require.Contains(t, err.Error(), "xtimer: lock backend unavailable: ")
+}
+
+// The local locker's expiry follows the injected clock to the nanosecond.
+func TestLockLocalExpiryFollowsTheClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f, clk := localLockFixture(t)
+	key := f.key("29000000:0")
+
+	lk, err := f.a.Obtain(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	clk.Advance(8 * time.Second)
+	require.NoError(t, lk.Refresh(ctx, 10*time.Second))
+	clk.Advance(10*time.Second - time.Nanosecond)
+	_, err = f.b.Obtain(ctx, key, 10*time.Second)
+	require.ErrorIs(t, err, ErrLockHeld, "refresh counted from its own instant, not from the obtain")
+
+	clk.Advance(time.Nanosecond)
+	next, err := f.b.Obtain(ctx, key, 10*time.Second)
+	require.NoError(t, err, "the key is free the instant its ttl runs out")
+	require.ErrorIs(t, lk.Refresh(ctx, time.Second), ErrLockLost)
+	require.NoError(t, next.Release(ctx))
+}
+
+// Slot keys are new every minute; keys whose holders never released them
+// must not pile up in a long-running process.
+func TestLockLocalDropsExpiredKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := fakeclock.New(time.Date(2024, 3, 10, 9, 0, 0, 0, time.UTC))
+	l := NewLocalLocker(clk).(*localLocker)
+	for minute := range 100 {
+		for bucket := range 16 {
+			_, err := l.Obtain(ctx, fmt.Sprintf("xtimer:app:slot:%d:%d", minute, bucket), 30*time.Second)
+			require.NoError(t, err)
+		}
+		clk.Advance(time.Minute)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	require.LessOrEqual(t, len(l.held), 2*minSweep, "expired keys are swept")
+}
+
+func TestLockLocalNilClockIsSystemClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l := NewLocalLocker(nil)
+	lk, err := l.Obtain(ctx, "xtimer:app:slot:1:1", time.Minute)
+	require.NoError(t, err)
+	_, err = l.Obtain(ctx, "xtimer:app:slot:1:1", time.Minute)
+	require.ErrorIs(t, err, ErrLockHeld)
+	require.NoError(t, lk.Release(ctx))
+}
+
+// With Redis down the Redis locker answers at once with an error the
+// scheduler can tell from "held": it then falls back to the database.
+func TestLockRedisUnavailableIsQuickAndDistinct(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	l := NewRedisLocker(rdb)
+
+	began := time.Now()
+	lk, err := l.Obtain(ctx, "xtimer:down:slot:29000000:0", 10*time.Second)
+	took := time.Since(began)
+	require.Nil(t, lk)
+	requireUnavailable(t, err, nil)
+	// With go-redis's default dial retries the per-call bound (one second)
+	// usually ends the call first; either cause is wrapped.
+	var opErr *net.OpError
+	require.True(t, errors.As(err, &opErr) || errors.Is(err, context.DeadlineExceeded),
+		"the cause is wrapped: %v", err)
+	require.Less(t, took, redisCallTimeout+time.Second, "Obtain must not hang when Redis is down")
+}
+
+// A lock whose Redis client went away reports unavailable, not lost.
+func TestLockRedisRefreshAndReleaseOnAClosedClientAreUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := testsvc.Redis(t)
+	key := "xtimer:" + testsvc.App(t) + ":slot:29000000:0"
+	lk, err := NewRedisLocker(rdb).Obtain(ctx, key, 5*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, rdb.Close())
+
+	requireUnavailable(t, lk.Refresh(ctx, time.Minute), redis.ErrClosed)
+	requireUnavailable(t, lk.Release(ctx), redis.ErrClosed)
+}
+
+// A Redis that accepts connections and never answers is cut off by the
+// caller's ctx or, without one, by the per-call bound.
+func TestLockRedisSilentServerIsCutOff(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() })
+		}
+	}()
+	rdb := redis.NewClient(&redis.Options{Addr: ln.Addr().String()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	l := NewRedisLocker(rdb)
+
+	began := time.Now()
+	_, err = l.Obtain(context.Background(), "xtimer:silent:slot:29000000:0", 10*time.Second)
+	took := time.Since(began)
+	requireUnavailable(t, err, context.DeadlineExceeded)
+	require.Less(t, took, redisCallTimeout+time.Second, "bounded by the per-call timeout")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	began = time.Now()
+	_, err = l.Obtain(ctx, "xtimer:silent:slot:29000000:1", 10*time.Second)
+	took = time.Since(began)
+	requireUnavailable(t, err, context.DeadlineExceeded)
+	require.Less(t, took, redisCallTimeout/2, "bounded by the caller's ctx")
+}

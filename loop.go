@@ -1,0 +1,661 @@
+package xtimer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/xtimer-go/xtimer/executor"
+	"github.com/xtimer-go/xtimer/store"
+)
+
+// This file is the tick loop of DESIGN.md: once a second every replica
+// syncs task state, claims the slots of the coming minute, records their
+// fires, and keeps the fleet healthy (heartbeats, rescue, retries).
+
+const (
+	slotLockTTL = 20 * time.Second
+	// lateTolerance: a fire whose timer rings within this of its run time
+	// is on time; later ones, and fires recorded after their run time, go
+	// through the misfire policy or a synchronous claim.
+	lateTolerance = time.Second
+	claimBatch    = 200
+	// urgentHorizon: fires this close are recorded (and armed) first.
+	urgentHorizon = 3 * time.Second
+)
+
+// taskState is a task as the database says, shared by every replica.
+type taskState struct {
+	row    store.Task
+	sched  Schedule // nil when the stored spec does not parse
+	bucket int
+}
+
+func (t *taskState) active() bool { return t.row.Status == store.TaskActive && t.sched != nil }
+
+func (t *taskState) loc() *time.Location {
+	if t.sched != nil {
+		return t.sched.Location()
+	}
+	return time.UTC
+}
+
+func (t *taskState) endAt() time.Time {
+	if t.row.EndAtMs == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(t.row.EndAtMs)
+}
+
+func (t *taskState) backoff() executor.Backoff {
+	return executor.Backoff{
+		Base:   max(time.Duration(t.row.BackoffBaseMs)*time.Millisecond, time.Millisecond),
+		Max:    max(time.Duration(t.row.BackoffMaxMs)*time.Millisecond, time.Millisecond),
+		Jitter: 0.2,
+	}
+}
+
+func bucketOf(code string, buckets int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(code))
+	return int(h.Sum32() % uint32(buckets))
+}
+
+// adoptTask replaces the local view of one task with its stored row.
+func (s *Scheduler) adoptTask(row store.Task) {
+	t := &taskState{row: row, bucket: bucketOf(row.Code, s.opts.Buckets)}
+	spec, dialect, zone := row.Effective()
+	opts := []ScheduleOption{WithDialect(Dialect(dialect))}
+	if zone != "" && zone != "UTC" {
+		loc, err := loadZone(zone)
+		if err == nil {
+			opts = append(opts, In(loc))
+		}
+	}
+	sched, err := ParseSchedule(spec, opts...)
+	if err != nil {
+		s.log.Error("stored schedule does not parse; the task will not fire", "task", row.Code, "err", err)
+	} else {
+		t.sched = sched
+	}
+	s.mu.Lock()
+	old := s.tasks[row.Code]
+	s.tasks[row.Code] = t
+	s.mu.Unlock()
+	if old != nil && old.row.Status != row.Status {
+		s.log.Info("task "+row.Status, "task", row.Code)
+	}
+}
+
+// syncTasks picks up changes other replicas and the console made: one
+// narrow query a second, full rows only for what changed.
+func (s *Scheduler) syncTasks(ctx context.Context) error {
+	versions, err := s.store.TaskVersions(ctx, s.opts.App)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	var changed []string
+	for code, v := range versions {
+		if t := s.tasks[code]; t == nil || t.row.Version != v {
+			changed = append(changed, code)
+		}
+	}
+	for code := range s.tasks {
+		if _, ok := versions[code]; !ok {
+			delete(s.tasks, code)
+		}
+	}
+	s.mu.Unlock()
+	if len(changed) > 20 {
+		rows, err := s.store.Tasks(ctx, s.opts.App)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			s.adoptTask(r)
+		}
+		return nil
+	}
+	for _, code := range changed {
+		row, err := s.store.Task(ctx, s.opts.App, code)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		s.adoptTask(row)
+	}
+	return nil
+}
+
+func (s *Scheduler) heartbeat(ctx context.Context, now time.Time) error {
+	host, _ := os.Hostname()
+	s.mu.Lock()
+	s.lastBeat = now
+	codes := make([]string, 0, len(s.handlers))
+	for c := range s.handlers {
+		codes = append(codes, c)
+	}
+	s.mu.Unlock()
+	sort.Strings(codes)
+	err := s.store.Heartbeat(ctx, store.Replica{
+		App: s.opts.App, ID: s.opts.InstanceID, Host: host, PID: os.Getpid(), Version: s.opts.Version,
+		StartedMs: now.UnixMilli(), HeartbeatMs: now.UnixMilli(), Handlers: codes,
+	})
+	if err != nil {
+		return err
+	}
+	live, err := s.store.LiveReplicas(ctx, s.opts.App, now.Add(-s.opts.ReplicaTimeout).UnixMilli())
+	if err != nil {
+		return err
+	}
+	ids := make([]string, len(live))
+	for i, r := range live {
+		ids[i] = r.ID
+	}
+	s.mu.Lock()
+	s.beatOK, s.live = now, ids
+	s.mu.Unlock()
+	return nil
+}
+
+// tickLoop wakes on every second boundary of the clock.
+func (s *Scheduler) tickLoop(ctx context.Context) {
+	defer s.loops.Done()
+	now := s.clock.Now()
+	timer := s.clock.NewTimer(time.Second - time.Duration(now.Nanosecond()))
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C():
+		}
+		now = s.clock.Now()
+		s.tick(ctx, now)
+		now = s.clock.Now()
+		timer.Reset(time.Second - time.Duration(now.Nanosecond()))
+	}
+}
+
+func (s *Scheduler) tick(ctx context.Context, now time.Time) {
+	err := s.syncTasks(ctx)
+	if err == nil && now.Sub(s.lastBeatAt()) >= s.opts.HeartbeatInterval {
+		if err = s.heartbeat(ctx, now); err == nil {
+			err = s.rescueLost(ctx, now)
+		}
+	}
+	if err == nil {
+		err = s.plan(ctx, now)
+	}
+	if err == nil {
+		err = s.claimFires(ctx, now)
+	}
+	if err == nil {
+		err = s.pickRetries(ctx, now)
+	}
+	s.noteDB(err)
+}
+
+func (s *Scheduler) lastBeatAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastBeat
+}
+
+// noteDB logs the database going away and coming back, once each.
+func (s *Scheduler) noteDB(err error) {
+	if err != nil && errors.Is(err, context.Canceled) {
+		return
+	}
+	s.mu.Lock()
+	was := s.dbDown
+	s.dbDown = err != nil
+	s.mu.Unlock()
+	switch {
+	case err != nil && !was:
+		s.log.Error("database unreachable: no fire is recorded or started until it is back", "err", err)
+	case err != nil:
+		s.log.Debug("database still unreachable", "err", err)
+	case was:
+		s.log.Info("database reachable again")
+	}
+}
+
+type slotKey struct {
+	minute int64 // Unix minute
+	bucket int
+}
+
+type slotState struct {
+	done    bool
+	lock    Lock      // held by this replica, nil otherwise
+	recheck time.Time // lost to another replica: look again at this instant
+}
+
+func (s *Scheduler) lockKey(k slotKey) string {
+	return "xtimer:" + s.opts.App + ":slot:" + strconv.FormatInt(k.minute, 10) + ":" + strconv.Itoa(k.bucket)
+}
+
+// fire is one planned instant of one task.
+type fire struct {
+	task *taskState
+	at   time.Time
+}
+
+// firesIn returns the fires of active tasks of a bucket in one minute.
+func (s *Scheduler) firesIn(minute int64, bucket int) []fire {
+	from := time.Unix(minute*60, 0)
+	to := from.Add(time.Minute)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []fire
+	for _, t := range s.tasks {
+		if t.bucket != bucket || !t.active() {
+			continue
+		}
+		end := t.endAt()
+		// A task has no fires before it was first recorded: catch-up must
+		// not invent an hour of misfires for a task created a minute ago.
+		start := from.Add(-time.Nanosecond)
+		if created := time.UnixMilli(t.row.CreatedMs).Add(-time.Nanosecond); created.After(start) {
+			start = created
+		}
+		for at := t.sched.Next(start); !at.IsZero() && at.Before(to); at = t.sched.Next(at) {
+			if !end.IsZero() && !at.Before(end) {
+				break
+			}
+			out = append(out, fire{t, at})
+		}
+	}
+	return out
+}
+
+// findMissedSlots registers, at Start, the slots of the last
+// CatchUpHorizon that have fires and that no replica marked done: every
+// replica was down, or the database was.
+func (s *Scheduler) findMissedSlots(ctx context.Context, now time.Time) error {
+	cur := now.Unix() / 60
+	from := now.Add(-s.opts.CatchUpHorizon).Unix() / 60
+	done, err := s.store.DoneSlots(ctx, s.opts.App, from, cur-1)
+	if err != nil {
+		return err
+	}
+	isDone := make(map[slotKey]bool, len(done))
+	for _, d := range done {
+		isDone[slotKey{d.Minute, d.Bucket}] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for m := from; m < cur; m++ {
+		for b := range s.opts.Buckets {
+			k := slotKey{m, b}
+			if _, seen := s.slots[k]; !seen {
+				s.slots[k] = &slotState{done: isDone[k]}
+			}
+		}
+	}
+	return nil
+}
+
+// plan claims and records the slots that are due: the next minute once it
+// is ClaimAhead away, the current one, and earlier ones still open (a
+// database error, a lost owner, catch-up after Start).
+func (s *Scheduler) plan(ctx context.Context, now time.Time) error {
+	cur := now.Unix() / 60
+	last := cur
+	if now.Add(s.opts.ClaimAhead).Unix()/60 > cur {
+		last = cur + 1
+	}
+	s.mu.Lock()
+	for m := cur; m <= last; m++ {
+		for b := range s.opts.Buckets {
+			if _, ok := s.slots[slotKey{m, b}]; !ok {
+				s.slots[slotKey{m, b}] = &slotState{}
+			}
+		}
+	}
+	var keys []slotKey
+	horizon := now.Add(-s.opts.CatchUpHorizon).Unix() / 60
+	for k, st := range s.slots {
+		switch {
+		case k.minute < horizon-1:
+			delete(s.slots, k) // beyond catch-up: forget
+		case !st.done && k.minute <= last && !now.Before(st.recheck):
+			keys = append(keys, k)
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].minute != keys[j].minute {
+			return keys[i].minute < keys[j].minute
+		}
+		return keys[i].bucket < keys[j].bucket
+	})
+	return s.planSlots(ctx, now, keys)
+}
+
+// planSlots claims open slots and records their fires. It claims every
+// slot first and records the fires of the next few seconds before the
+// rest, so that a replica starting mid-minute, or a slow database, does
+// not make the imminent fires wait behind a minute of rows. All missed
+// fires of a task are recorded together, so its misfire policy sees them
+// all.
+func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey) error {
+	var fires []fire
+	var won []slotKey
+	for _, k := range keys {
+		f := s.firesIn(k.minute, k.bucket)
+		st := s.slotState(k)
+		if len(f) == 0 {
+			s.mu.Lock()
+			st.done = true // nothing to claim: no lock, no row
+			s.mu.Unlock()
+			continue
+		}
+		if st.recheck != (time.Time{}) {
+			// Lost earlier: the owner may have died before recording.
+			if done, err := s.slotDone(ctx, k); err != nil {
+				return err
+			} else if done {
+				s.mu.Lock()
+				st.done = true
+				s.mu.Unlock()
+				continue
+			}
+		}
+		if !s.claimSlot(ctx, now, k, st) {
+			continue
+		}
+		fires = append(fires, f...)
+		won = append(won, k)
+	}
+	if len(won) == 0 {
+		return nil
+	}
+	soon := now.Add(urgentHorizon)
+	var urgent, later []fire
+	for _, f := range fires {
+		if f.at.Before(soon) {
+			urgent = append(urgent, f)
+		} else {
+			later = append(later, f)
+		}
+	}
+	for _, part := range [][]fire{urgent, later} {
+		if len(part) == 0 {
+			continue
+		}
+		if err := s.record(ctx, now, part); err != nil {
+			return err // slots stay open and are retried next tick under the lock
+		}
+	}
+	slots := make([]store.Slot, len(won))
+	for i, k := range won {
+		slots[i] = store.Slot{App: s.opts.App, Minute: k.minute, Bucket: k.bucket, Done: true, Owner: s.opts.InstanceID, DoneMs: now.UnixMilli()}
+	}
+	if err := s.store.MarkSlotsDone(ctx, s.opts.App, slots); err != nil {
+		return err // fires are recorded; marking again next tick is harmless
+	}
+	s.mu.Lock()
+	for _, k := range won {
+		s.slots[k].done = true
+	}
+	s.mu.Unlock()
+	s.log.Debug("slots recorded", "slots", len(won), "fires", len(fires))
+	return nil
+}
+
+func (s *Scheduler) slotState(k slotKey) *slotState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.slots[k]
+}
+
+func (s *Scheduler) slotDone(ctx context.Context, k slotKey) (bool, error) {
+	done, err := s.store.DoneSlots(ctx, s.opts.App, k.minute, k.minute)
+	if err != nil {
+		return false, err
+	}
+	for _, d := range done {
+		if d.Bucket == k.bucket && d.Done {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// claimSlot takes the slot's lock. With Redis unreachable it goes on
+// without: the unique key of the executions table is the guard then.
+func (s *Scheduler) claimSlot(ctx context.Context, now time.Time, k slotKey, st *slotState) bool {
+	if st.lock != nil {
+		if err := st.lock.Refresh(ctx, slotLockTTL); err == nil {
+			return true
+		}
+		st.lock = nil
+	}
+	lock, err := s.locker.Obtain(ctx, s.lockKey(k), slotLockTTL)
+	switch {
+	case err == nil:
+		s.noteRedis(nil)
+		s.mu.Lock()
+		st.lock = lock
+		s.mu.Unlock()
+		return true
+	case errors.Is(err, ErrLockHeld):
+		s.noteRedis(nil)
+		s.mu.Lock()
+		st.recheck = now.Add(slotLockTTL + lateTolerance)
+		s.mu.Unlock()
+		return false
+	default:
+		s.noteRedis(err)
+		return true
+	}
+}
+
+func (s *Scheduler) noteRedis(err error) {
+	s.mu.Lock()
+	was := s.redisDown
+	s.redisDown = err != nil
+	s.mu.Unlock()
+	switch {
+	case err != nil && !was:
+		s.log.Warn("slot lock unavailable: claims fall back to the database unique key", "err", err)
+	case err == nil && was:
+		s.log.Info("slot lock available again")
+	}
+}
+
+func (s *Scheduler) releaseLocks(ctx context.Context) {
+	s.mu.Lock()
+	var locks []Lock
+	for _, st := range s.slots {
+		if st.lock != nil {
+			locks = append(locks, st.lock)
+			st.lock = nil
+		}
+	}
+	s.mu.Unlock()
+	for _, l := range locks {
+		_ = l.Release(ctx)
+	}
+}
+
+// record writes the rows of fires (record-then-run) and arms those this
+// replica inserted and can run. Fires already past go through their
+// task's misfire policy.
+func (s *Scheduler) record(ctx context.Context, now time.Time, fires []fire) error {
+	byTask := map[*taskState][]time.Time{}
+	for _, f := range fires {
+		byTask[f.task] = append(byTask[f.task], f.at)
+	}
+	var rows []store.Execution
+	for t, ats := range byTask {
+		sort.Slice(ats, func(i, j int) bool { return ats[i].Before(ats[j]) })
+		taskRows, err := s.rowsFor(ctx, now, t, ats)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, taskRows...)
+	}
+	inserted, err := s.store.InsertFires(ctx, rows)
+	if err != nil {
+		return err
+	}
+	for _, r := range inserted {
+		if r.Status == store.StatusScheduled && r.Replica == s.opts.InstanceID {
+			s.arm(r)
+		} else if r.Status == store.StatusSkipped {
+			s.log.Info("fire skipped", "task", r.TaskCode, "run_time", time.UnixMilli(r.RunTime).UTC(), "reason", r.Reason)
+		}
+	}
+	return nil
+}
+
+// rowsFor builds the rows of one task's fires, applying the misfire policy
+// to those already past and WithMaxRuns.
+func (s *Scheduler) rowsFor(ctx context.Context, now time.Time, t *taskState, ats []time.Time) ([]store.Execution, error) {
+	s.mu.Lock()
+	_, local := s.handlers[t.row.Code]
+	s.mu.Unlock()
+	owner := ""
+	if local {
+		owner = s.opts.InstanceID
+	}
+	row := func(at time.Time, status, source, reason string) store.Execution {
+		return store.Execution{App: s.opts.App, TaskCode: t.row.Code, RunTime: at.UnixMilli(), Status: status,
+			Source: source, Reason: reason, MaxAttempts: max(t.row.MaxAttempts, 1), Replica: owner}
+	}
+	var missed, onTime []time.Time
+	for _, at := range ats {
+		if now.Sub(at) > lateTolerance {
+			missed = append(missed, at)
+		} else {
+			onTime = append(onTime, at)
+		}
+	}
+	window := time.Duration(t.row.MisfireWindowMs) * time.Millisecond
+	if window <= 0 {
+		window = DefaultMisfireWindow
+	}
+	var rows []store.Execution
+	for i, at := range missed {
+		run := false
+		switch MisfirePolicy(t.row.Misfire) {
+		case MisfireRunAll:
+			run = now.Sub(at) <= window
+		case MisfireSkip:
+		default: // MisfireRunOnce
+			run = i == len(missed)-1 && now.Sub(at) <= window
+		}
+		if run {
+			rows = append(rows, row(at, store.StatusScheduled, store.SourceCatchup, ""))
+		} else {
+			skip := row(at, store.StatusSkipped, store.SourceSchedule, store.ReasonMisfire)
+			skip.Replica = s.opts.InstanceID
+			rows = append(rows, skip)
+		}
+	}
+	for _, at := range onTime {
+		rows = append(rows, row(at, store.StatusScheduled, store.SourceSchedule, ""))
+	}
+	if t.row.MaxRuns > 0 {
+		done, err := s.store.ScheduledRuns(ctx, s.opts.App, t.row.Code)
+		if err != nil {
+			return nil, err
+		}
+		left := t.row.MaxRuns - done
+		kept := rows[:0]
+		for _, r := range rows {
+			if r.Status == store.StatusSkipped {
+				kept = append(kept, r)
+			} else if left > 0 {
+				kept = append(kept, r)
+				left--
+			}
+		}
+		rows = kept
+	}
+	return rows, nil
+}
+
+// claimFires takes over scheduled fires nobody runs: manual runs and fires
+// recorded by replicas without the handler (no owner), and fires whose
+// owner died before starting them.
+func (s *Scheduler) claimFires(ctx context.Context, now time.Time) error {
+	s.mu.Lock()
+	codes := make([]string, 0, len(s.handlers))
+	for c := range s.handlers {
+		codes = append(codes, c)
+	}
+	live := s.live
+	s.mu.Unlock()
+	claimed, err := s.store.ClaimFires(ctx, s.opts.App, s.opts.InstanceID, codes, live,
+		now.UnixMilli(), now.Add(-s.opts.ReplicaTimeout).UnixMilli(), claimBatch)
+	for _, r := range claimed {
+		s.log.Info("claimed a fire nobody was running", "task", r.TaskCode, "execution", r.ID, "run_time", time.UnixMilli(r.RunTime).UTC())
+		s.arm(r)
+	}
+	return err
+}
+
+// pickRetries starts the retries that are due, of tasks this replica can
+// run, whichever replica ran the failed attempt.
+func (s *Scheduler) pickRetries(ctx context.Context, now time.Time) error {
+	due, err := s.store.DueRetries(ctx, s.opts.App, now.UnixMilli(), claimBatch)
+	if err != nil {
+		return err
+	}
+	for _, r := range due {
+		s.mu.Lock()
+		_, local := s.handlers[r.TaskCode]
+		s.mu.Unlock()
+		if !local {
+			continue
+		}
+		ok, err := s.store.StartAttempt(ctx, r.ID, r.Attempt+1, s.opts.InstanceID, now.UnixMilli())
+		if err != nil {
+			return err
+		}
+		if ok {
+			r.Attempt++
+			s.startAttempt(r, now)
+		}
+	}
+	return nil
+}
+
+// rescueLost settles running executions whose replica stopped
+// heart-beating, by their retry policy.
+func (s *Scheduler) rescueLost(ctx context.Context, now time.Time) error {
+	s.mu.Lock()
+	live := s.live
+	s.mu.Unlock()
+	if len(live) == 0 {
+		return nil // not even ourselves: our own heartbeat has not landed
+	}
+	lost, err := s.store.LostExecutions(ctx, s.opts.App, live, claimBatch)
+	if err != nil || len(lost) == 0 {
+		return err
+	}
+	finishes := make([]store.Finish, len(lost))
+	for i, r := range lost {
+		finishes[i] = s.settle(r, now, fmt.Errorf("replica %s lost while running attempt %d", r.Replica, r.Attempt), false, store.ReasonReplicaLost)
+	}
+	oks, err := s.store.FinishAttempts(ctx, finishes)
+	for i, ok := range oks {
+		if ok {
+			s.log.Warn("execution rescued from a lost replica", "task", lost[i].TaskCode, "execution", lost[i].ID,
+				"replica", lost[i].Replica, "status", finishes[i].Status)
+		}
+	}
+	return err
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package xtimer
+
+const raceEnabled = true

@@ -1,0 +1,582 @@
+package xtimer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/xtimer-go/xtimer/executor"
+	"github.com/xtimer-go/xtimer/store"
+)
+
+// Defaults of Options.
+const (
+	DefaultApp               = "default"
+	DefaultBuckets           = 16
+	DefaultWorkers           = 64
+	DefaultClaimAhead        = 5 * time.Second
+	DefaultCatchUpHorizon    = time.Hour
+	DefaultHeartbeatInterval = 5 * time.Second
+	DefaultReplicaTimeout    = 30 * time.Second
+	DefaultStartTimeout      = 30 * time.Second
+)
+
+// Options configures a Scheduler. Zero fields take the documented defaults;
+// out-of-range values fail New with an error naming the field.
+type Options struct {
+	// DB records tasks and executions: a *gorm.DB on MySQL/MariaDB,
+	// PostgreSQL or SQLite. Required. Its tables are created by Start.
+	DB *gorm.DB
+	// Redis claims slots across replicas. Nil means the in-process lock,
+	// which is correct for one process only; Start logs that it is in use.
+	Redis redis.UniversalClient
+	// Locker replaces the lock built from Redis (another backend, tests).
+	// Defaults to NewRedisLocker(Redis), or NewLocalLocker when Redis is nil.
+	Locker Locker
+	// App namespaces rows and Redis keys, so several services may share one
+	// database and one Redis. Defaults to DefaultApp ("default").
+	App string
+	// Buckets splits each minute's fires into slots that replicas claim
+	// independently. Defaults to DefaultBuckets (16); 1-4096.
+	Buckets int
+	// InstanceID names this replica in rows and logs. Defaults to
+	// host-pid-random, unique per process start.
+	InstanceID string
+	// Version is shown beside this replica in the console. Defaults to "".
+	Version string
+	// Logger receives state changes at info and the rest at debug.
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+	// Clock is the source of time. Defaults to SystemClock().
+	Clock Clock
+	// Workers bounds the handlers running at once on this replica; more
+	// wait in run-time order. Defaults to DefaultWorkers (64).
+	Workers int
+	// ClaimAhead is how long before a minute starts its slots are claimed
+	// and its fires recorded. Defaults to DefaultClaimAhead (5s); 1s-50s.
+	ClaimAhead time.Duration
+	// CatchUpHorizon is how far back Start looks for slots nobody recorded
+	// (every replica was down). Defaults to DefaultCatchUpHorizon (1h).
+	CatchUpHorizon time.Duration
+	// HeartbeatInterval is how often this replica proves it is alive.
+	// Defaults to DefaultHeartbeatInterval (5s).
+	HeartbeatInterval time.Duration
+	// ReplicaTimeout is how long after its last heartbeat a replica counts
+	// as lost: its running executions are settled by the retry policy and
+	// its recorded fires run elsewhere. Defaults to DefaultReplicaTimeout
+	// (30s); at least 3 heartbeat intervals.
+	ReplicaTimeout time.Duration
+	// MaxOutput caps the output a handler attaches to its row. Defaults to
+	// DefaultMaxOutput (64 KiB).
+	MaxOutput int
+}
+
+func (o Options) withDefaults() Options {
+	if o.App == "" {
+		o.App = DefaultApp
+	}
+	if o.Buckets == 0 {
+		o.Buckets = DefaultBuckets
+	}
+	if o.InstanceID == "" {
+		host, _ := os.Hostname()
+		var b [3]byte
+		_, _ = rand.Read(b[:])
+		o.InstanceID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = SystemClock()
+	}
+	if o.Workers == 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.ClaimAhead == 0 {
+		o.ClaimAhead = DefaultClaimAhead
+	}
+	if o.CatchUpHorizon == 0 {
+		o.CatchUpHorizon = DefaultCatchUpHorizon
+	}
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if o.ReplicaTimeout == 0 {
+		o.ReplicaTimeout = max(DefaultReplicaTimeout, 3*o.HeartbeatInterval)
+	}
+	if o.MaxOutput == 0 {
+		o.MaxOutput = DefaultMaxOutput
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	bad := func(field string, value any, reason string) error {
+		return fmt.Errorf("xtimer: Options.%s = %v: %s", field, value, reason)
+	}
+	switch {
+	case o.DB == nil:
+		return bad("DB", nil, "required: a *gorm.DB on MySQL/MariaDB, PostgreSQL or SQLite")
+	case !codePattern.MatchString(o.App) || len(o.App) > 64:
+		return bad("App", fmt.Sprintf("%q", o.App), "want 1-64 lower-case letters, digits and . _ : - starting with a letter or digit")
+	case o.Buckets < 1 || o.Buckets > 4096:
+		return bad("Buckets", o.Buckets, "want 1-4096")
+	case len(o.InstanceID) > 128:
+		return bad("InstanceID", fmt.Sprintf("%q", o.InstanceID), "want at most 128 bytes")
+	case o.Workers < 1:
+		return bad("Workers", o.Workers, "want at least 1")
+	case o.ClaimAhead < time.Second || o.ClaimAhead > 50*time.Second:
+		return bad("ClaimAhead", o.ClaimAhead, "want 1s-50s")
+	case o.CatchUpHorizon < time.Minute:
+		return bad("CatchUpHorizon", o.CatchUpHorizon, "want at least 1m")
+	case o.HeartbeatInterval < 100*time.Millisecond:
+		return bad("HeartbeatInterval", o.HeartbeatInterval, "want at least 100ms")
+	case o.ReplicaTimeout < 3*o.HeartbeatInterval:
+		return bad("ReplicaTimeout", o.ReplicaTimeout, fmt.Sprintf("want at least 3 heartbeat intervals (%s)", 3*o.HeartbeatInterval))
+	case o.MaxOutput < 1:
+		return bad("MaxOutput", o.MaxOutput, "want at least 1")
+	}
+	return nil
+}
+
+// Errors callers can test for with errors.Is.
+var (
+	// ErrTaskNotFound: no task with that code in this app.
+	ErrTaskNotFound = errors.New("xtimer: task not found")
+	// ErrDuplicateTask: the code is already registered in this process.
+	ErrDuplicateTask = errors.New("xtimer: task already registered")
+	// ErrNotStarted: the call needs a started scheduler.
+	ErrNotStarted = errors.New("xtimer: scheduler not started")
+	// ErrStopped: the scheduler was stopped; make a new one.
+	ErrStopped = errors.New("xtimer: scheduler stopped")
+)
+
+// Scheduler runs registered tasks on this replica, together with every
+// other replica of the same App. See DESIGN.md for how a fire runs.
+type Scheduler struct {
+	opts   Options
+	store  *store.Store
+	locker Locker
+	clock  Clock
+	log    *slog.Logger
+	pool   *executor.Pool
+
+	mu        sync.Mutex
+	state     int                    // stateNew, stateRunning, stateStopped
+	handlers  map[string]*taskConfig // registered in this process
+	tasks     map[string]*taskState  // every task of the app, as stored
+	slots     map[slotKey]*slotState
+	armed     fireHeap
+	running   map[string]int // code → attempts running here
+	live      []string       // replica IDs alive at the last heartbeat
+	beatOK    time.Time      // last successful heartbeat
+	lastBeat  time.Time      // last heartbeat attempt
+	redisDown bool
+	dbDown    bool
+
+	wake          chan struct{} // a fire was armed earlier than the dispatcher waits for
+	stop          context.CancelFunc
+	loops         sync.WaitGroup // tick loop, dispatcher
+	attempts      sync.WaitGroup // handlers
+	handlerCtx    context.Context
+	cancelHandler context.CancelFunc
+
+	updates *updateQueue
+}
+
+const (
+	stateNew = iota
+	stateRunning
+	stateStopped
+)
+
+// New returns a Scheduler; nothing runs until Start.
+func New(opts Options) (*Scheduler, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	s := &Scheduler{
+		opts:     opts,
+		clock:    opts.Clock,
+		log:      opts.Logger.With("app", opts.App, "replica", opts.InstanceID),
+		pool:     executor.NewPool(opts.Workers),
+		handlers: map[string]*taskConfig{},
+		tasks:    map[string]*taskState{},
+		slots:    map[slotKey]*slotState{},
+		running:  map[string]int{},
+		wake:     make(chan struct{}, 1),
+	}
+	s.store = store.New(opts.DB, store.WithNow(s.clock.Now))
+	switch {
+	case opts.Locker != nil:
+		s.locker = opts.Locker
+	case opts.Redis != nil:
+		s.locker = NewRedisLocker(opts.Redis)
+	default:
+		s.locker = NewLocalLocker(s.clock)
+	}
+	s.updates = newUpdateQueue(s)
+	return s, nil
+}
+
+// InstanceID returns the name of this replica.
+func (s *Scheduler) InstanceID() string { return s.opts.InstanceID }
+
+// App returns the scheduler's namespace.
+func (s *Scheduler) App() string { return s.opts.App }
+
+// Register adds a task. Its code is stable forever (history hangs on it);
+// spec is read by ParseSchedule with the task's dialect and zone. The
+// definition is written to the database at Start, or at once when the
+// scheduler runs already; pause state and console overrides stored there
+// win over the code's defaults until reset.
+func (s *Scheduler) Register(code, spec string, h Handler, opts ...TaskOption) error {
+	cfg := newTaskConfig(code, spec, h)
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&cfg); err != nil {
+			return fmt.Errorf("xtimer: task %q: %w", code, err)
+		}
+	}
+	if _, err := cfg.validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if _, dup := s.handlers[code]; dup {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: %q", ErrDuplicateTask, code)
+	}
+	if s.state == stateStopped {
+		s.mu.Unlock()
+		return ErrStopped
+	}
+	s.handlers[code] = &cfg
+	started := s.state == stateRunning
+	s.mu.Unlock()
+	if !started {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.upsertTask(ctx, &cfg); err != nil {
+		s.mu.Lock()
+		delete(s.handlers, code)
+		s.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+func (s *Scheduler) upsertTask(ctx context.Context, c *taskConfig) error {
+	row := &store.Task{
+		App: s.opts.App, Code: c.code, Name: c.name, Description: c.description, Owner: c.owner,
+		Kind: store.KindFunc, Spec: c.spec, Dialect: string(c.dialect), TimeZone: c.loc.String(),
+		TimeoutMs: c.timeout.Milliseconds(), MaxAttempts: c.maxAttempts,
+		BackoffBaseMs: c.backoff.Base.Milliseconds(), BackoffMaxMs: c.backoff.Max.Milliseconds(),
+		Misfire: string(c.misfire), MisfireWindowMs: c.misfireWindow.Milliseconds(), Overlap: string(c.overlap),
+		MaxRuns: c.maxRuns,
+	}
+	if !c.endAt.IsZero() {
+		row.EndAtMs = c.endAt.UnixMilli()
+	}
+	stored, err := s.store.UpsertTask(ctx, row)
+	if err != nil {
+		return fmt.Errorf("xtimer: record task %q: %w", c.code, err)
+	}
+	s.adoptTask(stored)
+	return nil
+}
+
+// Start creates the tables, records the registered tasks, catches up what
+// every replica missed while down, and starts the loop. It returns once
+// the loop runs. The database may arrive late: Start retries with back-off
+// until ctx ends (DefaultStartTimeout when ctx has no deadline) and then
+// returns the last error.
+func (s *Scheduler) Start(ctx context.Context) error {
+	s.mu.Lock()
+	switch s.state {
+	case stateRunning:
+		s.mu.Unlock()
+		return errors.New("xtimer: scheduler already started")
+	case stateStopped:
+		s.mu.Unlock()
+		return ErrStopped
+	}
+	s.mu.Unlock()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultStartTimeout)
+		defer cancel()
+	}
+	if err := s.retryStart(ctx, "create tables", s.store.Migrate); err != nil {
+		return err
+	}
+	for _, c := range s.registered() {
+		if err := s.retryStart(ctx, "record task "+c.code, func(ctx context.Context) error { return s.upsertTask(ctx, c) }); err != nil {
+			return err
+		}
+	}
+	if err := s.retryStart(ctx, "load tasks", s.syncTasks); err != nil {
+		return err
+	}
+	now := s.clock.Now()
+	if err := s.retryStart(ctx, "heartbeat", func(ctx context.Context) error { return s.heartbeat(ctx, now) }); err != nil {
+		return err
+	}
+	if err := s.retryStart(ctx, "find missed slots", func(ctx context.Context) error { return s.findMissedSlots(ctx, now) }); err != nil {
+		return err
+	}
+
+	loopCtx, stop := context.WithCancel(context.Background())
+	s.handlerCtx, s.cancelHandler = context.WithCancel(context.Background())
+	s.mu.Lock()
+	s.state = stateRunning
+	s.stop = stop
+	s.mu.Unlock()
+	s.updates.start()
+	s.loops.Add(2)
+	go s.tickLoop(loopCtx)
+	go s.dispatchLoop(loopCtx)
+	mode := "redis"
+	if s.opts.Redis == nil && s.opts.Locker == nil {
+		mode = "in-process (one process only: start a second replica only with Options.Redis)"
+	}
+	s.log.Info("xtimer started", "lock", mode, "buckets", s.opts.Buckets, "tasks", len(s.registered()))
+	return nil
+}
+
+func (s *Scheduler) retryStart(ctx context.Context, what string, fn func(context.Context) error) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := fn(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("xtimer: start: %s: %w", what, err)
+		}
+		s.log.Warn("xtimer start waits for the database", "step", what, "err", err, "retry_in", wait)
+		t := s.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("xtimer: start: %s: %w", what, err)
+		case <-t.C():
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+func (s *Scheduler) registered() []*taskConfig {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*taskConfig, 0, len(s.handlers))
+	for _, c := range s.handlers {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].code < out[j].code })
+	return out
+}
+
+// Stop stops claiming slots, hands the fires this replica recorded but has
+// not started to the other replicas, lets running handlers finish until ctx
+// ends (then cancels their contexts), writes the last status updates and
+// releases its locks. A stopped Scheduler cannot start again.
+func (s *Scheduler) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if s.state != stateRunning {
+		s.state = stateStopped
+		s.mu.Unlock()
+		return nil
+	}
+	s.state = stateStopped
+	s.stop()
+	s.mu.Unlock()
+	s.loops.Wait()
+
+	var errs []error
+	if n, err := s.store.ReleaseFires(ctx, s.opts.App, s.opts.InstanceID); err != nil {
+		errs = append(errs, err)
+	} else if n > 0 {
+		s.log.Info("handed recorded fires to other replicas", "fires", n)
+	}
+	s.releaseLocks(ctx)
+
+	done := make(chan struct{})
+	go func() { s.attempts.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.cancelHandler()
+		<-done // Call returns at once for a handler that ignores its context
+	}
+	s.cancelHandler()
+	if err := s.updates.stop(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.store.DeleteReplica(ctx, s.opts.App, s.opts.InstanceID); err != nil {
+		errs = append(errs, err)
+	}
+	s.log.Info("xtimer stopped")
+	return errors.Join(errs...)
+}
+
+// Pause stops a task's fires on every replica within a second, including
+// fires already recorded (they are recorded skipped, reason paused). The
+// pause is stored and survives restarts and redeploys until Resume.
+func (s *Scheduler) Pause(ctx context.Context, code string) error {
+	return s.setStatus(ctx, code, store.TaskPaused)
+}
+
+// Resume undoes Pause. Fires missed while paused are not run.
+func (s *Scheduler) Resume(ctx context.Context, code string) error {
+	return s.setStatus(ctx, code, store.TaskActive)
+}
+
+func (s *Scheduler) setStatus(ctx context.Context, code, status string) error {
+	if err := s.store.SetTaskStatus(ctx, s.opts.App, code, status); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("%w: %q", ErrTaskNotFound, code)
+		}
+		return fmt.Errorf("xtimer: set task %q %s: %w", code, status, err)
+	}
+	return s.reloadTask(ctx, code)
+}
+
+func (s *Scheduler) reloadTask(ctx context.Context, code string) error {
+	row, err := s.store.Task(ctx, s.opts.App, code)
+	if err != nil {
+		return fmt.Errorf("xtimer: read task %q: %w", code, err)
+	}
+	s.adoptTask(row)
+	return nil
+}
+
+// Trigger records a manual run of a task now (source manual) and returns
+// its execution. It runs here when this replica has the handler, otherwise
+// on a replica that has it, within a second.
+func (s *Scheduler) Trigger(ctx context.Context, code string) (Execution, error) {
+	s.mu.Lock()
+	state, t := s.state, s.tasks[code]
+	_, local := s.handlers[code]
+	s.mu.Unlock()
+	if state != stateRunning {
+		return Execution{}, ErrNotStarted
+	}
+	if t == nil {
+		if err := s.reloadTask(ctx, code); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return Execution{}, fmt.Errorf("%w: %q", ErrTaskNotFound, code)
+			}
+			return Execution{}, err
+		}
+		s.mu.Lock()
+		t = s.tasks[code]
+		s.mu.Unlock()
+	}
+	owner := ""
+	if local {
+		owner = s.opts.InstanceID
+	}
+	at := s.clock.Now().UnixMilli()
+	for range 10 { // another manual run in the same millisecond: take the next
+		rows, err := s.store.InsertFires(ctx, []store.Execution{{
+			App: s.opts.App, TaskCode: code, RunTime: at, Status: store.StatusScheduled,
+			Source: store.SourceManual, MaxAttempts: t.row.MaxAttempts, Replica: owner,
+		}})
+		if err != nil {
+			return Execution{}, fmt.Errorf("xtimer: trigger %q: %w", code, err)
+		}
+		if len(rows) == 1 {
+			if local {
+				s.arm(rows[0])
+			}
+			s.log.Info("manual run recorded", "task", code, "execution", rows[0].ID)
+			return toExecution(rows[0], t.loc()), nil
+		}
+		at++
+	}
+	return Execution{}, fmt.Errorf("xtimer: trigger %q: ten manual runs in the same millisecond", code)
+}
+
+// NextRuns returns the next n fire times of a task (1-1000) after now, in
+// its zone, as its stored schedule (console overrides included) says.
+func (s *Scheduler) NextRuns(code string, n int) ([]time.Time, error) {
+	if n < 1 || n > 1000 {
+		return nil, fmt.Errorf("xtimer: NextRuns(%q, %d): n must be 1-1000", code, n)
+	}
+	s.mu.Lock()
+	t := s.tasks[code]
+	cfg := s.handlers[code]
+	s.mu.Unlock()
+	var sched Schedule
+	var endAt time.Time
+	switch {
+	case t != nil && t.sched != nil:
+		sched, endAt = t.sched, t.endAt()
+	case cfg != nil:
+		sched, _ = cfg.validate()
+		endAt = cfg.endAt
+	default:
+		return nil, fmt.Errorf("%w: %q", ErrTaskNotFound, code)
+	}
+	out := make([]time.Time, 0, n)
+	at := s.clock.Now()
+	for len(out) < n {
+		at = sched.Next(at)
+		if at.IsZero() || !endAt.IsZero() && !at.Before(endAt) {
+			break
+		}
+		out = append(out, at)
+	}
+	return out, nil
+}
+
+// Execution returns one execution by its ID.
+func (s *Scheduler) Execution(ctx context.Context, id int64) (Execution, error) {
+	row, err := s.store.Execution(ctx, id)
+	if err != nil {
+		return Execution{}, fmt.Errorf("xtimer: read execution %d: %w", id, err)
+	}
+	s.mu.Lock()
+	loc := time.UTC
+	if t := s.tasks[row.TaskCode]; t != nil {
+		loc = t.loc()
+	}
+	s.mu.Unlock()
+	return toExecution(row, loc), nil
+}
+
+// Store returns the scheduler's store, for the admin console and tools.
+func (s *Scheduler) Store() *store.Store { return s.store }
+
+func toExecution(r store.Execution, loc *time.Location) Execution {
+	at := func(ms int64) time.Time {
+		if ms == 0 {
+			return time.Time{}
+		}
+		return time.UnixMilli(ms).In(loc)
+	}
+	return Execution{
+		ID: r.ID, App: r.App, Code: r.TaskCode, RunTime: at(r.RunTime),
+		Status: Status(r.Status), Reason: r.Reason, Source: Source(r.Source),
+		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Replica: r.Replica,
+		StartedAt: at(r.StartedMs), FinishedAt: at(r.FinishedMs),
+		Lateness: time.Duration(r.LatenessMs) * time.Millisecond, Duration: time.Duration(r.DurationMs) * time.Millisecond,
+		NextAttempt: at(r.NextAttemptMs), Output: r.Output, Error: r.Error,
+	}
+}

@@ -1,0 +1,372 @@
+package xtimer
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/xtimer-go/xtimer/internal/fakeclock"
+	"github.com/xtimer-go/xtimer/internal/testsvc"
+	"github.com/xtimer-go/xtimer/store"
+)
+
+// invocations records every handler call, independently of the execution
+// rows (which are unique by construction): duplicates show up here.
+type invocations struct {
+	mu    sync.Mutex
+	calls map[string][]time.Time // run.ID → start instants
+	late  []time.Duration
+	ch    chan *Run
+}
+
+func newInvocations() *invocations {
+	return &invocations{calls: map[string][]time.Time{}, ch: make(chan *Run, 10000)}
+}
+
+func (iv *invocations) handler(result func(*Run) error) Handler {
+	return func(ctx context.Context, run *Run) error {
+		now := time.Now()
+		iv.mu.Lock()
+		iv.calls[run.ID] = append(iv.calls[run.ID], now)
+		if run.Attempt == 1 && run.Source == SourceSchedule {
+			iv.late = append(iv.late, now.Sub(run.ScheduledAt))
+		}
+		iv.mu.Unlock()
+		select {
+		case iv.ch <- run:
+		default:
+		}
+		if result != nil {
+			return result(run)
+		}
+		return nil
+	}
+}
+
+func (iv *invocations) next(t *testing.T, within time.Duration) *Run {
+	t.Helper()
+	select {
+	case r := <-iv.ch:
+		return r
+	case <-time.After(within):
+		t.Fatalf("no handler call within %s", within)
+		return nil
+	}
+}
+
+type setupOpts struct {
+	db    *gorm.DB
+	clock Clock
+	app   string
+}
+
+func newScheduler(t *testing.T, o setupOpts, mod func(*Options)) *Scheduler {
+	t.Helper()
+	opts := Options{DB: o.db, App: o.app, Clock: o.clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if os.Getenv("XTIMER_TEST_LOG") == "1" {
+		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	s, err := New(opts)
+	require.NoError(t, err)
+	return s
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+func stopOnCleanup(t *testing.T, s *Scheduler) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, s.Stop(ctx))
+	})
+}
+
+// waitRow polls the execution until cond holds (rows are written in
+// batches, off the hot path).
+func waitRow(t *testing.T, s *Scheduler, id int64, cond func(store.Execution) bool) store.Execution {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r, err := s.Store().Execution(context.Background(), id)
+		require.NoError(t, err)
+		if cond(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("execution %d stuck at %+v", id, r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestRegisterRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	s := newScheduler(t, setupOpts{db: testsvc.SQLite(t)}, nil)
+	ok := func(context.Context, *Run) error { return nil }
+	cases := []struct {
+		code, spec string
+		h          Handler
+		opts       []TaskOption
+		want       string
+	}{
+		{"", "* * * * *", ok, nil, `task code "": want 1-128 characters`},
+		{"bad code", "* * * * *", ok, nil, `task code "bad code"`},
+		{"-x", "* * * * *", ok, nil, `task code "-x"`},
+		{"Billing", "* * * * *", ok, nil, `task code "Billing": want 1-128 characters of lower-case letters`},
+		{"a.b", "60 * * * *", ok, nil, `task "a.b": xtimer: spec "60 * * * *": minute field "60"`},
+		{"a.b", "* * * * *", nil, nil, `task "a.b": handler is nil`},
+		{"a.b", "* * * * *", ok, []TaskOption{WithTimeout(0)}, `WithTimeout(0s): timeout must be positive`},
+		{"a.b", "* * * * *", ok, []TaskOption{WithRetry(0)}, `WithRetry(0): attempts must be 1-100`},
+		{"a.b", "* * * * *", ok, []TaskOption{WithBackoff(time.Minute, time.Second)}, `WithBackoff(1s): max must be at least base 1m0s`},
+		{"a.b", "* * * * *", ok, []TaskOption{WithMisfire("later")}, `WithMisfire("later")`},
+		{"a.b", "* * * * *", ok, []TaskOption{WithOverlap("sometimes")}, `WithOverlap("sometimes")`},
+		{"a.b", "* * * * *", ok, []TaskOption{WithLocation(nil)}, `WithLocation(<nil>): location is nil`},
+		{"a.b", "* * * * *", ok, []TaskOption{WithMaxRuns(0)}, `WithMaxRuns(0)`},
+		{"a.b", "0 0 12 * * 2-6", ok, []TaskOption{WithQuartz()}, `quartz: day-of-month and day-of-week both set`},
+		{"a.b", "CRON_TZ=Asia/Shanghai 0 9 * * *", ok, []TaskOption{WithLocation(mustZone(t, "Europe/London"))}, `names zone Asia/Shanghai but WithLocation says Europe/London`},
+	}
+	for _, c := range cases {
+		err := s.Register(c.code, c.spec, c.h, c.opts...)
+		require.ErrorContains(t, err, c.want, c.code+" "+c.spec)
+	}
+	require.NoError(t, s.Register("billing.reconcile", "0 0 9 * * *", ok))
+	require.ErrorIs(t, s.Register("billing.reconcile", "0 0 9 * * *", ok), ErrDuplicateTask)
+
+	_, err := New(Options{})
+	require.ErrorContains(t, err, "Options.DB = <nil>: required")
+	_, err = New(Options{DB: testsvc.SQLite(t), Buckets: -1})
+	require.ErrorContains(t, err, "Options.Buckets = -1: want 1-4096")
+	_, err = New(Options{DB: testsvc.SQLite(t), App: "no spaces"})
+	require.ErrorContains(t, err, `Options.App = "no spaces"`)
+}
+
+// One replica on each database: fires run once on time, failures retry,
+// timeouts and panics are recorded, manual runs and pauses work.
+func TestSchedulerLifecycle(t *testing.T) {
+	t.Parallel()
+	for _, b := range testsvc.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			s := newScheduler(t, setupOpts{db: b.Open(t), app: testsvc.App(t)}, nil)
+			ticks, flaky, slow, boom := newInvocations(), newInvocations(), newInvocations(), newInvocations()
+			require.NoError(t, s.Register("tick", "* * * * * *", ticks.handler(func(r *Run) error {
+				r.Printf("hello from %s", r.ID)
+				return nil
+			})))
+			require.NoError(t, s.Register("flaky", "0 0 29 2 *", flaky.handler(func(r *Run) error {
+				if r.Attempt < 3 {
+					return errors.New("not yet")
+				}
+				return nil
+			}), WithRetry(3), WithBackoff(10*time.Millisecond, 20*time.Millisecond)))
+			require.NoError(t, s.Register("slow", "0 0 29 2 *", func(ctx context.Context, r *Run) error {
+				slow.handler(nil)(ctx, r)
+				time.Sleep(2 * time.Second) // ignores ctx on purpose
+				return nil
+			}, WithTimeout(200*time.Millisecond)))
+			require.NoError(t, s.Register("boom", "0 0 29 2 *", func(ctx context.Context, r *Run) error {
+				boom.handler(nil)(ctx, r)
+				var m map[string]int
+				m["x"] = 1 // panics
+				return nil
+			}))
+			ctx := context.Background()
+			require.NoError(t, s.Start(ctx))
+			stopOnCleanup(t, s)
+
+			// A scheduled fire: on time, its row settles succeeded with the output.
+			run := ticks.next(t, 5*time.Second)
+			require.Equal(t, SourceSchedule, run.Source)
+			row := waitRow(t, s, run.ExecutionID, func(r store.Execution) bool { return r.Status == store.StatusSucceeded })
+			require.Equal(t, "hello from "+run.ID+"\n", row.Output)
+			require.Equal(t, 1, row.Attempt)
+			require.Equal(t, s.InstanceID(), row.Replica)
+
+			// Retries: two failures, then success, all on one row with one ID.
+			exec, err := s.Trigger(ctx, "flaky")
+			require.NoError(t, err)
+			require.Equal(t, SourceManual, exec.Source)
+			first := flaky.next(t, 5*time.Second)
+			second := flaky.next(t, 5*time.Second)
+			third := flaky.next(t, 5*time.Second)
+			require.Equal(t, []int{1, 2, 3}, []int{first.Attempt, second.Attempt, third.Attempt})
+			require.Equal(t, first.ID, third.ID)
+			row = waitRow(t, s, exec.ID, func(r store.Execution) bool { return r.Status == store.StatusSucceeded })
+			require.Equal(t, 3, row.Attempt)
+
+			// A handler that ignores its context is recorded timed_out at the deadline.
+			exec, err = s.Trigger(ctx, "slow")
+			require.NoError(t, err)
+			slow.next(t, 5*time.Second)
+			row = waitRow(t, s, exec.ID, func(r store.Execution) bool { return r.Status == store.StatusTimedOut })
+			require.Contains(t, row.Error, "did not return before its timeout (200ms)")
+
+			// A panic is a failure with the stack; the process lives on.
+			exec, err = s.Trigger(ctx, "boom")
+			require.NoError(t, err)
+			boom.next(t, 5*time.Second)
+			row = waitRow(t, s, exec.ID, func(r store.Execution) bool { return r.Status == store.StatusFailed })
+			require.Contains(t, row.Error, "panic: assignment to entry in nil map")
+			require.Contains(t, row.Error, "scheduler_test.go")
+
+			// Pause stops the fires; Resume brings them back.
+			require.NoError(t, s.Pause(ctx, "tick"))
+			_, err = s.Trigger(ctx, "nope")
+			require.ErrorIs(t, err, ErrTaskNotFound)
+			require.ErrorIs(t, s.Pause(ctx, "nope"), ErrTaskNotFound)
+			time.Sleep(1500 * time.Millisecond) // let a fire armed before the pause ring
+			for len(ticks.ch) > 0 {
+				<-ticks.ch
+			}
+			select {
+			case r := <-ticks.ch:
+				t.Fatalf("paused task ran: %+v", r)
+			case <-time.After(2 * time.Second):
+			}
+			require.NoError(t, s.Resume(ctx, "tick"))
+			ticks.next(t, 5*time.Second)
+
+			next, err := s.NextRuns("tick", 3)
+			require.NoError(t, err)
+			require.Len(t, next, 3)
+			require.Equal(t, time.Second, next[1].Sub(next[0]))
+			_, err = s.NextRuns("tick", 0)
+			require.ErrorContains(t, err, "n must be 1-1000")
+
+			// Every fire ran once.
+			ticks.mu.Lock()
+			defer ticks.mu.Unlock()
+			for id, starts := range ticks.calls {
+				require.Len(t, starts, 1, id)
+			}
+		})
+	}
+}
+
+// Every replica was down for ten minutes: on start, each task's misfire
+// policy decides what runs. The clock is fake, so this is exact.
+func TestCatchUpAfterFullOutageFollowsMisfirePolicy(t *testing.T) {
+	t.Parallel()
+	db := testsvc.SQLite(t)
+	app := testsvc.App(t)
+	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	clock := fakeclock.New(t0)
+	ctx := context.Background()
+	noop := func(context.Context, *Run) error { return nil }
+	register := func(s *Scheduler, h Handler) {
+		require.NoError(t, s.Register("once", "0 * * * * *", h))
+		require.NoError(t, s.Register("all", "0 * * * * *", h, WithMisfire(MisfireRunAll), WithMisfireWindow(5*time.Minute+30*time.Second)))
+		require.NoError(t, s.Register("skip", "0 * * * * *", h, WithMisfire(MisfireSkip)))
+	}
+	first := newScheduler(t, setupOpts{db: db, app: app, clock: clock}, nil)
+	register(first, noop)
+	require.NoError(t, first.Start(ctx))
+	require.NoError(t, first.Stop(ctx))
+
+	// Ten minutes later (10:10:00.5) a new replica starts: fires 10:01 ... 10:10 were missed.
+	clock.Set(t0.Add(10*time.Minute + 500*time.Millisecond))
+	iv := newInvocations()
+	second := newScheduler(t, setupOpts{db: db, app: app, clock: clock}, nil)
+	register(second, iv.handler(nil))
+	require.NoError(t, second.Start(ctx))
+	stopOnCleanup(t, second)
+	require.NoError(t, clock.BlockUntil(ctx, 2))
+	clock.Advance(500 * time.Millisecond) // the first tick, at 10:10:01
+
+	// Fires 10:00 ... 10:09 were missed; all: 10:05-10:09 are inside the 5m30s window.
+	want := map[string]int{"once": 1, "all": 5}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		rows, _, err := second.Store().ListExecutions(ctx, store.ExecutionFilter{App: app}, store.Cursor{}, 1000)
+		require.NoError(t, err)
+		got := map[string]map[string]int{}
+		for _, r := range rows {
+			if got[r.TaskCode] == nil {
+				got[r.TaskCode] = map[string]int{}
+			}
+			got[r.TaskCode][r.Status+"/"+r.Source]++
+		}
+		ready := got["once"]["succeeded/catchup"] == want["once"] && got["all"]["succeeded/catchup"] == want["all"]
+		if ready || time.Now().After(deadline) {
+			// 10:10:00 is within the tolerance and runs on schedule.
+			require.Equal(t, map[string]int{"succeeded/catchup": 1, "skipped/schedule": 9, "succeeded/schedule": 1}, got["once"])
+			require.Equal(t, map[string]int{"succeeded/catchup": 5, "skipped/schedule": 5, "succeeded/schedule": 1}, got["all"])
+			require.Equal(t, map[string]int{"skipped/schedule": 10, "succeeded/schedule": 1}, got["skip"])
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, r := range collect(iv) {
+		if r.Code == "once" && r.Source == SourceCatchUp {
+			require.Equal(t, t0.Add(9*time.Minute), r.ScheduledAt.UTC(), "the latest missed fire runs")
+		}
+	}
+}
+
+func collect(iv *invocations) []*Run {
+	var out []*Run
+	for {
+		select {
+		case r := <-iv.ch:
+			out = append(out, r)
+		default:
+			sort.Slice(out, func(i, j int) bool { return out[i].ScheduledAt.Before(out[j].ScheduledAt) })
+			return out
+		}
+	}
+}
+
+// A replica died holding a running execution and a recorded fire: another
+// replica settles the first by the retry policy and runs the second.
+func TestRescueOfALostReplica(t *testing.T) {
+	t.Parallel()
+	db := testsvc.SQLite(t)
+	app := testsvc.App(t)
+	ctx := context.Background()
+	iv := newInvocations()
+	s := newScheduler(t, setupOpts{db: db, app: app}, func(o *Options) {
+		o.HeartbeatInterval = 100 * time.Millisecond
+		o.ReplicaTimeout = time.Second
+	})
+	require.NoError(t, s.Register("job", "0 0 29 2 *", iv.handler(nil), WithRetry(2), WithBackoff(10*time.Millisecond, 10*time.Millisecond)))
+	require.NoError(t, s.Start(ctx))
+	stopOnCleanup(t, s)
+
+	now := time.Now()
+	st := s.Store()
+	// The dead replica's rows: one running attempt, one fire it recorded but never started.
+	rows, err := st.InsertFires(ctx, []store.Execution{
+		{App: app, TaskCode: "job", RunTime: now.Add(-time.Minute).UnixMilli(), MaxAttempts: 2, Replica: "dead-1"},
+		{App: app, TaskCode: "job", RunTime: now.Add(-3 * time.Second).UnixMilli(), MaxAttempts: 2, Replica: "dead-1"},
+	})
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	ok, err := st.StartAttempt(ctx, rows[0].ID, 1, "dead-1", now.Add(-time.Minute).UnixMilli())
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	got := map[int64]*Run{}
+	for len(got) < 2 {
+		r := iv.next(t, 10*time.Second)
+		got[r.ExecutionID] = r
+	}
+	require.Equal(t, 2, got[rows[0].ID].Attempt, "the lost attempt is retried as attempt 2")
+	require.Equal(t, 1, got[rows[1].ID].Attempt, "the orphaned fire runs as its first attempt")
+	lost := waitRow(t, s, rows[0].ID, func(r store.Execution) bool { return r.Status == store.StatusSucceeded })
+	require.Equal(t, s.InstanceID(), lost.Replica)
+	waitRow(t, s, rows[1].ID, func(r store.Execution) bool { return r.Status == store.StatusSucceeded })
+}

@@ -1,0 +1,359 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"gorm.io/gorm"
+)
+
+// Result is how an attempt ended, as FinishAttempt records it.
+type Result struct {
+	// Status is StatusSucceeded, StatusFailed, StatusTimedOut, or
+	// StatusRetrying when the policy grants another attempt.
+	Status string
+	// Reason qualifies the status, e.g. ReasonReplicaLost; up to 64 bytes.
+	Reason string
+	// Output and Error are stored cut to MaxTextBytes.
+	Output string
+	Error  string
+	// FinishedMs is when the attempt ended; duration_ms is computed from it.
+	FinishedMs int64
+	// NextAttemptMs is when the retry is due; required with StatusRetrying.
+	NextAttemptMs int64
+}
+
+// Finish is one item of FinishAttempts.
+type Finish struct {
+	ID      int64
+	Attempt int
+	Result
+}
+
+// fireKey is the identity of a fire within one app.
+type fireKey struct {
+	code    string
+	runTime int64
+}
+
+// InsertFires records fires and returns exactly the rows that this call
+// inserted, with their IDs, ordered by (task_code, run_time). A fire whose
+// row already exists, inserted earlier or by another replica at the same
+// moment, is left alone and not returned: the caller arms only what it
+// gets back, which is what makes a fire start at most once.
+//
+// Every row must name the same App. Replica, when set, records which
+// replica owns the fire (see MarkStarted). Zero fields take defaults: Status
+// scheduled (skipped is allowed too, to record misfires), Source schedule,
+// MaxAttempts 1, ScheduledMs now. ID and Claim are set by the call.
+//
+// How it learns what it inserted without RETURNING (MySQL has none): all
+// rows of the call carry one fresh random Claim; a row that already existed
+// keeps the claim of the call that created it. After the batched
+// INSERT ... ON CONFLICT DO NOTHING, the rows of the batch's keys whose
+// claim is ours are exactly ours. It all happens in one transaction, so an
+// error means this call inserted nothing.
+func (s *Store) InsertFires(ctx context.Context, fires []Execution) ([]Execution, error) {
+	if len(fires) == 0 {
+		return nil, nil
+	}
+	claim, err := nonce()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.fireRows(fires, claim)
+	if err != nil {
+		return nil, err
+	}
+	app := rows[0].App
+	codes := make([]string, 0, 8)
+	minRun, maxRun := rows[0].RunTime, rows[0].RunTime
+	keys := make(map[fireKey]bool, len(rows))
+	for _, r := range rows {
+		if len(codes) == 0 || codes[len(codes)-1] != r.TaskCode {
+			codes = append(codes, r.TaskCode)
+		}
+		minRun, maxRun = min(minRun, r.RunTime), max(maxRun, r.RunTime)
+		keys[fireKey{r.TaskCode, r.RunTime}] = true
+	}
+
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var mine []Execution
+	err = s.tx(ctx, func(tx *gorm.DB) error {
+		for start := 0; start < len(rows); start += insertChunk {
+			// A copy, because GORM writes back IDs it guesses for rows that
+			// ON CONFLICT skipped; the truth comes from the SELECT below.
+			batch := slices.Clone(rows[start:min(start+insertChunk, len(rows))])
+			if err := tx.Clauses(onConflictDoNothing(tx, "claim")).Create(&batch).Error; err != nil {
+				return fmt.Errorf("store: insert fires: %w", err)
+			}
+		}
+		mine = mine[:0]
+		for start := 0; start < len(codes); start += insertChunk {
+			var found []Execution
+			err := tx.Where("app = ? AND task_code IN ? AND run_time BETWEEN ? AND ? AND claim = ?",
+				app, codes[start:min(start+insertChunk, len(codes))], minRun, maxRun, claim).
+				Find(&found).Error
+			if err != nil {
+				return fmt.Errorf("store: read back inserted fires: %w", err)
+			}
+			for _, f := range found {
+				if keys[fireKey{f.TaskCode, f.RunTime}] {
+					mine = append(mine, f)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(mine, compareFires)
+	return mine, nil
+}
+
+// fireRows validates fires and returns them with defaults applied, the
+// claim set, duplicates dropped, sorted by key so that concurrent callers
+// lock index entries in the same order.
+func (s *Store) fireRows(fires []Execution, claim string) ([]Execution, error) {
+	now := s.nowMs()
+	app := fires[0].App
+	rows := make([]Execution, 0, len(fires))
+	seen := make(map[fireKey]bool, len(fires))
+	for i, f := range fires {
+		switch {
+		case f.App != app:
+			return nil, fmt.Errorf("store: insert fires: row %d app %q differs from row 0 app %q", i, f.App, app)
+		case f.App == "" || len(f.App) > 64:
+			return nil, fmt.Errorf("store: insert fires: row %d app %q: want 1 to 64 bytes", i, f.App)
+		case f.TaskCode == "" || len(f.TaskCode) > 128:
+			return nil, fmt.Errorf("store: insert fires: row %d task_code %q: want 1 to 128 bytes", i, f.TaskCode)
+		case f.Status != "" && f.Status != StatusScheduled && f.Status != StatusSkipped:
+			return nil, fmt.Errorf("store: insert fires: row %d (%s at %d) status %q: want %q or %q",
+				i, f.TaskCode, f.RunTime, f.Status, StatusScheduled, StatusSkipped)
+		case f.Source != "" && f.Source != SourceSchedule && f.Source != SourceManual &&
+			f.Source != SourceRetry && f.Source != SourceCatchup:
+			return nil, fmt.Errorf("store: insert fires: row %d (%s at %d) source %q: want schedule, manual, retry or catchup",
+				i, f.TaskCode, f.RunTime, f.Source)
+		case len(f.Replica) > 128:
+			return nil, fmt.Errorf("store: insert fires: row %d replica %q: want at most 128 bytes", i, f.Replica)
+		case len(f.Reason) > 64:
+			return nil, fmt.Errorf("store: insert fires: row %d reason %q: want at most 64 bytes", i, f.Reason)
+		}
+		k := fireKey{f.TaskCode, f.RunTime}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		f.ID, f.Claim, f.UpdatedMs = 0, claim, now
+		f.Status = cmp.Or(f.Status, StatusScheduled)
+		f.Source = cmp.Or(f.Source, SourceSchedule)
+		f.MaxAttempts = max(f.MaxAttempts, 1)
+		f.ScheduledMs = cmp.Or(f.ScheduledMs, now)
+		if f.Status == StatusSkipped {
+			f.FinishedMs = cmp.Or(f.FinishedMs, now)
+		}
+		f.Output, f.Error = cleanText(f.Output), cleanText(f.Error)
+		rows = append(rows, f)
+	}
+	slices.SortFunc(rows, compareFires)
+	return rows, nil
+}
+
+func compareFires(a, b Execution) int {
+	return cmp.Or(cmp.Compare(a.TaskCode, b.TaskCode), cmp.Compare(a.RunTime, b.RunTime))
+}
+
+// StartAttempt moves an execution from scheduled or retrying to running
+// under attempt number attempt (1 for the first attempt, n+1 after attempt
+// n failed), recording replica, the start and the lateness. It is
+// conditional on the row still being startable at attempt-1, so of several
+// replicas racing for the same fire or retry exactly one gets true; the
+// others get false and must not run the handler.
+func (s *Store) StartAttempt(ctx context.Context, id int64, attempt int, replica string, startedMs int64) (bool, error) {
+	if attempt < 1 {
+		return false, fmt.Errorf("store: start execution %d: attempt %d: want 1 or more", id, attempt)
+	}
+	if replica == "" || len(replica) > 128 {
+		return false, fmt.Errorf("store: start execution %d: replica %q: want 1 to 128 bytes", id, replica)
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	// lateness_ms comes first: MySQL evaluates assignments left to right
+	// and would otherwise see the new status.
+	res := s.db.WithContext(ctx).Exec(`UPDATE xtimer_executions SET
+		lateness_ms = ? - (CASE WHEN status = ? THEN next_attempt_ms ELSE run_time END),
+		status = ?, attempt = ?, replica = ?, started_ms = ?, finished_ms = 0, duration_ms = 0, updated_ms = ?
+		WHERE id = ? AND attempt = ? AND status IN (?, ?)`,
+		startedMs, StatusRetrying,
+		StatusRunning, attempt, replica, startedMs, s.nowMs(),
+		id, attempt-1, StatusScheduled, StatusRetrying)
+	if res.Error != nil {
+		return false, fmt.Errorf("store: start execution %d attempt %d: %w", id, attempt, res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// FinishAttempt records how attempt number attempt of an execution ended.
+// It is conditional on the row still running that attempt: a late result
+// of an attempt already settled (timed out, rescued as replica lost) is
+// ignored and false is returned.
+func (s *Store) FinishAttempt(ctx context.Context, id int64, attempt int, r Result) (bool, error) {
+	oks, err := s.FinishAttempts(ctx, []Finish{{ID: id, Attempt: attempt, Result: r}})
+	if err != nil {
+		return false, err
+	}
+	return oks[0], nil
+}
+
+// FinishAttempts is FinishAttempt for many attempts in one transaction, so
+// that status updates can be batched off the hot path. oks[i] tells
+// whether finishes[i] was recorded. Nothing is recorded if any item is
+// invalid.
+func (s *Store) FinishAttempts(ctx context.Context, finishes []Finish) (oks []bool, err error) {
+	sets := make([]map[string]any, len(finishes))
+	for i, f := range finishes {
+		if sets[i], err = s.finishSet(f); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	// Updating in id order makes concurrent batches lock rows in the same
+	// order, which keeps InnoDB from deadlocking them against each other.
+	order := make([]int, len(finishes))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(finishes[a].ID, finishes[b].ID) })
+	err = s.tx(ctx, func(tx *gorm.DB) error {
+		oks = make([]bool, len(finishes))
+		for _, i := range order {
+			f := finishes[i]
+			res := tx.Model(&Execution{}).
+				Where("id = ? AND attempt = ? AND status = ?", f.ID, f.Attempt, StatusRunning).
+				UpdateColumns(sets[i])
+			if res.Error != nil {
+				return fmt.Errorf("store: finish execution %d attempt %d: %w", f.ID, f.Attempt, res.Error)
+			}
+			oks[i] = res.RowsAffected == 1
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return oks, nil
+}
+
+func (s *Store) finishSet(f Finish) (map[string]any, error) {
+	switch f.Status {
+	case StatusSucceeded, StatusFailed, StatusTimedOut:
+		f.NextAttemptMs = 0
+	case StatusRetrying:
+		if f.NextAttemptMs <= 0 {
+			return nil, fmt.Errorf("store: finish execution %d attempt %d: status retrying needs next_attempt_ms, got %d",
+				f.ID, f.Attempt, f.NextAttemptMs)
+		}
+	default:
+		return nil, fmt.Errorf("store: finish execution %d attempt %d: status %q: want succeeded, failed, timed_out or retrying",
+			f.ID, f.Attempt, f.Status)
+	}
+	if len(f.Reason) > 64 {
+		return nil, fmt.Errorf("store: finish execution %d: reason %q: want at most 64 bytes", f.ID, f.Reason)
+	}
+	return map[string]any{
+		"status": f.Status, "reason": f.Reason,
+		"output": cleanText(f.Output), "error": cleanText(f.Error),
+		"finished_ms": f.FinishedMs, "duration_ms": gorm.Expr("? - started_ms", f.FinishedMs),
+		"next_attempt_ms": f.NextAttemptMs, "updated_ms": s.nowMs(),
+	}, nil
+}
+
+// SkipExecution settles a fire that has not started, scheduled or
+// retrying at attempt number attempt (0 before the first start), as
+// skipped with reason (ReasonPaused, ReasonOverlap, ReasonMisfire...).
+// Like StartAttempt it is conditional, and returns false if the row moved on.
+func (s *Store) SkipExecution(ctx context.Context, id int64, attempt int, reason string, atMs int64) (bool, error) {
+	if reason == "" || len(reason) > 64 {
+		return false, fmt.Errorf("store: skip execution %d: reason %q: want 1 to 64 bytes", id, reason)
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	res := s.db.WithContext(ctx).Model(&Execution{}).
+		Where("id = ? AND attempt = ? AND status IN ?", id, attempt, []string{StatusScheduled, StatusRetrying}).
+		UpdateColumns(map[string]any{"status": StatusSkipped, "reason": reason, "finished_ms": atMs, "updated_ms": s.nowMs()})
+	if res.Error != nil {
+		return false, fmt.Errorf("store: skip execution %d: %w", id, res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// Execution returns one execution by ID, or an error wrapping ErrNotFound.
+func (s *Store) Execution(ctx context.Context, id int64) (Execution, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var e Execution
+	err := s.db.WithContext(ctx).Where("id = ?", id).Take(&e).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Execution{}, notFound("execution %d", id)
+	}
+	if err != nil {
+		return Execution{}, fmt.Errorf("store: read execution %d: %w", id, err)
+	}
+	return e, nil
+}
+
+// DueRetries returns up to limit executions of app waiting to retry whose
+// next attempt is due at nowMs, the most overdue first. Reading them claims
+// nothing: the caller starts each with StartAttempt(id, Attempt+1, ...).
+func (s *Store) DueRetries(ctx context.Context, app string, nowMs int64, limit int) ([]Execution, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var out []Execution
+	err := s.db.WithContext(ctx).
+		Where("app = ? AND status = ? AND next_attempt_ms <= ?", app, StatusRetrying, nowMs).
+		Order("next_attempt_ms, id").Limit(limit).Find(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: read due retries of app %q: %w", app, err)
+	}
+	return out, nil
+}
+
+// LostExecutions returns up to limit running executions of app whose
+// replica is not in live, the oldest start first. Reading them settles
+// nothing: the caller applies the retry policy with FinishAttempt(s) and
+// Reason ReasonReplicaLost, which is conditional on (status running, the
+// same attempt), so a replica that was only slow and finishes in between,
+// or another rescuer, cannot be overwritten.
+func (s *Store) LostExecutions(ctx context.Context, app string, live []string, limit int) ([]Execution, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	q := s.db.WithContext(ctx).Where("app = ? AND status = ?", app, StatusRunning)
+	if len(live) > 0 {
+		q = q.Where("replica NOT IN ?", live)
+	}
+	var out []Execution
+	if err := q.Order("started_ms, id").Limit(limit).Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("store: read lost executions of app %q: %w", app, err)
+	}
+	return out, nil
+}
+
+// RunningCount returns how many executions of one task are running
+// anywhere in the fleet, for the overlap policy.
+func (s *Store) RunningCount(ctx context.Context, app, code string) (int64, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var n int64
+	err := s.db.WithContext(ctx).Model(&Execution{}).
+		Where("app = ? AND task_code = ? AND status = ?", app, code, StatusRunning).Count(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("store: count running executions of task %q: %w", code, err)
+	}
+	return n, nil
+}

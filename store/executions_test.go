@@ -1,0 +1,390 @@
+package store_test
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xtimer-go/xtimer/store"
+)
+
+// fires returns one scheduled fire per run time, all of one task.
+func fires(app, code string, runTimes ...int64) []store.Execution {
+	out := make([]store.Execution, len(runTimes))
+	for i, rt := range runTimes {
+		out[i] = store.Execution{App: app, TaskCode: code, RunTime: rt, MaxAttempts: 3}
+	}
+	return out
+}
+
+// insertOne records one fire and returns its row.
+func insertOne(t *testing.T, b *bundle, code string, runTime int64) store.Execution {
+	t.Helper()
+	got, err := b.store.InsertFires(b.ctx, fires(b.app, code, runTime))
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	return got[0]
+}
+
+func TestInsertFiresReturnsOnlyTheRowsItInserted(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		first, err := b.store.InsertFires(b.ctx, fires(b.app, "a", t0, t0+1000, t0+2000))
+		require.NoError(t, err)
+		require.Len(t, first, 3)
+		for i, e := range first {
+			require.NotZero(t, e.ID)
+			require.Equal(t, t0+int64(i)*1000, e.RunTime)
+			require.Equal(t, store.StatusScheduled, e.Status)
+			require.Equal(t, store.SourceSchedule, e.Source)
+			require.Equal(t, 0, e.Attempt)
+			require.Equal(t, 3, e.MaxAttempts)
+			require.Equal(t, t0, e.ScheduledMs)
+			require.Len(t, e.Claim, 32)
+		}
+
+		second, err := b.store.InsertFires(b.ctx, fires(b.app, "a", t0+2000, t0+1000, t0+3000, t0+3000))
+		require.NoError(t, err)
+		require.Len(t, second, 1)
+		require.Equal(t, t0+3000, second[0].RunTime)
+		require.NotEqual(t, first[0].Claim, second[0].Claim)
+
+		again, err := b.store.Execution(b.ctx, first[1].ID)
+		require.NoError(t, err)
+		require.Equal(t, first[1].Claim, again.Claim, "a conflicting insert must not touch the existing row")
+	})
+}
+
+func TestConcurrentInsertFiresReportEveryFireExactlyOnce(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		// Four replicas insert overlapping windows of 3 tasks x 400 seconds;
+		// each call is 1,200 rows, more than one INSERT chunk.
+		const callers, window, step = 4, 400, 100
+		results := make([][]store.Execution, callers)
+		errs := make([]error, callers)
+		var wg sync.WaitGroup
+		for c := range callers {
+			var batch []store.Execution
+			for s := c * step; s < c*step+window; s++ {
+				for _, code := range []string{"a", "b", "c"} {
+					batch = append(batch, store.Execution{App: b.app, TaskCode: code, RunTime: t0 + int64(s)*1000})
+				}
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[c], errs[c] = b.store.InsertFires(b.ctx, batch)
+			}()
+		}
+		wg.Wait()
+
+		reported := map[string]int64{}
+		for c := range callers {
+			require.NoError(t, errs[c])
+			for _, e := range results[c] {
+				key := fmt.Sprintf("%s@%d", e.TaskCode, e.RunTime)
+				_, twice := reported[key]
+				require.False(t, twice, "fire %s reported by two calls", key)
+				reported[key] = e.ID
+			}
+		}
+		want := 3 * ((callers-1)*step + window)
+		var rows []store.Execution
+		require.NoError(t, b.db.Where("app = ?", b.app).Find(&rows).Error)
+		require.Equal(t, want, len(rows), "rows in the table")
+		var unreported []string
+		for _, r := range rows {
+			key := fmt.Sprintf("%s@%d", r.TaskCode, r.RunTime)
+			if reported[key] != r.ID {
+				unreported = append(unreported, fmt.Sprintf("%s id %d (reported id %d)", key, r.ID, reported[key]))
+			}
+		}
+		require.Empty(t, unreported, "rows no call reported, or reported with another id")
+		require.Equal(t, want, len(reported), "fires reported")
+	})
+}
+
+func TestInsertFiresRejectsBadRowsWithoutInsertingAny(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		batch := fires(b.app, "a", t0, t0+1000)
+		batch[1].Status = store.StatusRunning
+		_, err := b.store.InsertFires(b.ctx, batch)
+		require.EqualError(t, err, fmt.Sprintf(`store: insert fires: row 1 (a at %d) status "running": want "scheduled" or "skipped"`, t0+1000))
+
+		batch = fires(b.app, "a", t0, t0+1000)
+		batch[1].App = "other"
+		_, err = b.store.InsertFires(b.ctx, batch)
+		require.EqualError(t, err, fmt.Sprintf(`store: insert fires: row 1 app "other" differs from row 0 app %q`, b.app))
+
+		var n int64
+		require.NoError(t, b.db.Model(&store.Execution{}).Count(&n).Error)
+		require.Zero(t, n)
+	})
+}
+
+func TestInsertFiresRecordsSkippedMisfires(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		got, err := b.store.InsertFires(b.ctx, []store.Execution{{
+			App: b.app, TaskCode: "a", RunTime: t0 - 60000, Status: store.StatusSkipped,
+			Reason: store.ReasonMisfire, Source: store.SourceCatchup,
+		}})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		require.Equal(t, store.StatusSkipped, got[0].Status)
+		require.Equal(t, store.ReasonMisfire, got[0].Reason)
+		require.Equal(t, store.SourceCatchup, got[0].Source)
+		require.Equal(t, t0, got[0].FinishedMs)
+	})
+}
+
+func TestOnlyOneReplicaStartsAFire(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		e := insertOne(t, b, "a", t0)
+		const racers = 8
+		won := make([]bool, racers)
+		errs := make([]error, racers)
+		var wg sync.WaitGroup
+		for i := range racers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				won[i], errs[i] = b.store.StartAttempt(b.ctx, e.ID, 1, fmt.Sprintf("r%d", i), t0+7)
+			}()
+		}
+		wg.Wait()
+		winners := 0
+		winner := ""
+		for i := range racers {
+			require.NoError(t, errs[i])
+			if won[i] {
+				winners++
+				winner = fmt.Sprintf("r%d", i)
+			}
+		}
+		require.Equal(t, 1, winners)
+
+		got, err := b.store.Execution(b.ctx, e.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusRunning, got.Status)
+		require.Equal(t, 1, got.Attempt)
+		require.Equal(t, winner, got.Replica)
+		require.Equal(t, t0+7, got.StartedMs)
+		require.Equal(t, int64(7), got.LatenessMs)
+	})
+}
+
+func TestFailedAttemptRetriesOnAnyReplicaThenSucceeds(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		e := insertOne(t, b, "a", t0)
+		ok, err := b.store.StartAttempt(b.ctx, e.ID, 1, "r1", t0+5)
+		require.NoError(t, err)
+		require.True(t, ok)
+		ok, err = b.store.FinishAttempt(b.ctx, e.ID, 1, store.Result{
+			Status: store.StatusRetrying, Error: "boom", FinishedMs: t0 + 205, NextAttemptMs: t0 + 2000,
+		})
+		require.NoError(t, err)
+		require.True(t, ok)
+
+		due, err := b.store.DueRetries(b.ctx, b.app, t0+1999, 10)
+		require.NoError(t, err)
+		require.Empty(t, due)
+		due, err = b.store.DueRetries(b.ctx, b.app, t0+2000, 10)
+		require.NoError(t, err)
+		require.Len(t, due, 1)
+		require.Equal(t, e.ID, due[0].ID)
+		require.Equal(t, 1, due[0].Attempt)
+		require.Equal(t, "boom", due[0].Error)
+		require.Equal(t, int64(200), due[0].DurationMs)
+
+		// A replica that read the row before attempt 2 started loses.
+		ok, err = b.store.StartAttempt(b.ctx, e.ID, 2, "r2", t0+2010)
+		require.NoError(t, err)
+		require.True(t, ok)
+		ok, err = b.store.StartAttempt(b.ctx, e.ID, 2, "r3", t0+2011)
+		require.NoError(t, err)
+		require.False(t, ok)
+		// The late result of attempt 1 is ignored.
+		ok, err = b.store.FinishAttempt(b.ctx, e.ID, 1, store.Result{Status: store.StatusSucceeded, FinishedMs: t0 + 2020})
+		require.NoError(t, err)
+		require.False(t, ok)
+
+		ok, err = b.store.FinishAttempt(b.ctx, e.ID, 2, store.Result{Status: store.StatusSucceeded, Output: "done", FinishedMs: t0 + 2060})
+		require.NoError(t, err)
+		require.True(t, ok)
+		got, err := b.store.Execution(b.ctx, e.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusSucceeded, got.Status)
+		require.Equal(t, 2, got.Attempt)
+		require.Equal(t, "r2", got.Replica)
+		require.Equal(t, int64(10), got.LatenessMs, "a retry's lateness counts from next_attempt_ms")
+		require.Equal(t, int64(50), got.DurationMs)
+		require.Equal(t, "done", got.Output)
+		require.Equal(t, "", got.Error)
+		require.Zero(t, got.NextAttemptMs)
+	})
+}
+
+func TestFinishAttemptsSettlesABatchInOneCall(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		rows, err := b.store.InsertFires(b.ctx, fires(b.app, "a", t0, t0+1000, t0+2000))
+		require.NoError(t, err)
+		for _, r := range rows[:2] {
+			ok, err := b.store.StartAttempt(b.ctx, r.ID, 1, "r1", r.RunTime)
+			require.NoError(t, err)
+			require.True(t, ok)
+		}
+		oks, err := b.store.FinishAttempts(b.ctx, []store.Finish{
+			{ID: rows[0].ID, Attempt: 1, Result: store.Result{Status: store.StatusSucceeded, FinishedMs: t0 + 10}},
+			{ID: rows[1].ID, Attempt: 1, Result: store.Result{Status: store.StatusTimedOut, Error: "deadline", FinishedMs: t0 + 1500}},
+			{ID: rows[2].ID, Attempt: 1, Result: store.Result{Status: store.StatusFailed, FinishedMs: t0 + 2500}}, // never started
+		})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, true, false}, oks)
+
+		want := map[int64]string{rows[0].ID: store.StatusSucceeded, rows[1].ID: store.StatusTimedOut, rows[2].ID: store.StatusScheduled}
+		for id, status := range want {
+			got, err := b.store.Execution(b.ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, status, got.Status)
+		}
+	})
+}
+
+func TestBadFinishNamesFieldAndValue(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		_, err := b.store.FinishAttempt(b.ctx, 42, 1, store.Result{Status: store.StatusRetrying})
+		require.EqualError(t, err, "store: finish execution 42 attempt 1: status retrying needs next_attempt_ms, got 0")
+		_, err = b.store.FinishAttempt(b.ctx, 42, 1, store.Result{Status: "done"})
+		require.EqualError(t, err, `store: finish execution 42 attempt 1: status "done": want succeeded, failed, timed_out or retrying`)
+		_, err = b.store.StartAttempt(b.ctx, 42, 0, "r1", t0)
+		require.EqualError(t, err, "store: start execution 42: attempt 0: want 1 or more")
+		_, err = b.store.Execution(b.ctx, 42)
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+}
+
+func TestOutputIsStoredCleanAndCapped(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		e := insertOne(t, b, "a", t0)
+		_, err := b.store.StartAttempt(b.ctx, e.ID, 1, "r1", t0)
+		require.NoError(t, err)
+		long := strings.Repeat("é", store.MaxTextBytes) // 2 bytes each
+		ok, err := b.store.FinishAttempt(b.ctx, e.ID, 1, store.Result{
+			Status: store.StatusFailed, Output: long, Error: "bad\x00byte \xff here", FinishedMs: t0 + 1,
+		})
+		require.NoError(t, err)
+		require.True(t, ok)
+		got, err := b.store.Execution(b.ctx, e.ID)
+		require.NoError(t, err)
+		require.Equal(t, "badbyte \uFFFD here", got.Error)
+		require.Equal(t, strings.Repeat("é", store.MaxTextBytes/2), got.Output)
+	})
+}
+
+func TestRunsOfALostReplicaAreFoundAndSettledOnce(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		rows, err := b.store.InsertFires(b.ctx, fires(b.app, "a", t0, t0+1000))
+		require.NoError(t, err)
+		for i, r := range rows {
+			ok, err := b.store.StartAttempt(b.ctx, r.ID, 1, []string{"alive", "dead"}[i], r.RunTime)
+			require.NoError(t, err)
+			require.True(t, ok)
+		}
+		n, err := b.store.RunningCount(b.ctx, b.app, "a")
+		require.NoError(t, err)
+		require.Equal(t, int64(2), n)
+
+		lost, err := b.store.LostExecutions(b.ctx, b.app, []string{"alive"}, 10)
+		require.NoError(t, err)
+		require.Len(t, lost, 1)
+		require.Equal(t, rows[1].ID, lost[0].ID)
+		require.Equal(t, "dead", lost[0].Replica)
+
+		all, err := b.store.LostExecutions(b.ctx, b.app, nil, 10)
+		require.NoError(t, err)
+		require.Len(t, all, 2)
+
+		settle := store.Result{Status: store.StatusRetrying, Reason: store.ReasonReplicaLost, FinishedMs: t0 + 5000, NextAttemptMs: t0 + 6000}
+		ok, err := b.store.FinishAttempt(b.ctx, lost[0].ID, lost[0].Attempt, settle)
+		require.NoError(t, err)
+		require.True(t, ok)
+		ok, err = b.store.FinishAttempt(b.ctx, lost[0].ID, lost[0].Attempt, settle) // a second rescuer
+		require.NoError(t, err)
+		require.False(t, ok)
+
+		lost, err = b.store.LostExecutions(b.ctx, b.app, []string{"alive"}, 10)
+		require.NoError(t, err)
+		require.Empty(t, lost)
+		n, err = b.store.RunningCount(b.ctx, b.app, "a")
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n)
+		got, err := b.store.Execution(b.ctx, rows[1].ID)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusRetrying, got.Status)
+		require.Equal(t, store.ReasonReplicaLost, got.Reason)
+	})
+}
+
+func TestSkipExecutionOnlyBeforeStart(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		paused := insertOne(t, b, "a", t0)
+		started := insertOne(t, b, "a", t0+1000)
+		ok, err := b.store.StartAttempt(b.ctx, started.ID, 1, "r1", t0+1000)
+		require.NoError(t, err)
+		require.True(t, ok)
+
+		ok, err = b.store.SkipExecution(b.ctx, paused.ID, 0, store.ReasonPaused, t0+1)
+		require.NoError(t, err)
+		require.True(t, ok)
+		ok, err = b.store.SkipExecution(b.ctx, started.ID, 1, store.ReasonPaused, t0+1001)
+		require.NoError(t, err)
+		require.False(t, ok)
+
+		got, err := b.store.Execution(b.ctx, paused.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusSkipped, got.Status)
+		require.Equal(t, store.ReasonPaused, got.Reason)
+		require.Equal(t, t0+1, got.FinishedMs)
+		ok, err = b.store.StartAttempt(b.ctx, paused.ID, 1, "r1", t0+2)
+		require.NoError(t, err)
+		require.False(t, ok, "a skipped fire never starts")
+	})
+}
+
+func TestListExecutionsPagesNewestFirst(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		_, err := b.store.InsertFires(b.ctx, fires(b.app, "a", t0, t0+1000, t0+2000, t0+3000))
+		require.NoError(t, err)
+		_, err = b.store.InsertFires(b.ctx, fires(b.app, "b", t0+1000, t0+2000, t0+4000))
+		require.NoError(t, err)
+
+		var seen []string
+		var cursor store.Cursor
+		pages := 0
+		for {
+			page, next, err := b.store.ListExecutions(b.ctx, store.ExecutionFilter{App: b.app}, cursor, 3)
+			require.NoError(t, err)
+			pages++
+			for _, e := range page {
+				seen = append(seen, fmt.Sprintf("%s+%d", e.TaskCode, (e.RunTime-t0)/1000))
+			}
+			if next == (store.Cursor{}) {
+				break
+			}
+			cursor = next
+		}
+		require.Equal(t, 3, pages)
+		// Ties on run_time go by id, newest insert first.
+		require.Equal(t, []string{"b+4", "a+3", "b+2", "a+2", "b+1", "a+1", "a+0"}, seen)
+
+		page, next, err := b.store.ListExecutions(b.ctx,
+			store.ExecutionFilter{App: b.app, TaskCode: "a", Status: store.StatusScheduled, FromMs: t0 + 1000, ToMs: t0 + 3000}, store.Cursor{}, 0)
+		require.NoError(t, err)
+		require.Equal(t, store.Cursor{}, next)
+		require.Len(t, page, 2)
+		require.Equal(t, t0+2000, page[0].RunTime)
+		require.Equal(t, t0+1000, page[1].RunTime)
+	})
+}

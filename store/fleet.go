@@ -1,0 +1,118 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"gorm.io/gorm/clause"
+)
+
+// MarkSlotsDone records slots of app as done: every fire in them is
+// recorded. Marking a slot twice keeps the last owner and time.
+func (s *Store) MarkSlotsDone(ctx context.Context, app string, slots []Slot) error {
+	if len(slots) == 0 {
+		return nil
+	}
+	now := s.nowMs()
+	rows := make([]Slot, len(slots))
+	for i, sl := range slots {
+		if len(sl.Owner) > 128 {
+			return fmt.Errorf("store: mark slot %d/%d done: owner %q: want at most 128 bytes", sl.Minute, sl.Bucket, sl.Owner)
+		}
+		sl.App, sl.Done = app, true
+		if sl.DoneMs == 0 {
+			sl.DoneMs = now
+		}
+		rows[i] = sl
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "app"}, {Name: "minute"}, {Name: "bucket"}},
+		DoUpdates: clause.AssignmentColumns([]string{"done", "owner", "done_ms"}),
+	}).CreateInBatches(rows, insertChunk).Error
+	if err != nil {
+		return fmt.Errorf("store: mark %d slots of app %q done: %w", len(rows), app, err)
+	}
+	return nil
+}
+
+// DoneSlots returns the slots of app marked done with fromMinute <= minute
+// <= toMinute, ordered by minute then bucket. Catch-up reads it to find the
+// slots nobody finished.
+func (s *Store) DoneSlots(ctx context.Context, app string, fromMinute, toMinute int64) ([]Slot, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var out []Slot
+	err := s.db.WithContext(ctx).
+		Where("app = ? AND minute BETWEEN ? AND ? AND done = ?", app, fromMinute, toMinute, true).
+		Order("minute, bucket").Find(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: read done slots of app %q in minutes %d..%d: %w", app, fromMinute, toMinute, err)
+	}
+	return out, nil
+}
+
+// Heartbeat records that a replica is alive: it inserts the replica, or
+// updates its host, pid, version, heartbeat and handlers. StartedMs is kept
+// from the first heartbeat.
+func (s *Store) Heartbeat(ctx context.Context, r Replica) error {
+	if r.App == "" || len(r.App) > 64 {
+		return fmt.Errorf("store: heartbeat: app %q: want 1 to 64 bytes", r.App)
+	}
+	if r.ID == "" || len(r.ID) > 128 {
+		return fmt.Errorf("store: heartbeat: replica id %q: want 1 to 128 bytes", r.ID)
+	}
+	if r.HeartbeatMs == 0 {
+		r.HeartbeatMs = s.nowMs()
+	}
+	if r.StartedMs == 0 {
+		r.StartedMs = r.HeartbeatMs
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "app"}, {Name: "id"}},
+		DoUpdates: clause.AssignmentColumns([]string{"host", "pid", "version", "heartbeat_ms", "handlers"}),
+	}).Create(&r).Error
+	if err != nil {
+		return fmt.Errorf("store: heartbeat of replica %q: %w", r.ID, err)
+	}
+	return nil
+}
+
+// LiveReplicas returns the replicas of app that heart-beat at or after
+// sinceMs, ordered by ID.
+func (s *Store) LiveReplicas(ctx context.Context, app string, sinceMs int64) ([]Replica, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var out []Replica
+	err := s.db.WithContext(ctx).Where("app = ? AND heartbeat_ms >= ?", app, sinceMs).Order("id").Find(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: read live replicas of app %q: %w", app, err)
+	}
+	return out, nil
+}
+
+// DeleteReplica removes a replica, as a stopping scheduler does. Deleting
+// one that is not there is not an error.
+func (s *Store) DeleteReplica(ctx context.Context, app, id string) error {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	if err := s.db.WithContext(ctx).Where("app = ? AND id = ?", app, id).Delete(&Replica{}).Error; err != nil {
+		return fmt.Errorf("store: delete replica %q: %w", id, err)
+	}
+	return nil
+}
+
+// PruneReplicas deletes the replicas of app silent since before beforeMs
+// (killed processes leave their row behind) and returns how many it deleted.
+func (s *Store) PruneReplicas(ctx context.Context, app string, beforeMs int64) (int64, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	res := s.db.WithContext(ctx).Where("app = ? AND heartbeat_ms < ?", app, beforeMs).Delete(&Replica{})
+	if res.Error != nil {
+		return 0, fmt.Errorf("store: prune replicas of app %q: %w", app, res.Error)
+	}
+	return res.RowsAffected, nil
+}

@@ -1,0 +1,76 @@
+package store_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xtimer-go/xtimer/store"
+)
+
+func TestDoneSlotsReturnsWhatWasMarkedInRange(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		m := store.MinuteOf(t0)
+		require.NoError(t, b.store.MarkSlotsDone(b.ctx, b.app, []store.Slot{
+			{Minute: m, Bucket: 0, Owner: "r1"},
+			{Minute: m, Bucket: 5, Owner: "r1"},
+			{Minute: m + 1, Bucket: 3, Owner: "r2"},
+			{Minute: m + 2, Bucket: 0, Owner: "r2"},
+		}))
+		b.set(t0 + 500)
+		require.NoError(t, b.store.MarkSlotsDone(b.ctx, b.app, []store.Slot{{Minute: m, Bucket: 0, Owner: "r3"}}))
+		require.NoError(t, b.store.MarkSlotsDone(b.ctx, b.app+"x", []store.Slot{{Minute: m, Bucket: 1, Owner: "r9"}}))
+
+		got, err := b.store.DoneSlots(b.ctx, b.app, m, m+1)
+		require.NoError(t, err)
+		require.Equal(t, []store.Slot{
+			{App: b.app, Minute: m, Bucket: 0, Done: true, Owner: "r3", DoneMs: t0 + 500},
+			{App: b.app, Minute: m, Bucket: 5, Done: true, Owner: "r1", DoneMs: t0},
+			{App: b.app, Minute: m + 1, Bucket: 3, Done: true, Owner: "r2", DoneMs: t0},
+		}, got)
+	})
+}
+
+func TestHeartbeatKeepsStartAndLiveReplicasFollowsIt(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		require.NoError(t, b.store.Heartbeat(b.ctx, store.Replica{App: b.app, ID: "r1", Host: "h1", PID: 11, Version: "v1"}))
+		require.NoError(t, b.store.Heartbeat(b.ctx, store.Replica{App: b.app, ID: "r2", Host: "h2", PID: 22, Version: "v1"}))
+		b.set(t0 + 5000)
+		require.NoError(t, b.store.Heartbeat(b.ctx, store.Replica{
+			App: b.app, ID: "r1", Host: "h1", PID: 11, Version: "v2", Handlers: []string{"a", "b"},
+		}))
+
+		live, err := b.store.LiveReplicas(b.ctx, b.app, t0+1000)
+		require.NoError(t, err)
+		require.Equal(t, []store.Replica{{
+			App: b.app, ID: "r1", Host: "h1", PID: 11, Version: "v2",
+			StartedMs: t0, HeartbeatMs: t0 + 5000, Handlers: []string{"a", "b"},
+		}}, live)
+
+		live, err = b.store.LiveReplicas(b.ctx, b.app, t0)
+		require.NoError(t, err)
+		require.Len(t, live, 2)
+		require.Equal(t, "r2", live[1].ID)
+
+		require.NoError(t, b.store.DeleteReplica(b.ctx, b.app, "r1"))
+		require.NoError(t, b.store.DeleteReplica(b.ctx, b.app, "r1"))
+		n, err := b.store.PruneReplicas(b.ctx, b.app, t0+1)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n)
+		live, err = b.store.LiveReplicas(b.ctx, b.app, 0)
+		require.NoError(t, err)
+		require.Empty(t, live)
+
+		err = b.store.Heartbeat(b.ctx, store.Replica{App: b.app})
+		require.EqualError(t, err, `store: heartbeat: replica id "": want 1 to 128 bytes`)
+	})
+}
+
+func TestMinuteOfFloors(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, int64(29013660), store.MinuteOf(t0))
+	require.Equal(t, int64(29013660), store.MinuteOf(t0+59999))
+	require.Equal(t, int64(29013661), store.MinuteOf(t0+60000))
+	require.Equal(t, int64(-1), store.MinuteOf(-1))
+	require.Equal(t, int64(0), store.MinuteOf(0))
+}

@@ -1,0 +1,189 @@
+package store
+
+// The models below are the schema. Every column and index carries an explicit
+// name so that the tables do not depend on the caller's GORM NamingStrategy,
+// and so that schema/mysql.sql and schema/postgres.sql can name the same
+// things (schema_test.go checks that they do).
+//
+// Instants are BIGINT milliseconds since the Unix epoch, UTC; 0 means "not
+// yet" or "none". Durations are BIGINT milliseconds.
+
+// Task statuses.
+const (
+	TaskActive = "active"
+	TaskPaused = "paused"
+)
+
+// Task kinds.
+const (
+	KindFunc = "func" // a Go handler registered in the process
+	KindHTTP = "http" // an HTTP callback described by Task.HTTPTarget
+)
+
+// Execution statuses. See doc.go for the transitions between them.
+const (
+	StatusScheduled = "scheduled"
+	StatusRunning   = "running"
+	StatusRetrying  = "retrying"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusTimedOut  = "timed_out"
+	StatusSkipped   = "skipped"
+)
+
+// Execution sources: what created the execution row.
+const (
+	SourceSchedule = "schedule"
+	SourceManual   = "manual"
+	SourceRetry    = "retry"
+	SourceCatchup  = "catchup"
+)
+
+// Reasons the store itself writes; the engine may write others.
+const (
+	ReasonPaused      = "paused"
+	ReasonOverlap     = "overlap"
+	ReasonMisfire     = "misfire"
+	ReasonReplicaLost = "replica lost"
+)
+
+// Task is one row of xtimer_tasks: the definition of a task as the code
+// registered it, plus the state an operator controls (status and the
+// override columns), which code never overwrites.
+type Task struct {
+	ID          int64  `gorm:"column:id;primaryKey;autoIncrement"`
+	App         string `gorm:"column:app;size:64;not null;uniqueIndex:xtimer_tasks_app_code,priority:1"`
+	Code        string `gorm:"column:code;size:128;not null;uniqueIndex:xtimer_tasks_app_code,priority:2"`
+	Name        string `gorm:"column:name;size:255;not null;default:''"`
+	Description string `gorm:"column:description;type:text;not null"`
+	Owner       string `gorm:"column:owner;size:255;not null;default:''"`
+	Kind        string `gorm:"column:kind;size:16;not null;default:'func'"`
+	Spec        string `gorm:"column:spec;size:255;not null"`
+	Dialect     string `gorm:"column:dialect;size:16;not null;default:''"`
+	TimeZone    string `gorm:"column:time_zone;size:64;not null;default:'UTC'"`
+	Status      string `gorm:"column:status;size:16;not null;default:'active'"`
+	TimeoutMs   int64  `gorm:"column:timeout_ms;not null;default:0"`
+	// MaxAttempts counts the first attempt: 1 means no retry.
+	MaxAttempts     int    `gorm:"column:max_attempts;not null;default:1"`
+	BackoffBaseMs   int64  `gorm:"column:backoff_base_ms;not null;default:0"`
+	BackoffMaxMs    int64  `gorm:"column:backoff_max_ms;not null;default:0"`
+	Misfire         string `gorm:"column:misfire;size:16;not null;default:''"`
+	MisfireWindowMs int64  `gorm:"column:misfire_window_ms;not null;default:0"`
+	Overlap         string `gorm:"column:overlap;size:16;not null;default:''"`
+	EndAtMs         int64  `gorm:"column:end_at_ms;not null;default:0"`
+	MaxRuns         int64  `gorm:"column:max_runs;not null;default:0"`
+	// HTTPTarget is the JSON description of the callback of a KindHTTP task.
+	HTTPTarget *string `gorm:"column:http_target;type:text"`
+	// SpecOverride, DialectOverride and TZOverride are console edits; when
+	// set they win over Spec, Dialect and TimeZone until ResetOverride.
+	SpecOverride    *string `gorm:"column:spec_override;size:255"`
+	DialectOverride *string `gorm:"column:dialect_override;size:16"`
+	TZOverride      *string `gorm:"column:tz_override;size:64"`
+	CreatedMs       int64   `gorm:"column:created_ms;not null;default:0"`
+	UpdatedMs       int64   `gorm:"column:updated_ms;not null;default:0"`
+	// Version grows by one on every change to the row; TaskVersions lets
+	// every replica spot changes cheaply.
+	Version int64 `gorm:"column:version;not null;default:0"`
+}
+
+// TableName is xtimer_tasks, whatever the caller's naming strategy.
+func (Task) TableName() string { return "xtimer_tasks" }
+
+// Effective returns the schedule that applies: each override when set, the
+// code-defined value otherwise.
+func (t Task) Effective() (spec, dialect, timeZone string) {
+	spec, dialect, timeZone = t.Spec, t.Dialect, t.TimeZone
+	if t.SpecOverride != nil {
+		spec = *t.SpecOverride
+	}
+	if t.DialectOverride != nil {
+		dialect = *t.DialectOverride
+	}
+	if t.TZOverride != nil {
+		timeZone = *t.TZOverride
+	}
+	return spec, dialect, timeZone
+}
+
+// Execution is one row of xtimer_executions: the record of one fire
+// (App, TaskCode, RunTime) and of its attempts.
+//
+// The unique index xtimer_executions_fire also serves the console's
+// per-task listing (app, task_code, run_time DESC): B-trees are read
+// backwards as cheaply as forwards.
+type Execution struct {
+	ID       int64  `gorm:"column:id;primaryKey;autoIncrement"`
+	App      string `gorm:"column:app;size:64;not null;uniqueIndex:xtimer_executions_fire,priority:1;index:xtimer_executions_retry,priority:1;index:xtimer_executions_status,priority:1;index:xtimer_executions_replica,priority:1;index:xtimer_executions_time,priority:1"`
+	TaskCode string `gorm:"column:task_code;size:128;not null;uniqueIndex:xtimer_executions_fire,priority:2"`
+	// RunTime is the fire's planned instant, Unix milliseconds UTC.
+	RunTime int64  `gorm:"column:run_time;not null;uniqueIndex:xtimer_executions_fire,priority:3;index:xtimer_executions_status,priority:3;index:xtimer_executions_time,priority:2"`
+	Status  string `gorm:"column:status;size:16;not null;index:xtimer_executions_retry,priority:2;index:xtimer_executions_status,priority:2;index:xtimer_executions_replica,priority:3"`
+	Reason  string `gorm:"column:reason;size:64;not null;default:''"`
+	Source  string `gorm:"column:source;size:16;not null;default:'schedule'"`
+	// Attempt is the number of the attempt running or last run: 0 before
+	// the first start, 1 for the first attempt.
+	Attempt     int    `gorm:"column:attempt;not null;default:0"`
+	MaxAttempts int    `gorm:"column:max_attempts;not null;default:1"`
+	Replica     string `gorm:"column:replica;size:128;not null;default:'';index:xtimer_executions_replica,priority:2"`
+	// Claim is the nonce of the InsertFires call that created the row.
+	Claim string `gorm:"column:claim;size:32;not null;default:''"`
+	// ScheduledMs is when the row was recorded.
+	ScheduledMs int64 `gorm:"column:scheduled_ms;not null;default:0"`
+	StartedMs   int64 `gorm:"column:started_ms;not null;default:0"`
+	FinishedMs  int64 `gorm:"column:finished_ms;not null;default:0"`
+	// LatenessMs is how late the last attempt started: StartedMs minus
+	// RunTime for the first attempt, minus NextAttemptMs for a retry.
+	LatenessMs    int64  `gorm:"column:lateness_ms;not null;default:0"`
+	DurationMs    int64  `gorm:"column:duration_ms;not null;default:0"`
+	Output        string `gorm:"column:output;type:text;not null"`
+	Error         string `gorm:"column:error;type:text;not null"`
+	NextAttemptMs int64  `gorm:"column:next_attempt_ms;not null;default:0;index:xtimer_executions_retry,priority:3"`
+	UpdatedMs     int64  `gorm:"column:updated_ms;not null;default:0"`
+}
+
+// TableName is xtimer_executions, whatever the caller's naming strategy.
+func (Execution) TableName() string { return "xtimer_executions" }
+
+// Slot is one row of xtimer_slots: a (minute, bucket) whose fires were all
+// recorded. Minute is a Unix minute number (Unix seconds / 60), not
+// milliseconds; see MinuteOf.
+type Slot struct {
+	App    string `gorm:"column:app;size:64;primaryKey;autoIncrement:false"`
+	Minute int64  `gorm:"column:minute;primaryKey;autoIncrement:false"`
+	Bucket int    `gorm:"column:bucket;primaryKey;autoIncrement:false"`
+	Done   bool   `gorm:"column:done;not null;default:false"`
+	Owner  string `gorm:"column:owner;size:128;not null;default:''"`
+	DoneMs int64  `gorm:"column:done_ms;not null;default:0"`
+}
+
+// TableName is xtimer_slots, whatever the caller's naming strategy.
+func (Slot) TableName() string { return "xtimer_slots" }
+
+// MinuteOf returns the Unix minute number of an instant in Unix
+// milliseconds, the unit of Slot.Minute.
+func MinuteOf(ms int64) int64 {
+	m := ms / 60000
+	if ms < 0 && ms%60000 != 0 {
+		m-- // floor, not truncation, before 1970
+	}
+	return m
+}
+
+// Replica is one row of xtimer_replicas: a process running a scheduler,
+// kept alive by Heartbeat.
+type Replica struct {
+	App         string   `gorm:"column:app;size:64;primaryKey;autoIncrement:false;index:xtimer_replicas_heartbeat,priority:1"`
+	ID          string   `gorm:"column:id;size:128;primaryKey;autoIncrement:false"`
+	Host        string   `gorm:"column:host;size:255;not null;default:''"`
+	PID         int      `gorm:"column:pid;not null;default:0"`
+	Version     string   `gorm:"column:version;size:64;not null;default:''"`
+	StartedMs   int64    `gorm:"column:started_ms;not null;default:0"`
+	HeartbeatMs int64    `gorm:"column:heartbeat_ms;not null;default:0;index:xtimer_replicas_heartbeat,priority:2"`
+	Handlers    []string `gorm:"column:handlers;type:text;serializer:json"`
+}
+
+// TableName is xtimer_replicas, whatever the caller's naming strategy.
+func (Replica) TableName() string { return "xtimer_replicas" }
+
+// models lists every table, in migration order.
+func models() []any { return []any{&Task{}, &Execution{}, &Slot{}, &Replica{}} }

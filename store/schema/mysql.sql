@@ -1,0 +1,97 @@
+-- xtimer schema for MySQL 8 and MariaDB 10.5+, for teams whose DBAs apply
+-- schema by hand. It describes the same tables as (*store.Store).Migrate
+-- (GORM AutoMigrate); store/schema_test.go applies this file to a fresh
+-- database and checks that every column and index of the models exists and
+-- that AutoMigrate afterwards changes nothing.
+--
+-- All instants are BIGINT milliseconds since the Unix epoch, UTC; 0 means
+-- "not yet" or "none". Rows of several apps may share the tables.
+--
+-- Collation: the tables take the database's default. With a case-insensitive
+-- default (utf8mb4_general_ci and the like) task codes that differ only in
+-- case collide; xtimer's codes are meant to be lower case anyway.
+
+CREATE TABLE IF NOT EXISTS `xtimer_tasks` (
+  `id`                bigint       NOT NULL AUTO_INCREMENT,
+  `app`               varchar(64)  NOT NULL,
+  `code`              varchar(128) NOT NULL,
+  `name`              varchar(255) NOT NULL DEFAULT '',
+  `description`       text         NOT NULL,
+  `owner`             varchar(255) NOT NULL DEFAULT '',
+  `kind`              varchar(16)  NOT NULL DEFAULT 'func',   -- func | http
+  `spec`              varchar(255) NOT NULL,
+  `dialect`           varchar(16)  NOT NULL DEFAULT '',
+  `time_zone`         varchar(64)  NOT NULL DEFAULT 'UTC',
+  `status`            varchar(16)  NOT NULL DEFAULT 'active', -- active | paused
+  `timeout_ms`        bigint       NOT NULL DEFAULT 0,
+  `max_attempts`      bigint       NOT NULL DEFAULT 1,        -- counts the first attempt
+  `backoff_base_ms`   bigint       NOT NULL DEFAULT 0,
+  `backoff_max_ms`    bigint       NOT NULL DEFAULT 0,
+  `misfire`           varchar(16)  NOT NULL DEFAULT '',
+  `misfire_window_ms` bigint       NOT NULL DEFAULT 0,
+  `overlap`           varchar(16)  NOT NULL DEFAULT '',
+  `end_at_ms`         bigint       NOT NULL DEFAULT 0,
+  `max_runs`          bigint       NOT NULL DEFAULT 0,
+  `http_target`       text         NULL,                      -- JSON, kind http
+  `spec_override`     varchar(255) NULL,                      -- console edits, win until reset
+  `dialect_override`  varchar(16)  NULL,
+  `tz_override`       varchar(64)  NULL,
+  `created_ms`        bigint       NOT NULL DEFAULT 0,
+  `updated_ms`        bigint       NOT NULL DEFAULT 0,
+  `version`           bigint       NOT NULL DEFAULT 0,        -- +1 on every change
+  PRIMARY KEY (`id`),
+  UNIQUE INDEX `xtimer_tasks_app_code` (`app`, `code`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+CREATE TABLE IF NOT EXISTS `xtimer_executions` (
+  `id`              bigint       NOT NULL AUTO_INCREMENT,
+  `app`             varchar(64)  NOT NULL,
+  `task_code`       varchar(128) NOT NULL,
+  `run_time`        bigint       NOT NULL,                    -- the fire's planned instant
+  `status`          varchar(16)  NOT NULL,                    -- scheduled running retrying succeeded failed timed_out skipped
+  `reason`          varchar(64)  NOT NULL DEFAULT '',         -- paused overlap misfire "replica lost" ...
+  `source`          varchar(16)  NOT NULL DEFAULT 'schedule', -- schedule manual retry catchup
+  `attempt`         bigint       NOT NULL DEFAULT 0,          -- attempt running or last run; 1 = first
+  `max_attempts`    bigint       NOT NULL DEFAULT 1,
+  `replica`         varchar(128) NOT NULL DEFAULT '',
+  `claim`           varchar(32)  NOT NULL DEFAULT '',         -- nonce of the insert that created the row
+  `scheduled_ms`    bigint       NOT NULL DEFAULT 0,          -- when the row was recorded
+  `started_ms`      bigint       NOT NULL DEFAULT 0,
+  `finished_ms`     bigint       NOT NULL DEFAULT 0,
+  `lateness_ms`     bigint       NOT NULL DEFAULT 0,
+  `duration_ms`     bigint       NOT NULL DEFAULT 0,
+  `output`          text         NOT NULL,
+  `error`           text         NOT NULL,
+  `next_attempt_ms` bigint       NOT NULL DEFAULT 0,
+  `updated_ms`      bigint       NOT NULL DEFAULT 0,
+  PRIMARY KEY (`id`),
+  -- One row per fire; also serves the console's per-task listing.
+  UNIQUE INDEX `xtimer_executions_fire` (`app`, `task_code`, `run_time`),
+  INDEX `xtimer_executions_retry` (`app`, `status`, `next_attempt_ms`),
+  INDEX `xtimer_executions_status` (`app`, `status`, `run_time`),
+  INDEX `xtimer_executions_replica` (`app`, `replica`, `status`),
+  INDEX `xtimer_executions_time` (`app`, `run_time`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+CREATE TABLE IF NOT EXISTS `xtimer_slots` (
+  `app`     varchar(64)  NOT NULL,
+  `minute`  bigint       NOT NULL,                            -- Unix minute number (seconds / 60)
+  `bucket`  bigint       NOT NULL,
+  `done`    boolean      NOT NULL DEFAULT false,
+  `owner`   varchar(128) NOT NULL DEFAULT '',
+  `done_ms` bigint       NOT NULL DEFAULT 0,
+  PRIMARY KEY (`app`, `minute`, `bucket`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+CREATE TABLE IF NOT EXISTS `xtimer_replicas` (
+  `app`          varchar(64)  NOT NULL,
+  `id`           varchar(128) NOT NULL,
+  `host`         varchar(255) NOT NULL DEFAULT '',
+  `pid`          bigint       NOT NULL DEFAULT 0,
+  `version`      varchar(64)  NOT NULL DEFAULT '',
+  `started_ms`   bigint       NOT NULL DEFAULT 0,
+  `heartbeat_ms` bigint       NOT NULL DEFAULT 0,
+  `handlers`     text         NULL,                           -- JSON array of task codes
+  PRIMARY KEY (`app`, `id`),
+  INDEX `xtimer_replicas_heartbeat` (`app`, `heartbeat_ms`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;

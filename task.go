@@ -1,0 +1,279 @@
+package xtimer
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/xtimer-go/xtimer/executor"
+)
+
+// Handler is the work of a task. It receives the fire it runs; ctx ends at
+// the task's timeout or when the scheduler stops. An error, a panic or a
+// timeout fails the attempt, and the task's retry policy decides what next.
+type Handler func(ctx context.Context, run *Run) error
+
+// MisfirePolicy says what happens to fires that were due while no replica
+// could run them (every replica down, the database unreachable).
+type MisfirePolicy string
+
+const (
+	// MisfireRunOnce runs the latest missed fire once and records the others
+	// skipped (reason misfire). The default.
+	MisfireRunOnce MisfirePolicy = "run_once"
+	// MisfireRunAll runs every missed fire within the misfire window, oldest first.
+	MisfireRunAll MisfirePolicy = "run_all"
+	// MisfireSkip records every missed fire skipped and runs none.
+	MisfireSkip MisfirePolicy = "skip"
+)
+
+// OverlapPolicy says whether a fire may start while an earlier run of the
+// same task is still running somewhere in the fleet.
+type OverlapPolicy string
+
+const (
+	// OverlapAllow starts every fire. The default.
+	OverlapAllow OverlapPolicy = "allow"
+	// OverlapForbid records a fire skipped (reason overlap) while an earlier
+	// run of the task is running on any replica.
+	OverlapForbid OverlapPolicy = "forbid"
+)
+
+// Task defaults, applied before a task's own options.
+const (
+	// DefaultTimeout bounds one attempt of a handler.
+	DefaultTimeout = 10 * time.Minute
+	// DefaultBackoffBase is the wait before the first retry; it doubles per
+	// attempt up to DefaultBackoffMax, spread by ±20%.
+	DefaultBackoffBase = time.Second
+	// DefaultBackoffMax caps the wait between retries.
+	DefaultBackoffMax = 5 * time.Minute
+	// DefaultMisfireWindow is how late a missed fire may still run.
+	DefaultMisfireWindow = time.Hour
+)
+
+// codePattern is what a task code (and an App) may contain: it names rows
+// and Redis keys, appears in URLs of the console, and must stay readable in
+// logs. Lower case only: MySQL's default collation compares without case,
+// PostgreSQL's with it, and a code must mean one task on both.
+var codePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._:-]{0,127}$`)
+
+// TaskOption configures one task at Register.
+type TaskOption func(*taskConfig) error
+
+// taskConfig is a task as registered in code: defaults first, then options.
+type taskConfig struct {
+	code          string
+	spec          string
+	handler       Handler
+	timeout       time.Duration
+	maxAttempts   int
+	backoff       executor.Backoff
+	misfire       MisfirePolicy
+	misfireWindow time.Duration
+	overlap       OverlapPolicy
+	loc           *time.Location
+	locSet        bool // WithLocation was given
+	dialect       Dialect
+	name          string
+	description   string
+	owner         string
+	endAt         time.Time
+	maxRuns       int64
+}
+
+func newTaskConfig(code, spec string, h Handler) taskConfig {
+	return taskConfig{
+		code: code, spec: spec, handler: h,
+		timeout:       DefaultTimeout,
+		maxAttempts:   1,
+		backoff:       executor.Backoff{Base: DefaultBackoffBase, Max: DefaultBackoffMax, Jitter: 0.2},
+		misfire:       MisfireRunOnce,
+		misfireWindow: DefaultMisfireWindow,
+		overlap:       OverlapAllow,
+		loc:           time.UTC,
+		dialect:       DialectCron,
+		name:          code,
+	}
+}
+
+func optionError(option string, value any, reason string) error {
+	return fmt.Errorf("xtimer: %s(%v): %s", option, value, reason)
+}
+
+// WithTimeout bounds one attempt. At the deadline the handler's context is
+// cancelled and the attempt is recorded timed_out, even if the handler
+// ignores its context (its late result is logged and dropped). Default
+// DefaultTimeout.
+func WithTimeout(d time.Duration) TaskOption {
+	return func(c *taskConfig) error {
+		if d <= 0 {
+			return optionError("WithTimeout", d, "timeout must be positive")
+		}
+		c.timeout = d
+		return nil
+	}
+}
+
+// WithRetry sets how many attempts a fire gets in all: WithRetry(3) is the
+// first attempt and up to two retries. Default 1 (no retry).
+func WithRetry(maxAttempts int) TaskOption {
+	return func(c *taskConfig) error {
+		if maxAttempts < 1 || maxAttempts > 100 {
+			return optionError("WithRetry", maxAttempts, "attempts must be 1-100 (1 means no retry)")
+		}
+		c.maxAttempts = maxAttempts
+		return nil
+	}
+}
+
+// WithBackoff sets the wait before a retry: base after the first failed
+// attempt, doubling per attempt up to max, spread by ±20% so that tasks
+// failing together do not retry together. Default DefaultBackoffBase and
+// DefaultBackoffMax.
+func WithBackoff(base, max time.Duration) TaskOption {
+	return func(c *taskConfig) error {
+		switch {
+		case base <= 0:
+			return optionError("WithBackoff", base, "base must be positive")
+		case max < base:
+			return optionError("WithBackoff", max, fmt.Sprintf("max must be at least base %s", base))
+		}
+		c.backoff.Base, c.backoff.Max = base, max
+		return nil
+	}
+}
+
+// WithMisfire sets what happens to fires missed during an outage. Default
+// MisfireRunOnce.
+func WithMisfire(p MisfirePolicy) TaskOption {
+	return func(c *taskConfig) error {
+		switch p {
+		case MisfireRunOnce, MisfireRunAll, MisfireSkip:
+			c.misfire = p
+			return nil
+		}
+		return optionError("WithMisfire", fmt.Sprintf("%q", p), `want MisfireRunOnce, MisfireRunAll or MisfireSkip`)
+	}
+}
+
+// WithMisfireWindow sets how late a missed fire may still run; older ones
+// are recorded skipped (reason misfire). Default DefaultMisfireWindow.
+func WithMisfireWindow(d time.Duration) TaskOption {
+	return func(c *taskConfig) error {
+		if d <= 0 {
+			return optionError("WithMisfireWindow", d, "window must be positive")
+		}
+		c.misfireWindow = d
+		return nil
+	}
+}
+
+// WithOverlap sets whether a fire may start while an earlier run of the task
+// is still running anywhere in the fleet. Default OverlapAllow.
+func WithOverlap(p OverlapPolicy) TaskOption {
+	return func(c *taskConfig) error {
+		switch p {
+		case OverlapAllow, OverlapForbid:
+			c.overlap = p
+			return nil
+		}
+		return optionError("WithOverlap", fmt.Sprintf("%q", p), `want OverlapAllow or OverlapForbid`)
+	}
+}
+
+// WithLocation sets the time zone of the spec. Default UTC, never the
+// machine's local zone. A CRON_TZ= prefix in the spec that names another
+// zone is a contradiction and fails Register.
+func WithLocation(loc *time.Location) TaskOption {
+	return func(c *taskConfig) error {
+		switch {
+		case loc == nil:
+			return optionError("WithLocation", nil, "location is nil")
+		case loc == time.Local:
+			return optionError("WithLocation", "Local", localZoneReason)
+		}
+		c.loc, c.locSet = loc, true
+		return nil
+	}
+}
+
+// WithQuartz reads the spec in the Quartz dialect (see Quartz).
+func WithQuartz() TaskOption {
+	return func(c *taskConfig) error {
+		c.dialect = DialectQuartz
+		return nil
+	}
+}
+
+// WithName sets the human name shown in the console. Default the code.
+func WithName(name string) TaskOption {
+	return func(c *taskConfig) error {
+		if name == "" || len(name) > 255 {
+			return optionError("WithName", fmt.Sprintf("%q", name), "name must be 1-255 bytes")
+		}
+		c.name = name
+		return nil
+	}
+}
+
+// WithDescription sets the description shown in the console.
+func WithDescription(text string) TaskOption {
+	return func(c *taskConfig) error {
+		c.description = text
+		return nil
+	}
+}
+
+// WithOwner names who to ask about the task (a team, a person).
+func WithOwner(owner string) TaskOption {
+	return func(c *taskConfig) error {
+		if len(owner) > 255 {
+			return optionError("WithOwner", fmt.Sprintf("%q", owner), "owner must be at most 255 bytes")
+		}
+		c.owner = owner
+		return nil
+	}
+}
+
+// WithEndAt stops the schedule: no fire at or after t.
+func WithEndAt(t time.Time) TaskOption {
+	return func(c *taskConfig) error {
+		if t.IsZero() {
+			return optionError("WithEndAt", "zero time", "end must be a real instant")
+		}
+		c.endAt = t
+		return nil
+	}
+}
+
+// WithMaxRuns stops the schedule after n scheduled fires (manual runs do not count).
+func WithMaxRuns(n int64) TaskOption {
+	return func(c *taskConfig) error {
+		if n < 1 {
+			return optionError("WithMaxRuns", n, "runs must be at least 1")
+		}
+		c.maxRuns = n
+		return nil
+	}
+}
+
+// validate checks what no single option can: the code, the handler, and the
+// spec read with the options' dialect and zone.
+func (c *taskConfig) validate() (Schedule, error) {
+	if !codePattern.MatchString(c.code) {
+		return nil, fmt.Errorf("xtimer: task code %q: want 1-128 characters of lower-case letters, digits and . _ : - starting with a letter or digit", c.code)
+	}
+	if c.handler == nil {
+		return nil, fmt.Errorf("xtimer: task %q: handler is nil", c.code)
+	}
+	sched, err := ParseSchedule(c.spec, WithDialect(c.dialect), In(c.loc))
+	if err != nil {
+		return nil, fmt.Errorf("xtimer: task %q: %w", c.code, err)
+	}
+	if c.locSet && sched.Location().String() != c.loc.String() {
+		return nil, fmt.Errorf("xtimer: task %q: spec %q names zone %s but WithLocation says %s", c.code, c.spec, sched.Location(), c.loc)
+	}
+	return sched, nil
+}
