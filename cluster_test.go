@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/xtimer-go/xtimer/internal/testsvc"
@@ -112,5 +113,58 @@ func TestThreeReplicasRunEveryFireOnce(t *testing.T) {
 			}
 			require.Less(t, p(0.99), bound, "p99 lateness")
 		})
+	}
+}
+
+// With Redis unreachable every replica records every slot; the unique key
+// of the executions table keeps each fire to one start.
+func TestRedisDownFallsBackToTheDatabase(t *testing.T) {
+	t.Parallel()
+	db := testsvc.Postgres(t)
+	app := testsvc.App(t)
+	var (
+		mu    sync.Mutex
+		calls = map[string]int{}
+	)
+	handler := func(ctx context.Context, run *Run) error {
+		mu.Lock()
+		calls[run.ID]++
+		mu.Unlock()
+		return nil
+	}
+	var all []*Scheduler
+	for i := range 2 {
+		pool := db
+		if i > 0 {
+			pool = testsvc.Reopen(t, db)
+		}
+		dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialTimeout: 100 * time.Millisecond, MaxRetries: -1})
+		t.Cleanup(func() { _ = dead.Close() })
+		s := newScheduler(t, setupOpts{db: pool, app: app}, func(o *Options) {
+			o.Redis = dead
+			o.InstanceID = fmt.Sprintf("replica-%d", i)
+		})
+		for k := range 20 {
+			require.NoError(t, s.Register(fmt.Sprintf("task.%02d", k), "* * * * * *", handler))
+		}
+		all = append(all, s)
+	}
+	ctx := context.Background()
+	for _, s := range all {
+		require.NoError(t, s.Start(ctx))
+	}
+	from := time.Now().Truncate(time.Second).Add(2 * time.Second)
+	to := from.Add(5 * time.Second)
+	time.Sleep(time.Until(to.Add(time.Second)))
+	for _, s := range all {
+		require.NoError(t, s.Stop(ctx))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for sec := from; sec.Before(to); sec = sec.Add(time.Second) {
+		for k := range 20 {
+			id := fireID(app, fmt.Sprintf("task.%02d", k), sec.UnixMilli())
+			require.Equal(t, 1, calls[id], id)
+		}
 	}
 }

@@ -351,6 +351,7 @@ func (s *Scheduler) plan(ctx context.Context, now time.Time) error {
 func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey) error {
 	var fires []fire
 	var won []slotKey
+	lockDown := false // after one unavailable answer this tick, do not wait on the lock again
 	for _, k := range keys {
 		f := s.firesIn(k.minute, k.bucket)
 		st := s.slotState(k)
@@ -371,7 +372,7 @@ func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey
 				continue
 			}
 		}
-		if !s.claimSlot(ctx, now, k, st) {
+		if !s.claimSlot(ctx, now, k, st, &lockDown) {
 			continue
 		}
 		fires = append(fires, f...)
@@ -432,14 +433,26 @@ func (s *Scheduler) slotDone(ctx context.Context, k slotKey) (bool, error) {
 	return false, nil
 }
 
-// claimSlot takes the slot's lock. With Redis unreachable it goes on
-// without: the unique key of the executions table is the guard then.
-func (s *Scheduler) claimSlot(ctx context.Context, now time.Time, k slotKey, st *slotState) bool {
+// claimSlot takes the slot's lock. With the lock's backend unreachable it
+// goes on without: the unique key of the executions table is the guard
+// then (more load on the database, the same promise). *down carries that
+// state across the slots of one tick, so a dead Redis costs one timeout
+// per tick, not one per slot.
+func (s *Scheduler) claimSlot(ctx context.Context, now time.Time, k slotKey, st *slotState, down *bool) bool {
+	if *down {
+		return true
+	}
 	if st.lock != nil {
-		if err := st.lock.Refresh(ctx, slotLockTTL); err == nil {
+		err := st.lock.Refresh(ctx, slotLockTTL)
+		if err == nil {
 			return true
 		}
 		st.lock = nil
+		if errors.Is(err, ErrLockUnavailable) {
+			*down = true
+			s.noteRedis(err)
+			return true
+		}
 	}
 	lock, err := s.locker.Obtain(ctx, s.lockKey(k), slotLockTTL)
 	switch {
@@ -456,6 +469,7 @@ func (s *Scheduler) claimSlot(ctx context.Context, now time.Time, k slotKey, st 
 		s.mu.Unlock()
 		return false
 	default:
+		*down = true
 		s.noteRedis(err)
 		return true
 	}

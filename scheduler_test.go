@@ -370,3 +370,32 @@ func TestRescueOfALostReplica(t *testing.T) {
 	require.Equal(t, s.InstanceID(), lost.Replica)
 	waitRow(t, s, rows[1].ID, func(r store.Execution) bool { return r.Status == store.StatusSucceeded })
 }
+
+// An operator's pause is stored: a redeploy registering the same task does
+// not resume it. Tasks registered after Start run too.
+func TestPauseSurvivesRedeployAndLateRegistrationRuns(t *testing.T) {
+	t.Parallel()
+	db, app := testsvc.SQLite(t), testsvc.App(t)
+	ctx := context.Background()
+	first := newScheduler(t, setupOpts{db: db, app: app}, nil)
+	require.NoError(t, first.Register("report", "* * * * * *", func(context.Context, *Run) error { return nil }))
+	require.NoError(t, first.Start(ctx))
+	require.NoError(t, first.Pause(ctx, "report"))
+	require.NoError(t, first.Stop(ctx))
+	require.ErrorIs(t, first.Start(ctx), ErrStopped)
+
+	iv, late := newInvocations(), newInvocations()
+	second := newScheduler(t, setupOpts{db: db, app: app}, nil)
+	require.NoError(t, second.Register("report", "* * * * * *", iv.handler(nil), WithDescription("new build")))
+	require.NoError(t, second.Start(ctx))
+	stopOnCleanup(t, second)
+	row, err := second.Store().Task(ctx, app, "report")
+	require.NoError(t, err)
+	require.Equal(t, store.TaskPaused, row.Status)
+	require.Equal(t, "new build", row.Description, "code-defined fields follow the code")
+
+	require.NoError(t, second.Register("added.later", "* * * * * *", late.handler(nil)))
+	run := late.next(t, 5*time.Second)
+	require.Equal(t, "added.later", run.Code)
+	require.Empty(t, iv.ch, "the paused task stayed paused")
+}
