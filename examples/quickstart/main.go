@@ -147,15 +147,17 @@ func run(runFor time.Duration, redisAddr, dsn string, verbose bool) error {
 	if err := s.Stop(stopCtx); err != nil {
 		return err
 	}
-	return summary(app, s)
+	return summary(app, s, time.Now())
 }
 
-func summary(app string, s *xtimer.Scheduler) error {
+// summary counts the executions of fires up to the stop; the rows of later
+// fires, recorded ahead, wait for a replica that will never come.
+func summary(app string, s *xtimer.Scheduler, stopped time.Time) error {
 	counts := map[string]map[string]int{}
 	var cursor store.Cursor
 	var lateness []int64
 	for {
-		rows, next, err := s.Store().ListExecutions(context.Background(), store.ExecutionFilter{App: app}, cursor, 1000)
+		rows, next, err := s.Store().ListExecutions(context.Background(), store.ExecutionFilter{App: app, ToMs: stopped.UnixMilli()}, cursor, 1000)
 		if err != nil {
 			return err
 		}
