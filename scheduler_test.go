@@ -399,3 +399,53 @@ func TestPauseSurvivesRedeployAndLateRegistrationRuns(t *testing.T) {
 	require.Equal(t, "added.later", run.Code)
 	require.Empty(t, iv.ch, "the paused task stayed paused")
 }
+
+// The classic fencing bug: a replica that slept past its run time (a GC
+// pause, SIGSTOP) wakes up with a fire armed that another replica has
+// meanwhile taken over. The late start must lose the conditional update
+// and never run the handler.
+func TestLateReplicaDoesNotRunAFireTakenOver(t *testing.T) {
+	t.Parallel()
+	db, app := testsvc.SQLite(t), testsvc.App(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 30, 10, 0, 0, 500_000_000, time.UTC)
+	clock := fakeclock.New(t0)
+	iv := newInvocations()
+	s := newScheduler(t, setupOpts{db: db, app: app, clock: clock}, nil)
+	require.NoError(t, s.Register("pay", "0 * * * * *", iv.handler(nil)))
+	require.NoError(t, s.Start(ctx))
+	stopOnCleanup(t, s)
+	require.NoError(t, clock.BlockUntil(ctx, 2))
+	clock.Advance(54*time.Second + 500*time.Millisecond) // 10:00:55: the 10:01 slot is claimed and recorded
+
+	runAt := time.Date(2026, 11, 30, 10, 1, 0, 0, time.UTC).UnixMilli()
+	var row store.Execution
+	require.Eventually(t, func() bool {
+		rows, _, err := s.Store().ListExecutions(ctx, store.ExecutionFilter{App: app, TaskCode: "pay"}, store.Cursor{}, 10)
+		if err == nil && len(rows) == 1 && rows[0].RunTime == runAt {
+			row = rows[0]
+			return true
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, s.InstanceID(), row.Replica)
+
+	// While "asleep", another (live) replica took the fire over and started it.
+	awake := time.Date(2026, 11, 30, 10, 1, 5, 0, time.UTC).UnixMilli()
+	require.NoError(t, s.Store().Heartbeat(ctx, store.Replica{App: app, ID: "replica-that-stayed-awake", StartedMs: awake, HeartbeatMs: awake}))
+	ok, err := s.Store().StartAttempt(ctx, row.ID, 1, "replica-that-stayed-awake", t0.UnixMilli())
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	require.NoError(t, clock.BlockUntil(ctx, 2))
+	clock.Advance(10 * time.Second) // wake up 4.5s after the run time
+	select {
+	case r := <-iv.ch:
+		t.Fatalf("the late replica ran a fire another replica owns: %+v", r)
+	case <-time.After(time.Second):
+	}
+	got, err := s.Store().Execution(ctx, row.ID)
+	require.NoError(t, err)
+	require.Equal(t, "replica-that-stayed-awake", got.Replica)
+	require.Equal(t, store.StatusRunning, got.Status)
+}
