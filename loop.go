@@ -524,12 +524,16 @@ func (s *Scheduler) record(ctx context.Context, now time.Time, fires []fire) err
 	if err != nil {
 		return err
 	}
+	skipped := map[string]int{}
 	for _, r := range inserted {
 		if r.Status == store.StatusScheduled && r.Replica == s.opts.InstanceID {
 			s.arm(r)
 		} else if r.Status == store.StatusSkipped {
-			s.log.Info("fire skipped", "task", r.TaskCode, "run_time", time.UnixMilli(r.RunTime).UTC(), "reason", r.Reason)
+			skipped[r.TaskCode]++
 		}
+	}
+	for code, n := range skipped { // one line per task, not one per fire of a long outage
+		s.log.Info("missed fires recorded skipped", "task", code, "fires", n, "reason", store.ReasonMisfire)
 	}
 	return nil
 }
