@@ -18,6 +18,9 @@ import (
 // that exists, and only on the replica that inserted the row or won a
 // conditional claim on it.
 
+// reasonDeleted: the task of an armed fire was deleted before it ran.
+const reasonDeleted = "task deleted"
+
 // armedFire is a recorded fire waiting for its run time.
 type armedFire struct {
 	row store.Execution
@@ -98,7 +101,7 @@ func (s *Scheduler) startFire(ctx context.Context, f armedFire, now time.Time) {
 	s.mu.Unlock()
 	switch {
 	case t == nil || cfg == nil:
-		s.updates.skip(r, store.ReasonPaused, now, "task no longer registered here")
+		s.updates.skip(r, reasonDeleted, now, "the task no longer exists")
 		return
 	case r.Source != store.SourceManual && t.row.Status != store.TaskActive:
 		s.updates.skip(r, store.ReasonPaused, now, "")
@@ -212,6 +215,7 @@ func (s *Scheduler) settle(r store.Execution, at time.Time, err error, timedOut 
 // a failed write is retried until Stop's context ends.
 type updateQueue struct {
 	s        *Scheduler
+	flushing sync.Mutex // one flush at a time, so writes land in the order queued
 	mu       sync.Mutex
 	starts   []store.Start
 	finishes []store.Finish
@@ -297,6 +301,8 @@ func pause(quit chan struct{}, d time.Duration) {
 // flush writes starts before finishes, so that a fast attempt's start and
 // end can land in the same round.
 func (q *updateQueue) flush(ctx context.Context) error {
+	q.flushing.Lock()
+	defer q.flushing.Unlock()
 	q.mu.Lock()
 	starts, finishes, skips := q.starts, q.finishes, q.skips
 	q.starts, q.finishes, q.skips = nil, nil, nil

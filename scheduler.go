@@ -409,7 +409,14 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	s.loops.Wait()
 
 	var errs []error
-	if n, err := s.store.ReleaseFires(ctx, s.opts.App, s.opts.InstanceID); err != nil {
+	// Started fires must be marked running before the rest are handed on:
+	// a fire still "scheduled" in the database when it is released could be
+	// claimed and run again elsewhere. If that write fails, nothing is
+	// released; the other replicas take the fires over once this one's
+	// heartbeat expires.
+	if err := s.updates.flush(ctx); err != nil {
+		errs = append(errs, err)
+	} else if n, err := s.store.ReleaseFires(ctx, s.opts.App, s.opts.InstanceID); err != nil {
 		errs = append(errs, err)
 	} else if n > 0 {
 		s.log.Info("handed recorded fires to other replicas", "fires", n)
