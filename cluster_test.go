@@ -168,3 +168,55 @@ func TestRedisDownFallsBackToTheDatabase(t *testing.T) {
 		}
 	}
 }
+
+// A rolling deploy stops one replica mid-minute: the fires it recorded but
+// had not started are handed to the other replica, and every fire still
+// runs once.
+func TestGracefulStopHandsFiresOver(t *testing.T) {
+	t.Parallel()
+	db := testsvc.Postgres(t)
+	app := testsvc.App(t)
+	var (
+		mu    sync.Mutex
+		calls = map[string]int{}
+	)
+	handler := func(ctx context.Context, run *Run) error {
+		mu.Lock()
+		calls[run.ID]++
+		mu.Unlock()
+		return nil
+	}
+	var all []*Scheduler
+	for i := range 2 {
+		pool := db
+		if i > 0 {
+			pool = testsvc.Reopen(t, db)
+		}
+		s := newScheduler(t, setupOpts{db: pool, app: app}, func(o *Options) {
+			o.Redis = testsvc.Redis(t)
+			o.InstanceID = fmt.Sprintf("replica-%d", i)
+		})
+		for k := range 20 {
+			require.NoError(t, s.Register(fmt.Sprintf("task.%02d", k), "* * * * * *", handler))
+		}
+		all = append(all, s)
+	}
+	ctx := context.Background()
+	for _, s := range all {
+		require.NoError(t, s.Start(ctx))
+	}
+	from := time.Now().Truncate(time.Second).Add(2 * time.Second)
+	to := from.Add(8 * time.Second)
+	time.Sleep(time.Until(from.Add(3 * time.Second)))
+	require.NoError(t, all[0].Stop(ctx)) // replica-0 leaves in the middle of the window
+	time.Sleep(time.Until(to.Add(2 * time.Second)))
+	require.NoError(t, all[1].Stop(ctx))
+	mu.Lock()
+	defer mu.Unlock()
+	for sec := from; sec.Before(to); sec = sec.Add(time.Second) {
+		for k := range 20 {
+			id := fireID(app, fmt.Sprintf("task.%02d", k), sec.UnixMilli())
+			require.Equal(t, 1, calls[id], id)
+		}
+	}
+}
