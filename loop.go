@@ -27,6 +27,8 @@ const (
 	claimBatch    = 200
 	// urgentHorizon: fires this close are recorded (and armed) first.
 	urgentHorizon = 3 * time.Second
+	// recordChunk bounds the fires recorded in one round trip after those.
+	recordChunk = 1000
 )
 
 // taskState is a task as the database says, shared by every replica.
@@ -390,7 +392,17 @@ func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey
 			later = append(later, f)
 		}
 	}
-	for _, part := range [][]fire{urgent, later} {
+	// The rest goes in time order, in chunks, each armed as soon as it is
+	// committed: a slow database delays the end of the minute, not its start.
+	// (Missed fires are all in urgent, so splitting later never separates the
+	// missed fires of one task.)
+	sort.Slice(later, func(i, j int) bool { return later[i].at.Before(later[j].at) })
+	parts := [][]fire{urgent}
+	for len(later) > 0 {
+		n := min(len(later), recordChunk)
+		parts, later = append(parts, later[:n]), later[n:]
+	}
+	for _, part := range parts {
 		if len(part) == 0 {
 			continue
 		}

@@ -24,7 +24,7 @@ const (
 	DefaultApp               = "default"
 	DefaultBuckets           = 16
 	DefaultWorkers           = 64
-	DefaultClaimAhead        = 5 * time.Second
+	DefaultClaimAhead        = 10 * time.Second
 	DefaultCatchUpHorizon    = time.Hour
 	DefaultHeartbeatInterval = 5 * time.Second
 	DefaultReplicaTimeout    = 30 * time.Second
@@ -63,7 +63,7 @@ type Options struct {
 	// wait in run-time order. Defaults to DefaultWorkers (64).
 	Workers int
 	// ClaimAhead is how long before a minute starts its slots are claimed
-	// and its fires recorded. Defaults to DefaultClaimAhead (5s); 1s-50s.
+	// and its fires recorded. Defaults to DefaultClaimAhead (10s); 1s-50s.
 	ClaimAhead time.Duration
 	// CatchUpHorizon is how far back Start looks for slots nobody recorded
 	// (every replica was down). Defaults to DefaultCatchUpHorizon (1h).
