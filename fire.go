@@ -69,10 +69,8 @@ func (s *Scheduler) dispatchLoop(ctx context.Context) {
 			wait = s.armed[0].due.Sub(now)
 		}
 		s.mu.Unlock()
-		for _, f := range due {
-			s.startFire(ctx, f, now)
-		}
 		if len(due) > 0 {
+			s.dispatch(ctx, due, now)
 			continue // time moved while starting; look again before sleeping
 		}
 		timer.Reset(wait)
@@ -86,62 +84,98 @@ func (s *Scheduler) dispatchLoop(ctx context.Context) {
 	}
 }
 
-// startFire runs the last checks on a due fire and starts its first
-// attempt. A fire whose timer rang on time, on a replica whose heartbeat
-// is fresh, starts at once and its status is written afterwards, batched;
-// anything late (a paused process waking up, a catch-up, a claimed
-// orphan) first wins a conditional update, so a replica that slept past
-// its lock can never start a fire another replica took over.
-func (s *Scheduler) startFire(ctx context.Context, f armedFire, now time.Time) {
-	r := f.row
-	s.mu.Lock()
-	t, cfg := s.tasks[r.TaskCode], s.handlers[r.TaskCode]
-	fresh := now.Sub(time.UnixMilli(r.RunTime)) <= lateTolerance && now.Sub(s.beatOK) < s.opts.ReplicaTimeout/2
-	running := s.running[r.TaskCode]
-	s.mu.Unlock()
-	switch {
-	case t == nil || cfg == nil:
-		s.updates.skip(r, reasonDeleted, now, "the task no longer exists")
-		return
-	case r.Source != store.SourceManual && t.row.Status != store.TaskActive:
-		s.updates.skip(r, store.ReasonPaused, now, "")
-		return
-	case r.Source == store.SourceSchedule && !fresh && now.Sub(time.UnixMilli(r.RunTime)) > time.Duration(t.row.MisfireWindowMs)*time.Millisecond && t.row.MisfireWindowMs > 0:
-		s.updates.skip(r, store.ReasonMisfire, now, "")
-		return
-	}
-	if OverlapPolicy(t.row.Overlap) == OverlapForbid {
-		n, err := s.store.RunningCount(ctx, s.opts.App, r.TaskCode)
-		if err == nil && n == 0 && running > 0 {
-			n = int64(running)
-		}
-		if err != nil || n > 0 {
-			// Unknown counts as overlapping: forbid means never two at once.
-			s.updates.skip(r, store.ReasonOverlap, now, "")
-			return
-		}
-	}
-	r.Attempt = 1
-	if fresh {
-		s.updates.started(r, now)
-		s.startAttempt(r, now)
-		return
-	}
-	ok, err := s.store.StartAttempt(ctx, r.ID, 1, s.opts.InstanceID, now.UnixMilli())
-	switch {
-	case err != nil:
-		// The row stays scheduled and owned here; ClaimFires hands it on if
-		// we die, and the database coming back lets us try again.
-		s.log.Error("could not start a late fire; will retry", "task", r.TaskCode, "execution", r.ID, "err", err)
-		r.Attempt = 0
-		retry := armedFire{row: r, due: now.Add(time.Second)}
+// startClaimTimeout bounds the one database round trip before fires
+// start, so that a database outage delays the dispatcher, not blocks it.
+const startClaimTimeout = 2 * time.Second
+
+// dispatch runs the last checks on fires that are due (paused? overlapping?
+// overdue?), then marks those that go ahead running for this replica in one
+// conditional update, and starts the handlers of the rows it won. That
+// update is the fence: a fire another replica took over while this one
+// slept is not ours any more, and does not start here.
+func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time) {
+	var start []store.Execution
+	overdue := map[string][]int{} // task → indices in start of fires overdue by the schedule
+	for _, f := range due {
+		r := f.row
 		s.mu.Lock()
-		heap.Push(&s.armed, retry)
+		t, cfg := s.tasks[r.TaskCode], s.handlers[r.TaskCode]
+		running := s.running[r.TaskCode]
 		s.mu.Unlock()
-	case ok:
-		s.startAttempt(r, now)
-	default:
-		s.log.Info("fire taken over by another replica", "task", r.TaskCode, "execution", r.ID)
+		late := now.Sub(time.UnixMilli(r.RunTime))
+		window := time.Duration(t.misfireWindowMs()) * time.Millisecond
+		switch {
+		case t == nil || cfg == nil:
+			s.updates.skip(r, reasonDeleted, now)
+			continue
+		case r.Source != store.SourceManual && t.row.Status != store.TaskActive:
+			s.updates.skip(r, store.ReasonPaused, now)
+			continue
+		case r.Source == store.SourceSchedule && late > lateTolerance && late > window:
+			s.updates.skip(r, store.ReasonMisfire, now)
+			continue
+		case r.Source == store.SourceSchedule && late > lateTolerance && MisfirePolicy(t.row.Misfire) == MisfireSkip:
+			s.updates.skip(r, store.ReasonMisfire, now)
+			continue
+		}
+		if OverlapPolicy(t.row.Overlap) == OverlapForbid {
+			n, err := s.store.RunningCount(ctx, s.opts.App, r.TaskCode)
+			if err != nil || n > 0 || running > 0 {
+				// Unknown counts as overlapping: forbid means never two at once.
+				s.updates.skip(r, store.ReasonOverlap, now)
+				continue
+			}
+		}
+		if r.Source == store.SourceSchedule && late > lateTolerance && MisfirePolicy(t.row.Misfire) != MisfireRunAll {
+			overdue[r.TaskCode] = append(overdue[r.TaskCode], len(start))
+		}
+		start = append(start, r)
+	}
+	// Run once: of several overdue fires of a task (the database or this
+	// replica was away), only the latest runs.
+	drop := map[int]bool{}
+	for _, idx := range overdue {
+		for _, i := range idx[:len(idx)-1] {
+			drop[i] = true
+			s.updates.skip(start[i], store.ReasonMisfire, now)
+		}
+	}
+	ids := make([]int64, 0, len(start))
+	for i, r := range start {
+		if !drop[i] {
+			ids = append(ids, r.ID)
+		}
+	}
+	claimCtx, cancel := context.WithTimeout(ctx, startClaimTimeout)
+	started, err := s.store.StartFires(claimCtx, s.opts.App, ids, s.opts.InstanceID, now.UnixMilli())
+	cancel()
+	if err != nil {
+		// Nothing starts without its row saying so. The fires stay armed and
+		// are tried again; when the database is back, they run late or go
+		// through the misfire policy.
+		s.noteDB(err)
+		s.mu.Lock()
+		for i, r := range start {
+			if !drop[i] {
+				heap.Push(&s.armed, armedFire{row: r, due: now.Add(time.Second)})
+			}
+		}
+		s.mu.Unlock()
+		return
+	}
+	won := make(map[int64]bool, len(started))
+	for _, id := range started {
+		won[id] = true
+	}
+	for i, r := range start {
+		switch {
+		case drop[i]:
+		case won[r.ID]:
+			r.Attempt = 1
+			s.startAttempt(r, now)
+		default:
+			s.log.Info("fire not started here: another replica took it over", "task", r.TaskCode, "execution", r.ID)
+		}
 	}
 }
 
@@ -217,7 +251,6 @@ type updateQueue struct {
 	s        *Scheduler
 	flushing sync.Mutex // one flush at a time, so writes land in the order queued
 	mu       sync.Mutex
-	starts   []store.Start
 	finishes []store.Finish
 	skips    []skipUpdate
 	kick     chan struct{}
@@ -235,13 +268,6 @@ func newUpdateQueue(s *Scheduler) *updateQueue {
 	return &updateQueue{s: s, kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 }
 
-func (q *updateQueue) started(r store.Execution, at time.Time) {
-	q.mu.Lock()
-	q.starts = append(q.starts, store.Start{ID: r.ID, Replica: q.s.opts.InstanceID, StartedMs: at.UnixMilli()})
-	q.mu.Unlock()
-	q.poke()
-}
-
 func (q *updateQueue) finished(f store.Finish) {
 	q.mu.Lock()
 	q.finishes = append(q.finishes, f)
@@ -249,8 +275,8 @@ func (q *updateQueue) finished(f store.Finish) {
 	q.poke()
 }
 
-func (q *updateQueue) skip(r store.Execution, reason string, at time.Time, why string) {
-	q.s.log.Info("fire skipped", "task", r.TaskCode, "execution", r.ID, "reason", reason, "detail", why)
+func (q *updateQueue) skip(r store.Execution, reason string, at time.Time) {
+	q.s.log.Info("fire skipped", "task", r.TaskCode, "execution", r.ID, "run_time", time.UnixMilli(r.RunTime).UTC(), "reason", reason)
 	q.mu.Lock()
 	q.skips = append(q.skips, skipUpdate{r, reason, at})
 	q.mu.Unlock()
@@ -298,63 +324,24 @@ func pause(quit chan struct{}, d time.Duration) {
 	}
 }
 
-// flush writes starts before finishes, so that a fast attempt's start and
-// end can land in the same round.
+// flush writes what is queued: attempt results, then skipped fires.
 func (q *updateQueue) flush(ctx context.Context) error {
 	q.flushing.Lock()
 	defer q.flushing.Unlock()
 	q.mu.Lock()
-	starts, finishes, skips := q.starts, q.finishes, q.skips
-	q.starts, q.finishes, q.skips = nil, nil, nil
+	finishes, skips := q.finishes, q.skips
+	q.finishes, q.skips = nil, nil
 	q.mu.Unlock()
-	requeue := func(i, j int, k int) {
+	requeue := func(j int, k int) {
 		q.mu.Lock()
-		q.starts = append(starts[i:], q.starts...)
 		q.finishes = append(finishes[j:], q.finishes...)
 		q.skips = append(skips[k:], q.skips...)
 		q.mu.Unlock()
 	}
-	// A first attempt that started and ended since the last round is one write.
-	ended := map[int64]int{}
-	for j, f := range finishes {
-		if f.Attempt == 1 {
-			ended[f.ID] = j
-		}
-	}
-	merged := map[int]bool{}
-	for i := range starts {
-		if j, ok := ended[starts[i].ID]; ok {
-			res := finishes[j].Result
-			starts[i].Finish = &res
-			merged[j] = true
-		}
-	}
-	if len(merged) > 0 {
-		rest := make([]store.Finish, 0, len(finishes)-len(merged))
-		for j, f := range finishes {
-			if !merged[j] {
-				rest = append(rest, f)
-			}
-		}
-		finishes = rest
-	}
-	if len(starts) > 0 {
-		oks, err := q.s.store.MarkStarted(ctx, starts)
-		if err != nil {
-			requeue(0, 0, 0)
-			return err
-		}
-		for i, ok := range oks {
-			if !ok {
-				q.s.log.Error("a started fire was claimed by another replica meanwhile: it may have run twice",
-					"execution", starts[i].ID)
-			}
-		}
-	}
 	if len(finishes) > 0 {
 		oks, err := q.s.store.FinishAttempts(ctx, finishes)
 		if err != nil {
-			requeue(len(starts), 0, 0)
+			requeue(0, 0)
 			return err
 		}
 		for i, ok := range oks {
@@ -365,8 +352,8 @@ func (q *updateQueue) flush(ctx context.Context) error {
 		}
 	}
 	for k, sk := range skips {
-		if _, err := q.s.store.SkipExecution(ctx, sk.row.ID, sk.row.Attempt, sk.reason, sk.at.UnixMilli()); err != nil {
-			requeue(len(starts), len(finishes), k)
+		if _, err := q.s.store.SkipFire(ctx, sk.row.ID, q.s.opts.InstanceID, sk.reason, sk.at.UnixMilli()); err != nil {
+			requeue(len(finishes), k)
 			return err
 		}
 	}
@@ -384,7 +371,7 @@ func (q *updateQueue) stop(ctx context.Context) error {
 		}
 		if ctx.Err() != nil {
 			q.mu.Lock()
-			n := len(q.starts) + len(q.finishes) + len(q.skips)
+			n := len(q.finishes) + len(q.skips)
 			q.mu.Unlock()
 			return fmt.Errorf("xtimer: stop: %d status updates not written: %w", n, errors.Join(err, ctx.Err()))
 		}

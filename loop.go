@@ -19,7 +19,11 @@ import (
 // fires, and keeps the fleet healthy (heartbeats, rescue, retries).
 
 const (
-	slotLockTTL = 20 * time.Second
+	// slotLockTTL bounds failover: a slot's owner refreshes its lock every
+	// lockRefreshEvery while it has fires to start; when it dies or freezes,
+	// another replica takes the slot over within the TTL plus a tick.
+	slotLockTTL      = 5 * time.Second
+	lockRefreshEvery = 1500 * time.Millisecond
 	// lateTolerance: a fire whose timer rings within this of its run time
 	// is on time; later ones, and fires recorded after their run time, go
 	// through the misfire policy or a synchronous claim.
@@ -52,6 +56,14 @@ func (t *taskState) endAt() time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(t.row.EndAtMs)
+}
+
+// misfireWindowMs is how late a missed fire of the task may still run.
+func (t *taskState) misfireWindowMs() int64 {
+	if t == nil || t.row.MisfireWindowMs <= 0 {
+		return DefaultMisfireWindow.Milliseconds()
+	}
+	return t.row.MisfireWindowMs
 }
 
 func (t *taskState) backoff() executor.Backoff {
@@ -163,7 +175,7 @@ func (s *Scheduler) heartbeat(ctx context.Context, now time.Time) error {
 		ids[i] = r.ID
 	}
 	s.mu.Lock()
-	s.beatOK, s.live = now, ids
+	s.live = ids
 	s.mu.Unlock()
 	return nil
 }
@@ -330,6 +342,8 @@ func (s *Scheduler) plan(ctx context.Context, now time.Time) error {
 		switch {
 		case k.minute < horizon-1:
 			delete(s.slots, k) // beyond catch-up: forget
+		case !st.done && !st.recheck.IsZero() && k.minute < cur-1:
+			st.done = true // watched long enough; ClaimFires covers what is left
 		case !st.done && k.minute <= last && !now.Before(st.recheck):
 			keys = append(keys, k)
 		}
@@ -352,7 +366,7 @@ func (s *Scheduler) plan(ctx context.Context, now time.Time) error {
 // all.
 func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey) error {
 	var fires []fire
-	var won []slotKey
+	var won, takeOver []slotKey
 	lockDown := false // after one unavailable answer this tick, do not wait on the lock again
 	for _, k := range keys {
 		f := s.firesIn(k.minute, k.bucket)
@@ -363,22 +377,17 @@ func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey
 			s.mu.Unlock()
 			continue
 		}
-		if st.recheck != (time.Time{}) {
-			// Lost earlier: the owner may have died before recording.
-			if done, err := s.slotDone(ctx, k); err != nil {
-				return err
-			} else if done {
-				s.mu.Lock()
-				st.done = true
-				s.mu.Unlock()
-				continue
-			}
-		}
+		s.mu.Lock()
+		watched := !st.recheck.IsZero() // lost earlier: its owner holds it, or died
+		s.mu.Unlock()
 		if !s.claimSlot(ctx, now, k, st, &lockDown) {
 			continue
 		}
 		fires = append(fires, f...)
 		won = append(won, k)
+		if watched && !lockDown {
+			takeOver = append(takeOver, k)
+		}
 	}
 	if len(won) == 0 {
 		return nil
@@ -410,6 +419,11 @@ func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey
 			return err // slots stay open and are retried next tick under the lock
 		}
 	}
+	for _, k := range takeOver {
+		if err := s.takeOver(ctx, k); err != nil {
+			return err
+		}
+	}
 	slots := make([]store.Slot, len(won))
 	for i, k := range won {
 		slots[i] = store.Slot{App: s.opts.App, Minute: k.minute, Bucket: k.bucket, Done: true, Owner: s.opts.InstanceID, DoneMs: now.UnixMilli()}
@@ -432,19 +446,6 @@ func (s *Scheduler) slotState(k slotKey) *slotState {
 	return s.slots[k]
 }
 
-func (s *Scheduler) slotDone(ctx context.Context, k slotKey) (bool, error) {
-	done, err := s.store.DoneSlots(ctx, s.opts.App, k.minute, k.minute)
-	if err != nil {
-		return false, err
-	}
-	for _, d := range done {
-		if d.Bucket == k.bucket && d.Done {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
 // claimSlot takes the slot's lock. With the lock's backend unreachable it
 // goes on without: the unique key of the executions table is the guard
 // then (more load on the database, the same promise). *down carries that
@@ -454,36 +455,111 @@ func (s *Scheduler) claimSlot(ctx context.Context, now time.Time, k slotKey, st 
 	if *down {
 		return true
 	}
-	if st.lock != nil {
-		err := st.lock.Refresh(ctx, slotLockTTL)
-		if err == nil {
-			return true
-		}
-		st.lock = nil
-		if errors.Is(err, ErrLockUnavailable) {
-			*down = true
-			s.noteRedis(err)
-			return true
-		}
+	s.mu.Lock()
+	held := st.lock
+	s.mu.Unlock()
+	if held != nil {
+		return true // ours, kept alive by keepLocks
 	}
 	lock, err := s.locker.Obtain(ctx, s.lockKey(k), slotLockTTL)
 	switch {
 	case err == nil:
 		s.noteRedis(nil)
 		s.mu.Lock()
-		st.lock = lock
+		st.lock, st.recheck = lock, time.Time{}
 		s.mu.Unlock()
 		return true
 	case errors.Is(err, ErrLockHeld):
 		s.noteRedis(nil)
 		s.mu.Lock()
-		st.recheck = now.Add(slotLockTTL + lateTolerance)
+		st.recheck = now.Add(time.Second) // take over within a tick of the owner's lock expiring
 		s.mu.Unlock()
 		return false
 	default:
 		*down = true
 		s.noteRedis(err)
 		return true
+	}
+}
+
+// takeOver gives this replica the recorded, unstarted fires of a slot whose
+// owner stopped refreshing its lock (killed, frozen, cut off from Redis).
+func (s *Scheduler) takeOver(ctx context.Context, k slotKey) error {
+	s.mu.Lock()
+	var codes []string
+	for code, t := range s.tasks {
+		if t.bucket == k.bucket {
+			codes = append(codes, code)
+		}
+	}
+	s.mu.Unlock()
+	from := k.minute * 60_000
+	rows, err := s.store.TakeOverFires(ctx, s.opts.App, codes, from, from+60_000, s.opts.InstanceID)
+	if err != nil {
+		return err
+	}
+	if len(rows) > 0 {
+		s.log.Info("took over a slot whose owner stopped refreshing its lock", "minute", time.Unix(k.minute*60, 0).UTC(),
+			"bucket", k.bucket, "fires", len(rows), "previous_owner", rows[0].Replica)
+	}
+	for _, r := range rows {
+		r.Replica = s.opts.InstanceID
+		s.arm(r)
+	}
+	return nil
+}
+
+// keepLocks refreshes the locks of the slots this replica owns, until their
+// minute is over. A lock that cannot be refreshed (it expired while the
+// process was frozen, or Redis lost it) is given up: another replica may
+// take the slot over, and StartFires keeps this one from starting what is
+// no longer its own.
+func (s *Scheduler) keepLocks(ctx context.Context) {
+	defer s.loops.Done()
+	timer := s.clock.NewTimer(lockRefreshEvery)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C():
+		}
+		now := s.clock.Now()
+		cur := now.Unix() / 60
+		type held struct {
+			k    slotKey
+			st   *slotState
+			lock Lock
+		}
+		var locks []held
+		s.mu.Lock()
+		for k, st := range s.slots {
+			if st.lock != nil {
+				locks = append(locks, held{k, st, st.lock})
+			}
+		}
+		s.mu.Unlock()
+		for _, h := range locks {
+			if h.k.minute < cur-1 {
+				_ = h.lock.Release(ctx)
+				s.mu.Lock()
+				h.st.lock = nil
+				s.mu.Unlock()
+				continue
+			}
+			err := h.lock.Refresh(ctx, slotLockTTL)
+			if err == nil || errors.Is(err, ErrLockUnavailable) {
+				continue // unavailable: the database's unique key guards meanwhile
+			}
+			s.log.Warn("slot lock lost; another replica may take the slot over", "minute", time.Unix(h.k.minute*60, 0).UTC(),
+				"bucket", h.k.bucket, "err", err)
+			s.mu.Lock()
+			if h.st.lock == h.lock {
+				h.st.lock, h.st.done, h.st.recheck = nil, false, now
+			}
+			s.mu.Unlock()
+		}
+		timer.Reset(lockRefreshEvery)
 	}
 }
 
@@ -572,10 +648,7 @@ func (s *Scheduler) rowsFor(ctx context.Context, now time.Time, t *taskState, at
 			onTime = append(onTime, at)
 		}
 	}
-	window := time.Duration(t.row.MisfireWindowMs) * time.Millisecond
-	if window <= 0 {
-		window = DefaultMisfireWindow
-	}
+	window := time.Duration(t.misfireWindowMs()) * time.Millisecond
 	var rows []store.Execution
 	for i, at := range missed {
 		run := false
@@ -628,8 +701,10 @@ func (s *Scheduler) claimFires(ctx context.Context, now time.Time) error {
 	}
 	live := s.live
 	s.mu.Unlock()
+	// Unowned fires due in the next two seconds are claimed now and armed, so
+	// they start on time, not at the next tick.
 	claimed, err := s.store.ClaimFires(ctx, s.opts.App, s.opts.InstanceID, codes, live,
-		now.UnixMilli(), now.Add(-s.opts.ReplicaTimeout).UnixMilli(), claimBatch)
+		now.Add(2*time.Second).UnixMilli(), now.Add(-s.opts.ReplicaTimeout).UnixMilli(), claimBatch)
 	for _, r := range claimed {
 		s.log.Info("claimed a fire nobody was running", "task", r.TaskCode, "execution", r.ID, "run_time", time.UnixMilli(r.RunTime).UTC())
 		s.arm(r)

@@ -180,7 +180,6 @@ type Scheduler struct {
 	armed     fireHeap
 	running   map[string]int // code → attempts running here
 	live      []string       // replica IDs alive at the last heartbeat
-	beatOK    time.Time      // last successful heartbeat
 	lastBeat  time.Time      // last heartbeat attempt
 	redisDown bool
 	dbDown    bool
@@ -348,9 +347,10 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.stop = stop
 	s.mu.Unlock()
 	s.updates.start()
-	s.loops.Add(2)
+	s.loops.Add(3)
 	go s.tickLoop(loopCtx)
 	go s.dispatchLoop(loopCtx)
+	go s.keepLocks(loopCtx)
 	mode := "redis"
 	if s.opts.Redis == nil && s.opts.Locker == nil {
 		mode = "in-process (one process only: start a second replica only with Options.Redis)"
@@ -409,11 +409,9 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	s.loops.Wait()
 
 	var errs []error
-	// Started fires must be marked running before the rest are handed on:
-	// a fire still "scheduled" in the database when it is released could be
-	// claimed and run again elsewhere. If that write fails, nothing is
-	// released; the other replicas take the fires over once this one's
-	// heartbeat expires.
+	// Results first, then the fires this replica recorded but did not start
+	// are handed on. If the database is away, nothing is released; the other
+	// replicas take the fires over once this one's heartbeat expires.
 	if err := s.updates.flush(ctx); err != nil {
 		errs = append(errs, err)
 	} else if n, err := s.store.ReleaseFires(ctx, s.opts.App, s.opts.InstanceID); err != nil {

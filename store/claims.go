@@ -8,61 +8,6 @@ import (
 	"gorm.io/gorm"
 )
 
-// Start is one item of MarkStarted.
-type Start struct {
-	ID        int64
-	Replica   string
-	StartedMs int64
-	// Finish, when set, is how the attempt already ended: the start and the
-	// end are written in one update (a fast handler's whole life fits in
-	// one batch, and halving the writes keeps the database out of the way).
-	Finish *Result
-}
-
-// MarkStarted records first attempts that the replica which recorded them
-// started on time without waiting for the database (record-then-run: the
-// row exists before the handler starts; only its status is written later,
-// batched). Each update is conditional on the row still being scheduled,
-// at attempt 0, and owned by Start.Replica, so it cannot overwrite a rescue
-// by another replica. oks[i] is false when that happened: the fire then ran
-// twice, which the caller must report loudly.
-func (s *Store) MarkStarted(ctx context.Context, starts []Start) (oks []bool, err error) {
-	sets := make([]map[string]any, len(starts))
-	for i, st := range starts {
-		set := map[string]any{"status": StatusRunning, "started_ms": st.StartedMs}
-		if st.Finish != nil {
-			if set, err = s.finishSet(Finish{ID: st.ID, Attempt: 1, Result: *st.Finish}); err != nil {
-				return nil, err
-			}
-			set["started_ms"] = st.StartedMs
-			set["duration_ms"] = st.Finish.FinishedMs - st.StartedMs
-		}
-		set["attempt"] = 1
-		set["lateness_ms"] = gorm.Expr("? - run_time", st.StartedMs)
-		set["updated_ms"] = s.nowMs()
-		sets[i] = set
-	}
-	ctx, cancel := s.ctx(ctx)
-	defer cancel()
-	err = s.tx(ctx, func(tx *gorm.DB) error {
-		oks = make([]bool, len(starts))
-		for i, st := range starts {
-			res := tx.Model(&Execution{}).
-				Where("id = ? AND status = ? AND attempt = 0 AND replica = ?", st.ID, StatusScheduled, st.Replica).
-				UpdateColumns(sets[i])
-			if res.Error != nil {
-				return fmt.Errorf("store: mark execution %d started: %w", st.ID, res.Error)
-			}
-			oks[i] = res.RowsAffected == 1
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return oks, nil
-}
-
 // ClaimFires hands replica the scheduled first attempts it should run
 // although it did not record them: rows nobody owns (replica "": manual
 // runs, fires whose recorder lacked the handler or stopped) due at dueMs,
@@ -136,4 +81,109 @@ func (s *Store) ScheduledRuns(ctx context.Context, app, code string) (int64, err
 		return 0, fmt.Errorf("store: count runs of task %q: %w", code, err)
 	}
 	return n, nil
+}
+
+// StartFires marks the first attempts of the given executions running for
+// replica, in one round trip, and returns the IDs it started. Each row
+// starts only if it is still scheduled, at attempt 0, and owned by replica:
+// a fire another replica took over (TakeOverFires, ClaimFires) or already
+// started is left alone, so a replica that slept past its lock can never
+// start what another one runs. This is the fence of the fire path: a
+// handler starts only after its row says running for its replica.
+func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica string, startedMs int64) ([]int64, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	claim, err := nonce()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var started []int64
+	err = s.tx(ctx, func(tx *gorm.DB) error {
+		started = started[:0]
+		for from := 0; from < len(ids); from += insertChunk {
+			chunk := ids[from:min(from+insertChunk, len(ids))]
+			res := tx.Model(&Execution{}).
+				Where("app = ? AND id IN ? AND status = ? AND attempt = 0 AND replica = ?", app, chunk, StatusScheduled, replica).
+				UpdateColumns(map[string]any{
+					"lateness_ms": gorm.Expr("? - run_time", startedMs), "status": StatusRunning, "attempt": 1,
+					"started_ms": startedMs, "claim": claim, "updated_ms": s.nowMs(),
+				})
+			if res.Error != nil {
+				return fmt.Errorf("store: start fires: %w", res.Error)
+			}
+			if res.RowsAffected == 0 {
+				continue
+			}
+			var got []int64
+			if err := tx.Model(&Execution{}).Where("app = ? AND id IN ? AND claim = ? AND status = ?", app, chunk, claim, StatusRunning).
+				Pluck("id", &got).Error; err != nil {
+				return fmt.Errorf("store: read started fires: %w", err)
+			}
+			started = append(started, got...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return started, nil
+}
+
+// TakeOverFires gives replica the scheduled first attempts of one slot
+// (tasks codes, run times in [fromMs, toMs)) that another replica recorded:
+// the caller has just won the slot's lock after its owner stopped
+// refreshing it (killed, frozen, cut off). The old owner can no longer
+// start them: StartFires checks the owner.
+func (s *Store) TakeOverFires(ctx context.Context, app string, codes []string, fromMs, toMs int64, replica string) ([]Execution, error) {
+	if len(codes) == 0 {
+		return nil, nil
+	}
+	claim, err := nonce()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var rows []Execution
+	err = s.tx(ctx, func(tx *gorm.DB) error {
+		res := tx.Model(&Execution{}).
+			Where("app = ? AND task_code IN ? AND run_time >= ? AND run_time < ? AND status = ? AND attempt = 0 AND replica <> ?",
+				app, codes, fromMs, toMs, StatusScheduled, replica).
+			UpdateColumns(map[string]any{"replica": replica, "claim": claim, "updated_ms": s.nowMs()})
+		if res.Error != nil {
+			return fmt.Errorf("store: take over fires: %w", res.Error)
+		}
+		rows = nil
+		if res.RowsAffected == 0 {
+			return nil
+		}
+		if err := tx.Where("app = ? AND task_code IN ? AND run_time >= ? AND run_time < ? AND claim = ?", app, codes, fromMs, toMs, claim).
+			Order("run_time, id").Find(&rows).Error; err != nil {
+			return fmt.Errorf("store: read taken-over fires: %w", err)
+		}
+		return nil
+	})
+	return rows, err
+}
+
+// SkipFire settles a first attempt that will not run (paused, overlap,
+// misfire) as skipped with reason, if the row is still scheduled, at
+// attempt 0, and owned by replica: a fire taken over meanwhile is left to
+// its new owner. It reports whether it did.
+func (s *Store) SkipFire(ctx context.Context, id int64, replica, reason string, atMs int64) (bool, error) {
+	if reason == "" || len(reason) > 64 {
+		return false, fmt.Errorf("store: skip execution %d: reason %q: want 1 to 64 bytes", id, reason)
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	res := s.db.WithContext(ctx).Model(&Execution{}).
+		Where("id = ? AND status = ? AND attempt = 0 AND replica = ?", id, StatusScheduled, replica).
+		UpdateColumns(map[string]any{"status": StatusSkipped, "reason": reason, "finished_ms": atMs, "updated_ms": s.nowMs()})
+	if res.Error != nil {
+		return false, fmt.Errorf("store: skip execution %d: %w", id, res.Error)
+	}
+	return res.RowsAffected == 1, nil
 }
