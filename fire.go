@@ -111,10 +111,10 @@ func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time
 		case r.Source != store.SourceManual && t.row.Status != store.TaskActive:
 			s.updates.skip(r, store.ReasonPaused, now)
 			continue
-		case r.Source == store.SourceSchedule && late > lateTolerance && late > window:
+		case r.Source == store.SourceSchedule && late > misfireAfter && late > window:
 			s.updates.skip(r, store.ReasonMisfire, now)
 			continue
-		case r.Source == store.SourceSchedule && late > lateTolerance && MisfirePolicy(t.row.Misfire) == MisfireSkip:
+		case r.Source == store.SourceSchedule && late > misfireAfter && MisfirePolicy(t.row.Misfire) == MisfireSkip:
 			s.updates.skip(r, store.ReasonMisfire, now)
 			continue
 		}
@@ -126,7 +126,7 @@ func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time
 				continue
 			}
 		}
-		if r.Source == store.SourceSchedule && late > lateTolerance && MisfirePolicy(t.row.Misfire) != MisfireRunAll {
+		if r.Source == store.SourceSchedule && late > misfireAfter && MisfirePolicy(t.row.Misfire) != MisfireRunAll {
 			overdue[r.TaskCode] = append(overdue[r.TaskCode], len(start))
 		}
 		start = append(start, r)

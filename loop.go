@@ -24,11 +24,13 @@ const (
 	// another replica takes the slot over within the TTL plus a tick.
 	slotLockTTL      = 5 * time.Second
 	lockRefreshEvery = 1500 * time.Millisecond
-	// lateTolerance: a fire whose timer rings within this of its run time
-	// is on time; later ones, and fires recorded after their run time, go
-	// through the misfire policy or a synchronous claim.
-	lateTolerance = time.Second
-	claimBatch    = 200
+	// misfireAfter: a fire overdue by more than this is a misfire, and its
+	// task's misfire policy decides whether it runs. Less late is a hand-over
+	// (a takeover after a replica died, a brief database hiccup): such fires
+	// all run, late, with their lateness recorded. It exceeds the failover
+	// bound (lock TTL plus a tick) with room to spare.
+	misfireAfter = 15 * time.Second
+	claimBatch   = 200
 	// urgentHorizon: fires this close are recorded (and armed) first.
 	urgentHorizon = 3 * time.Second
 	// recordChunk bounds the fires recorded in one round trip after those.
@@ -642,7 +644,7 @@ func (s *Scheduler) rowsFor(ctx context.Context, now time.Time, t *taskState, at
 	}
 	var missed, onTime []time.Time
 	for _, at := range ats {
-		if now.Sub(at) > lateTolerance {
+		if now.Sub(at) > misfireAfter {
 			missed = append(missed, at)
 		} else {
 			onTime = append(onTime, at)
