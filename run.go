@@ -5,6 +5,9 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
+
+	"github.com/xtimer-go/xtimer/store"
 )
 
 // Source says what created a fire.
@@ -113,10 +116,17 @@ func (r *Run) Printf(format string, args ...any) {
 func (r *Run) Output() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.truncated {
-		return string(r.out) + fmt.Sprintf("\n[output truncated at %d bytes]", r.max)
+	if !r.truncated && len(r.out) <= store.MaxTextBytes {
+		return string(r.out)
 	}
-	return string(r.out)
+	// The marker must survive the store's own cut at MaxTextBytes, so it
+	// takes its room from the output, cut at a UTF-8 boundary.
+	marker := fmt.Sprintf("\n[output truncated at %d bytes]", r.max)
+	keep := max(0, min(len(r.out), r.max, store.MaxTextBytes)-len(marker))
+	for keep > 0 && !utf8.RuneStart(r.out[keep]) {
+		keep--
+	}
+	return string(r.out[:keep]) + marker
 }
 
 // Execution is the record of one fire, as stored.

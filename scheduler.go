@@ -186,6 +186,7 @@ type Scheduler struct {
 
 	wake          chan struct{} // a fire was armed earlier than the dispatcher waits for
 	stop          context.CancelFunc
+	stopped       chan struct{}  // closed when the first Stop has finished
 	loops         sync.WaitGroup // tick loop, dispatcher
 	attempts      sync.WaitGroup // handlers
 	handlerCtx    context.Context
@@ -248,20 +249,20 @@ func (s *Scheduler) Register(code, spec string, h Handler, opts ...TaskOption) e
 			continue
 		}
 		if err := opt(&cfg); err != nil {
-			return fmt.Errorf("xtimer: task %q: %w", code, err)
+			return &taskError{code, err}
 		}
 	}
 	if _, err := cfg.validate(); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	if _, dup := s.handlers[code]; dup {
-		s.mu.Unlock()
-		return fmt.Errorf("%w: %q", ErrDuplicateTask, code)
-	}
 	if s.state == stateStopped {
 		s.mu.Unlock()
 		return ErrStopped
+	}
+	if _, dup := s.handlers[code]; dup {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: %q", ErrDuplicateTask, code)
 	}
 	s.handlers[code] = &cfg
 	started := s.state == stateRunning
@@ -281,6 +282,15 @@ func (s *Scheduler) Register(code, spec string, h Handler, opts ...TaskOption) e
 }
 
 func (s *Scheduler) upsertTask(ctx context.Context, c *taskConfig) error {
+	stored, err := s.store.UpsertTask(ctx, s.taskRow(c))
+	if err != nil {
+		return fmt.Errorf("xtimer: record task %q: %w", c.code, err)
+	}
+	s.adoptTask(stored)
+	return nil
+}
+
+func (s *Scheduler) taskRow(c *taskConfig) *store.Task {
 	row := &store.Task{
 		App: s.opts.App, Code: c.code, Name: c.name, Description: c.description, Owner: c.owner,
 		Kind: store.KindFunc, Spec: c.spec, Dialect: string(c.dialect), TimeZone: c.loc.String(),
@@ -292,12 +302,7 @@ func (s *Scheduler) upsertTask(ctx context.Context, c *taskConfig) error {
 	if !c.endAt.IsZero() {
 		row.EndAtMs = c.endAt.UnixMilli()
 	}
-	stored, err := s.store.UpsertTask(ctx, row)
-	if err != nil {
-		return fmt.Errorf("xtimer: record task %q: %w", c.code, err)
-	}
-	s.adoptTask(stored)
-	return nil
+	return row
 }
 
 // Start creates the tables, records the registered tasks, catches up what
@@ -324,10 +329,22 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if err := s.retryStart(ctx, "create tables", s.store.Migrate); err != nil {
 		return err
 	}
-	for _, c := range s.registered() {
-		if err := s.retryStart(ctx, "record task "+c.code, func(ctx context.Context) error { return s.upsertTask(ctx, c) }); err != nil {
-			return err
+	if err := s.retryStart(ctx, "record tasks", func(ctx context.Context) error {
+		cfgs := s.registered()
+		rows := make([]*store.Task, len(cfgs))
+		for i, c := range cfgs {
+			rows[i] = s.taskRow(c)
 		}
+		stored, err := s.store.UpsertTasks(ctx, rows)
+		if err != nil {
+			return fmt.Errorf("xtimer: record %d tasks: %w", len(rows), err)
+		}
+		for _, t := range stored {
+			s.adoptTask(t)
+		}
+		return nil
+	}); err != nil {
+		return err
 	}
 	if err := s.retryStart(ctx, "load tasks", s.syncTasks); err != nil {
 		return err
@@ -400,10 +417,20 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	if s.state != stateRunning {
 		s.state = stateStopped
+		stopped := s.stopped
 		s.mu.Unlock()
+		if stopped != nil { // another Stop is under way: return when it is done
+			select {
+			case <-stopped:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		return nil
 	}
 	s.state = stateStopped
+	s.stopped = make(chan struct{})
+	defer close(s.stopped)
 	s.stop()
 	s.mu.Unlock()
 	s.loops.Wait()
@@ -479,8 +506,11 @@ func (s *Scheduler) Trigger(ctx context.Context, code string) (Execution, error)
 	state, t := s.state, s.tasks[code]
 	_, local := s.handlers[code]
 	s.mu.Unlock()
-	if state != stateRunning {
+	switch state {
+	case stateNew:
 		return Execution{}, ErrNotStarted
+	case stateStopped:
+		return Execution{}, ErrStopped
 	}
 	if t == nil {
 		if err := s.reloadTask(ctx, code); err != nil {

@@ -127,7 +127,7 @@ func TestRegisterRejectsBadInput(t *testing.T) {
 		{"bad code", "* * * * *", ok, nil, `task code "bad code"`},
 		{"-x", "* * * * *", ok, nil, `task code "-x"`},
 		{"Billing", "* * * * *", ok, nil, `task code "Billing": want 1-128 characters of lower-case letters`},
-		{"a.b", "60 * * * *", ok, nil, `task "a.b": xtimer: spec "60 * * * *": minute field "60"`},
+		{"a.b", "60 * * * *", ok, nil, `task "a.b": spec "60 * * * *": minute field "60"`},
 		{"a.b", "* * * * *", nil, nil, `task "a.b": handler is nil`},
 		{"a.b", "* * * * *", ok, []TaskOption{WithTimeout(0)}, `WithTimeout(0s): timeout must be positive`},
 		{"a.b", "* * * * *", ok, []TaskOption{WithRetry(0)}, `WithRetry(0): attempts must be 1-100`},

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/xtimer-go/xtimer/executor"
 )
@@ -100,6 +102,34 @@ func newTaskConfig(code, spec string, h Handler) taskConfig {
 
 func optionError(option string, value any, reason string) error {
 	return fmt.Errorf("xtimer: %s(%v): %s", option, value, reason)
+}
+
+// taskError names the task an error of Register is about, keeping one
+// "xtimer:" prefix and the cause for errors.Is/As.
+type taskError struct {
+	code string
+	err  error
+}
+
+func (e *taskError) Error() string {
+	return fmt.Sprintf("xtimer: task %q: %s", e.code, strings.TrimPrefix(e.err.Error(), "xtimer: "))
+}
+
+func (e *taskError) Unwrap() error { return e.err }
+
+// checkText refuses free text the databases cannot all store as given:
+// invalid UTF-8 and NUL bytes (PostgreSQL refuses both), and text longer
+// than max bytes.
+func checkText(option, value string, max int) error {
+	switch {
+	case !utf8.ValidString(value):
+		return optionError(option, fmt.Sprintf("%q", value), "not valid UTF-8")
+	case strings.ContainsRune(value, 0):
+		return optionError(option, fmt.Sprintf("%q", value), "contains a NUL byte")
+	case len(value) > max:
+		return optionError(option, fmt.Sprintf("%d bytes", len(value)), fmt.Sprintf("at most %d bytes", max))
+	}
+	return nil
 }
 
 // WithTimeout bounds one attempt. At the deadline the handler's context is
@@ -213,24 +243,32 @@ func WithName(name string) TaskOption {
 		if name == "" || len(name) > 255 {
 			return optionError("WithName", fmt.Sprintf("%q", name), "name must be 1-255 bytes")
 		}
+		if err := checkText("WithName", name, 255); err != nil {
+			return err
+		}
 		c.name = name
 		return nil
 	}
 }
 
-// WithDescription sets the description shown in the console.
+// WithDescription sets the description shown in the console: valid UTF-8,
+// no NUL byte, at most 16 KiB.
 func WithDescription(text string) TaskOption {
 	return func(c *taskConfig) error {
+		if err := checkText("WithDescription", text, 16<<10); err != nil {
+			return err
+		}
 		c.description = text
 		return nil
 	}
 }
 
-// WithOwner names who to ask about the task (a team, a person).
+// WithOwner names who to ask about the task (a team, a person): valid
+// UTF-8, no NUL byte, at most 255 bytes.
 func WithOwner(owner string) TaskOption {
 	return func(c *taskConfig) error {
-		if len(owner) > 255 {
-			return optionError("WithOwner", fmt.Sprintf("%q", owner), "owner must be at most 255 bytes")
+		if err := checkText("WithOwner", owner, 255); err != nil {
+			return err
 		}
 		c.owner = owner
 		return nil
@@ -270,7 +308,7 @@ func (c *taskConfig) validate() (Schedule, error) {
 	}
 	sched, err := ParseSchedule(c.spec, WithDialect(c.dialect), In(c.loc))
 	if err != nil {
-		return nil, fmt.Errorf("xtimer: task %q: %w", c.code, err)
+		return nil, &taskError{c.code, err}
 	}
 	if c.locSet && sched.Location().String() != c.loc.String() {
 		return nil, fmt.Errorf("xtimer: task %q: spec %q names zone %s but WithLocation says %s", c.code, c.spec, sched.Location(), c.loc)
