@@ -172,6 +172,7 @@ func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time
 		case drop[i]:
 		case won[r.ID]:
 			r.Attempt = 1
+			s.updates.started(r, now)
 			s.startAttempt(r, now)
 		default:
 			s.log.Info("fire not started here: another replica took it over", "task", r.TaskCode, "execution", r.ID)
@@ -251,6 +252,7 @@ type updateQueue struct {
 	s        *Scheduler
 	flushing sync.Mutex // one flush at a time, so writes land in the order queued
 	mu       sync.Mutex
+	starts   []store.Start
 	finishes []store.Finish
 	skips    []skipUpdate
 	kick     chan struct{}
@@ -266,6 +268,13 @@ type skipUpdate struct {
 
 func newUpdateQueue(s *Scheduler) *updateQueue {
 	return &updateQueue{s: s, kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (q *updateQueue) started(r store.Execution, at time.Time) {
+	q.mu.Lock()
+	q.starts = append(q.starts, store.Start{ID: r.ID, Replica: q.s.opts.InstanceID, StartedMs: at.UnixMilli()})
+	q.mu.Unlock()
+	q.poke()
 }
 
 func (q *updateQueue) finished(f store.Finish) {
@@ -324,24 +333,62 @@ func pause(quit chan struct{}, d time.Duration) {
 	}
 }
 
-// flush writes what is queued: attempt results, then skipped fires.
+// flush writes what is queued: starts (with the result when the attempt
+// already ended), then other results, then skipped fires.
 func (q *updateQueue) flush(ctx context.Context) error {
 	q.flushing.Lock()
 	defer q.flushing.Unlock()
 	q.mu.Lock()
-	finishes, skips := q.finishes, q.skips
-	q.finishes, q.skips = nil, nil
+	starts, finishes, skips := q.starts, q.finishes, q.skips
+	q.starts, q.finishes, q.skips = nil, nil, nil
 	q.mu.Unlock()
-	requeue := func(j int, k int) {
+	requeue := func(i, j, k int) {
 		q.mu.Lock()
+		q.starts = append(starts[i:], q.starts...)
 		q.finishes = append(finishes[j:], q.finishes...)
 		q.skips = append(skips[k:], q.skips...)
 		q.mu.Unlock()
 	}
+	// A first attempt that started and ended since the last round is one write.
+	ended := map[int64]int{}
+	for j, f := range finishes {
+		if f.Attempt == 1 {
+			ended[f.ID] = j
+		}
+	}
+	merged := map[int]bool{}
+	for i := range starts {
+		if j, ok := ended[starts[i].ID]; ok && starts[i].Finish == nil {
+			res := finishes[j].Result
+			starts[i].Finish = &res
+			merged[j] = true
+		}
+	}
+	if len(merged) > 0 {
+		rest := make([]store.Finish, 0, len(finishes)-len(merged))
+		for j, f := range finishes {
+			if !merged[j] {
+				rest = append(rest, f)
+			}
+		}
+		finishes = rest
+	}
+	if len(starts) > 0 {
+		oks, err := q.s.store.MarkRunning(ctx, starts)
+		if err != nil {
+			requeue(0, 0, 0)
+			return err
+		}
+		for i, ok := range oks {
+			if !ok {
+				q.s.log.Error("a started fire's row changed under it", "execution", starts[i].ID)
+			}
+		}
+	}
 	if len(finishes) > 0 {
 		oks, err := q.s.store.FinishAttempts(ctx, finishes)
 		if err != nil {
-			requeue(0, 0)
+			requeue(len(starts), 0, 0)
 			return err
 		}
 		for i, ok := range oks {
@@ -353,7 +400,7 @@ func (q *updateQueue) flush(ctx context.Context) error {
 	}
 	for k, sk := range skips {
 		if _, err := q.s.store.SkipFire(ctx, sk.row.ID, q.s.opts.InstanceID, sk.reason, sk.at.UnixMilli()); err != nil {
-			requeue(len(finishes), k)
+			requeue(len(starts), len(finishes), k)
 			return err
 		}
 	}
@@ -371,7 +418,7 @@ func (q *updateQueue) stop(ctx context.Context) error {
 		}
 		if ctx.Err() != nil {
 			q.mu.Lock()
-			n := len(q.finishes) + len(q.skips)
+			n := len(q.starts) + len(q.finishes) + len(q.skips)
 			q.mu.Unlock()
 			return fmt.Errorf("xtimer: stop: %d status updates not written: %w", n, errors.Join(err, ctx.Err()))
 		}

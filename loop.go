@@ -749,6 +749,9 @@ func (s *Scheduler) rescueLost(ctx context.Context, now time.Time) error {
 	if len(live) == 0 {
 		return nil // not even ourselves: our own heartbeat has not landed
 	}
+	if _, err := s.store.PromoteLostStarts(ctx, s.opts.App, live); err != nil {
+		return err
+	}
 	lost, err := s.store.LostExecutions(ctx, s.opts.App, live, claimBatch)
 	if err != nil || len(lost) == 0 {
 		return err

@@ -22,7 +22,7 @@ func (s *Store) ClaimFires(ctx context.Context, app, replica string, codes, live
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	q := s.db.WithContext(ctx).Where("app = ? AND status = ? AND attempt = 0 AND task_code IN ?", app, StatusScheduled, codes)
+	q := s.db.WithContext(ctx).Where("app = ? AND status = ? AND attempt = 0 AND started_ms = 0 AND task_code IN ?", app, StatusScheduled, codes)
 	orphan := s.db.Where("run_time <= ?", orphanBeforeMs)
 	if len(live) > 0 {
 		orphan = orphan.Where("replica NOT IN ?", live)
@@ -35,7 +35,7 @@ func (s *Store) ClaimFires(ctx context.Context, app, replica string, codes, live
 	var mine []Execution
 	for _, c := range candidates {
 		res := s.db.WithContext(ctx).Model(&Execution{}).
-			Where("id = ? AND status = ? AND attempt = 0 AND replica = ?", c.ID, StatusScheduled, c.Replica).
+			Where("id = ? AND status = ? AND attempt = 0 AND started_ms = 0 AND replica = ?", c.ID, StatusScheduled, c.Replica).
 			UpdateColumns(map[string]any{"replica": replica, "updated_ms": s.nowMs()})
 		if res.Error != nil {
 			return mine, fmt.Errorf("store: claim execution %d: %w", c.ID, res.Error)
@@ -57,7 +57,7 @@ func (s *Store) ReleaseFires(ctx context.Context, app, replica string) (int64, e
 	var n int64
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		res := tx.Model(&Execution{}).
-			Where("app = ? AND replica = ? AND status = ? AND attempt = 0", app, replica, StatusScheduled).
+			Where("app = ? AND replica = ? AND status = ? AND attempt = 0 AND started_ms = 0", app, replica, StatusScheduled).
 			UpdateColumns(map[string]any{"replica": "", "updated_ms": s.nowMs()})
 		n = res.RowsAffected
 		return res.Error
@@ -83,13 +83,18 @@ func (s *Store) ScheduledRuns(ctx context.Context, app, code string) (int64, err
 	return n, nil
 }
 
-// StartFires marks the first attempts of the given executions running for
-// replica, in one round trip, and returns the IDs it started. Each row
-// starts only if it is still scheduled, at attempt 0, and owned by replica:
-// a fire another replica took over (TakeOverFires, ClaimFires) or already
-// started is left alone, so a replica that slept past its lock can never
-// start what another one runs. This is the fence of the fire path: a
-// handler starts only after its row says running for its replica.
+// StartFires claims the first attempts of the given executions for
+// replica, in one round trip, and returns the IDs it claimed. A row is
+// claimed only if it is still scheduled, not started (started_ms 0) and
+// owned by replica: a fire another replica took over (TakeOverFires,
+// ClaimFires) or already started is left alone, so a replica that slept
+// past its lock can never start what another one runs. This is the fence
+// of the fire path: a handler starts only after its row carries its start.
+//
+// Only columns outside every index change here (started_ms, lateness_ms,
+// claim), so the databases update the rows in place (PostgreSQL's HOT
+// updates): the claim stays a few milliseconds for hundreds of fires. The
+// status moves to running afterwards, batched, with MarkRunning.
 func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica string, startedMs int64) ([]int64, error) {
 	if len(ids) == 0 {
 		return nil, nil
@@ -105,11 +110,11 @@ func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica
 		// One statement, one round trip: this is on the fire path.
 		for from := 0; from < len(ids); from += insertChunk {
 			var got []int64
-			err := s.db.WithContext(ctx).Raw(`UPDATE xtimer_executions SET lateness_ms = ? - run_time, status = ?, attempt = 1,
+			err := s.db.WithContext(ctx).Raw(`UPDATE xtimer_executions SET lateness_ms = ? - run_time,
 				started_ms = ?, claim = ?, updated_ms = ?
-				WHERE app = ? AND id IN ? AND status = ? AND attempt = 0 AND replica = ? RETURNING id`,
-				startedMs, StatusRunning, startedMs, claim, s.nowMs(),
-				app, ids[from:min(from+insertChunk, len(ids))], StatusScheduled, replica).Scan(&got).Error
+				WHERE id IN ? AND status = ? AND attempt = 0 AND started_ms = 0 AND replica = ? RETURNING id`,
+				startedMs, startedMs, claim, s.nowMs(),
+				ids[from:min(from+insertChunk, len(ids))], StatusScheduled, replica).Scan(&got).Error
 			if err != nil {
 				return started, fmt.Errorf("store: start fires: %w", err)
 			}
@@ -124,10 +129,10 @@ func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica
 		for from := 0; from < len(ids); from += insertChunk {
 			chunk := ids[from:min(from+insertChunk, len(ids))]
 			res := tx.Model(&Execution{}).
-				Where("app = ? AND id IN ? AND status = ? AND attempt = 0 AND replica = ?", app, chunk, StatusScheduled, replica).
+				Where("id IN ? AND status = ? AND attempt = 0 AND started_ms = 0 AND replica = ?", chunk, StatusScheduled, replica).
 				UpdateColumns(map[string]any{
-					"lateness_ms": gorm.Expr("? - run_time", startedMs), "status": StatusRunning, "attempt": 1,
-					"started_ms": startedMs, "claim": claim, "updated_ms": s.nowMs(),
+					"lateness_ms": gorm.Expr("? - run_time", startedMs),
+					"started_ms":  startedMs, "claim": claim, "updated_ms": s.nowMs(),
 				})
 			if res.Error != nil {
 				return fmt.Errorf("store: start fires: %w", res.Error)
@@ -136,7 +141,7 @@ func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica
 				continue
 			}
 			var got []int64
-			if err := tx.Model(&Execution{}).Where("app = ? AND id IN ? AND claim = ? AND status = ?", app, chunk, claim, StatusRunning).
+			if err := tx.Model(&Execution{}).Where("id IN ? AND claim = ? AND started_ms = ?", chunk, claim, startedMs).
 				Pluck("id", &got).Error; err != nil {
 				return fmt.Errorf("store: read started fires: %w", err)
 			}
@@ -168,7 +173,7 @@ func (s *Store) TakeOverFires(ctx context.Context, app string, codes []string, f
 	var rows []Execution
 	err = s.tx(ctx, func(tx *gorm.DB) error {
 		res := tx.Model(&Execution{}).
-			Where("app = ? AND task_code IN ? AND run_time >= ? AND run_time < ? AND status = ? AND attempt = 0 AND replica <> ?",
+			Where("app = ? AND task_code IN ? AND run_time >= ? AND run_time < ? AND status = ? AND attempt = 0 AND started_ms = 0 AND replica <> ?",
 				app, codes, fromMs, toMs, StatusScheduled, replica).
 			UpdateColumns(map[string]any{"replica": replica, "claim": claim, "updated_ms": s.nowMs()})
 		if res.Error != nil {
@@ -198,10 +203,77 @@ func (s *Store) SkipFire(ctx context.Context, id int64, replica, reason string, 
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	res := s.db.WithContext(ctx).Model(&Execution{}).
-		Where("id = ? AND status = ? AND attempt = 0 AND replica = ?", id, StatusScheduled, replica).
+		Where("id = ? AND status = ? AND attempt = 0 AND started_ms = 0 AND replica = ?", id, StatusScheduled, replica).
 		UpdateColumns(map[string]any{"status": StatusSkipped, "reason": reason, "finished_ms": atMs, "updated_ms": s.nowMs()})
 	if res.Error != nil {
 		return false, fmt.Errorf("store: skip execution %d: %w", id, res.Error)
 	}
 	return res.RowsAffected == 1, nil
+}
+
+// Start is one item of MarkRunning: a first attempt that StartFires claimed.
+type Start struct {
+	ID        int64
+	Replica   string
+	StartedMs int64
+	// Finish, when set, is how the attempt already ended: start and end are
+	// written in one update.
+	Finish *Result
+}
+
+// MarkRunning moves claimed first attempts (StartFires) to running, or
+// straight to how they ended, batched off the fire path. oks[i] is false
+// when the row is no longer this claim's (it cannot be, short of someone
+// editing rows by hand).
+func (s *Store) MarkRunning(ctx context.Context, starts []Start) (oks []bool, err error) {
+	sets := make([]map[string]any, len(starts))
+	for i, st := range starts {
+		set := map[string]any{"status": StatusRunning}
+		if st.Finish != nil {
+			if set, err = s.finishSet(Finish{ID: st.ID, Attempt: 1, Result: *st.Finish}); err != nil {
+				return nil, err
+			}
+			set["duration_ms"] = st.Finish.FinishedMs - st.StartedMs
+		}
+		set["attempt"] = 1
+		set["updated_ms"] = s.nowMs()
+		sets[i] = set
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	err = s.tx(ctx, func(tx *gorm.DB) error {
+		oks = make([]bool, len(starts))
+		for i, st := range starts {
+			res := tx.Model(&Execution{}).
+				Where("id = ? AND status = ? AND attempt = 0 AND started_ms = ? AND replica = ?", st.ID, StatusScheduled, st.StartedMs, st.Replica).
+				UpdateColumns(sets[i])
+			if res.Error != nil {
+				return fmt.Errorf("store: mark execution %d running: %w", st.ID, res.Error)
+			}
+			oks[i] = res.RowsAffected == 1
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return oks, nil
+}
+
+// PromoteLostStarts marks running the first attempts that a replica not in
+// live claimed (StartFires) but never marked running: it died in between.
+// LostExecutions then finds them like any running attempt of a lost
+// replica, and the retry policy settles them.
+func (s *Store) PromoteLostStarts(ctx context.Context, app string, live []string) (int64, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	q := s.db.WithContext(ctx).Model(&Execution{}).Where("app = ? AND status = ? AND attempt = 0 AND started_ms > 0", app, StatusScheduled)
+	if len(live) > 0 {
+		q = q.Where("replica NOT IN ?", live)
+	}
+	res := q.UpdateColumns(map[string]any{"status": StatusRunning, "attempt": 1, "updated_ms": s.nowMs()})
+	if res.Error != nil {
+		return 0, fmt.Errorf("store: promote lost starts of app %q: %w", app, res.Error)
+	}
+	return res.RowsAffected, nil
 }

@@ -351,7 +351,7 @@ func (s *Store) RunningCount(ctx context.Context, app, code string) (int64, erro
 	defer cancel()
 	var n int64
 	err := s.db.WithContext(ctx).Model(&Execution{}).
-		Where("app = ? AND task_code = ? AND status = ?", app, code, StatusRunning).Count(&n).Error
+		Where("app = ? AND task_code = ? AND (status = ? OR status = ? AND started_ms > 0)", app, code, StatusRunning, StatusScheduled).Count(&n).Error
 	if err != nil {
 		return 0, fmt.Errorf("store: count running executions of task %q: %w", code, err)
 	}
