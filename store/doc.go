@@ -33,12 +33,18 @@
 // replica that read a retry just before another replica started it cannot
 // start it again.
 //
-// The engine also has a faster path for first attempts (claims.go): the
-// replica that recorded a fire owns it (Replica is set at insert), starts it
-// at run_time without a round trip, and records the start afterwards in
-// batches with MarkStarted, conditional on the row still being scheduled and
-// still its own. Fires nobody owns, or whose owner died before running them,
-// are handed out by ClaimFires, again by conditional update.
+// First attempts go through claims.go. The replica that recorded a fire
+// owns it (Replica is set at insert). At run time, StartFires claims every
+// due fire of the replica in one round trip, conditional on the row being
+// scheduled, not started (started_ms 0) and still its own; only the rows it
+// claimed start. The claim writes unindexed columns only, so it is an
+// in-place update; MarkRunning then moves the rows to running (or straight
+// to their result) in batches. A slot whose owner stopped refreshing its
+// lock is taken over with TakeOverFires; fires nobody owns, or whose owner
+// died, are handed out by ClaimFires; starts of a replica that died before
+// MarkRunning are promoted by PromoteLostStarts and rescued like any
+// running attempt. Every one of these is a conditional update, so a fire's
+// first attempt starts once, whichever replicas race for it.
 //
 // # Record, then run
 //
