@@ -44,6 +44,13 @@ func (h *fireHeap) Pop() any {
 // when that has passed).
 func (s *Scheduler) arm(r store.Execution) {
 	s.mu.Lock()
+	if s.armedIDs[r.ID] {
+		// Already waiting here: a slot taken over and back again arms its
+		// rows a second time, and one row must make one start.
+		s.mu.Unlock()
+		return
+	}
+	s.armedIDs[r.ID] = true
 	heap.Push(&s.armed, armedFire{row: r, due: time.UnixMilli(r.RunTime)})
 	s.mu.Unlock()
 	select {
@@ -63,7 +70,9 @@ func (s *Scheduler) dispatchLoop(ctx context.Context) {
 		wait := time.Hour
 		s.mu.Lock()
 		for s.armed.Len() > 0 && !s.armed[0].due.After(now) {
-			due = append(due, heap.Pop(&s.armed).(armedFire))
+			f := heap.Pop(&s.armed).(armedFire)
+			delete(s.armedIDs, f.row.ID)
+			due = append(due, f)
 		}
 		if s.armed.Len() > 0 {
 			wait = s.armed[0].due.Sub(now)
@@ -156,7 +165,8 @@ func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time
 		s.noteDB(err)
 		s.mu.Lock()
 		for i, r := range start {
-			if !drop[i] {
+			if !drop[i] && !s.armedIDs[r.ID] {
+				s.armedIDs[r.ID] = true
 				heap.Push(&s.armed, armedFire{row: r, due: now.Add(time.Second)})
 			}
 		}

@@ -379,15 +379,15 @@ func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey
 			s.mu.Unlock()
 			continue
 		}
-		s.mu.Lock()
-		watched := !st.recheck.IsZero() // lost earlier: its owner holds it, or died
-		s.mu.Unlock()
 		if !s.claimSlot(ctx, now, k, st, &lockDown) {
 			continue
 		}
 		fires = append(fires, f...)
 		won = append(won, k)
-		if watched && !lockDown {
+		if !lockDown {
+			// Holding the lock means no live owner refreshes it: any unstarted
+			// fire of the slot recorded by another replica is ours to run (its
+			// recorder died, froze, or restarted under a new ID).
 			takeOver = append(takeOver, k)
 		}
 	}
@@ -485,23 +485,34 @@ func (s *Scheduler) claimSlot(ctx context.Context, now time.Time, k slotKey, st 
 }
 
 // takeOver gives this replica the recorded, unstarted fires of a slot whose
-// owner stopped refreshing its lock (killed, frozen, cut off from Redis).
+// lock it holds but which another replica recorded (its owner stopped
+// refreshing the lock: killed, frozen, cut off, or restarted under a new
+// ID). Fires of tasks this replica has no handler for are set unowned
+// instead, for a replica that has it to claim.
 func (s *Scheduler) takeOver(ctx context.Context, k slotKey) error {
 	s.mu.Lock()
-	var codes []string
+	var mine, others []string
 	for code, t := range s.tasks {
-		if t.bucket == k.bucket {
-			codes = append(codes, code)
+		if t.bucket != k.bucket {
+			continue
+		}
+		if _, ok := s.handlers[code]; ok {
+			mine = append(mine, code)
+		} else {
+			others = append(others, code)
 		}
 	}
 	s.mu.Unlock()
 	from := k.minute * 60_000
-	rows, err := s.store.TakeOverFires(ctx, s.opts.App, codes, from, from+60_000, s.opts.InstanceID)
+	if _, err := s.store.TakeOverFires(ctx, s.opts.App, others, from, from+60_000, ""); err != nil {
+		return err
+	}
+	rows, err := s.store.TakeOverFires(ctx, s.opts.App, mine, from, from+60_000, s.opts.InstanceID)
 	if err != nil {
 		return err
 	}
 	if len(rows) > 0 {
-		s.log.Info("took over a slot whose owner stopped refreshing its lock", "minute", time.Unix(k.minute*60, 0).UTC(),
+		s.log.Info("took over the fires of a slot whose owner stopped refreshing its lock", "minute", time.Unix(k.minute*60, 0).UTC(),
 			"bucket", k.bucket, "fires", len(rows), "previous_owner", rows[0].Replica)
 	}
 	for _, r := range rows {
@@ -553,7 +564,7 @@ func (s *Scheduler) keepLocks(ctx context.Context) {
 			if err == nil || errors.Is(err, ErrLockUnavailable) {
 				continue // unavailable: the database's unique key guards meanwhile
 			}
-			s.log.Warn("slot lock lost; another replica may take the slot over", "minute", time.Unix(h.k.minute*60, 0).UTC(),
+			s.log.Info("slot lock lost; another replica may take the slot over", "minute", time.Unix(h.k.minute*60, 0).UTC(),
 				"bucket", h.k.bucket, "err", err)
 			s.mu.Lock()
 			if h.st.lock == h.lock {

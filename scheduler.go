@@ -178,6 +178,7 @@ type Scheduler struct {
 	tasks     map[string]*taskState  // every task of the app, as stored
 	slots     map[slotKey]*slotState
 	armed     fireHeap
+	armedIDs  map[int64]bool // executions in armed
 	running   map[string]int // code → attempts running here
 	live      []string       // replica IDs alive at the last heartbeat
 	lastBeat  time.Time      // last heartbeat attempt
@@ -216,6 +217,7 @@ func New(opts Options) (*Scheduler, error) {
 		tasks:    map[string]*taskState{},
 		slots:    map[slotKey]*slotState{},
 		running:  map[string]int{},
+		armedIDs: map[int64]bool{},
 		wake:     make(chan struct{}, 1),
 	}
 	s.store = store.New(opts.DB, store.WithNow(s.clock.Now))

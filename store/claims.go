@@ -155,7 +155,7 @@ func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica
 	return started, nil
 }
 
-// TakeOverFires gives replica the scheduled first attempts of one slot
+// TakeOverFires gives replica ("" for nobody) the scheduled first attempts of one slot
 // (tasks codes, run times in [fromMs, toMs)) that another replica recorded:
 // the caller has just won the slot's lock after its owner stopped
 // refreshing it (killed, frozen, cut off). The old owner can no longer
