@@ -155,7 +155,10 @@ func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time
 			ids = append(ids, r.ID)
 		}
 	}
-	claimCtx, cancel := context.WithTimeout(ctx, startClaimTimeout)
+	// Not the loop's context: a Stop arriving now must not cut the claim
+	// off after the database committed it (the fires would be claimed and
+	// never run); Stop waits for this round and its handlers instead.
+	claimCtx, cancel := context.WithTimeout(context.Background(), startClaimTimeout)
 	started, err := s.store.StartFires(claimCtx, s.opts.App, ids, s.opts.InstanceID, now.UnixMilli())
 	cancel()
 	if err != nil {

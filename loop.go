@@ -760,12 +760,17 @@ func (s *Scheduler) rescueLost(ctx context.Context, now time.Time) error {
 	if len(live) == 0 {
 		return nil // not even ourselves: our own heartbeat has not landed
 	}
-	if _, err := s.store.PromoteLostStarts(ctx, s.opts.App, live); err != nil {
+	promoted, err := s.store.PromoteLostStarts(ctx, s.opts.App, live, now.Add(-time.Minute).UnixMilli())
+	if err != nil {
 		return err
 	}
 	lost, err := s.store.LostExecutions(ctx, s.opts.App, live, claimBatch)
-	if err != nil || len(lost) == 0 {
+	if err != nil {
 		return err
+	}
+	lost = append(lost, promoted...) // LostExecutions may list them too: FinishAttempts settles each once
+	if len(lost) == 0 {
+		return nil
 	}
 	finishes := make([]store.Finish, len(lost))
 	for i, r := range lost {

@@ -260,20 +260,33 @@ func (s *Store) MarkRunning(ctx context.Context, starts []Start) (oks []bool, er
 	return oks, nil
 }
 
-// PromoteLostStarts marks running the first attempts that a replica not in
-// live claimed (StartFires) but never marked running: it died in between.
-// LostExecutions then finds them like any running attempt of a lost
-// replica, and the retry policy settles them.
-func (s *Store) PromoteLostStarts(ctx context.Context, app string, live []string) (int64, error) {
+// PromoteLostStarts marks running, and returns, the first attempts that
+// were claimed (StartFires) but never marked running: by a replica not in
+// live (it died in between), or claimed before staleBeforeMs (the claim
+// committed but its replica never learned it, e.g. a timeout at commit).
+// The caller settles them by the retry policy, like any lost attempt.
+func (s *Store) PromoteLostStarts(ctx context.Context, app string, live []string, staleBeforeMs int64) ([]Execution, error) {
+	claim, err := nonce()
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	q := s.db.WithContext(ctx).Model(&Execution{}).Where("app = ? AND status = ? AND attempt = 0 AND started_ms > 0", app, StatusScheduled)
-	if len(live) > 0 {
-		q = q.Where("replica NOT IN ?", live)
-	}
-	res := q.UpdateColumns(map[string]any{"status": StatusRunning, "attempt": 1, "updated_ms": s.nowMs()})
-	if res.Error != nil {
-		return 0, fmt.Errorf("store: promote lost starts of app %q: %w", app, res.Error)
-	}
-	return res.RowsAffected, nil
+	var rows []Execution
+	err = s.tx(ctx, func(tx *gorm.DB) error {
+		q := tx.Model(&Execution{}).Where("app = ? AND status = ? AND attempt = 0 AND started_ms > 0", app, StatusScheduled)
+		if len(live) > 0 {
+			q = q.Where(tx.Where("replica NOT IN ?", live).Or("started_ms < ?", staleBeforeMs))
+		}
+		res := q.UpdateColumns(map[string]any{"status": StatusRunning, "attempt": 1, "claim": claim, "updated_ms": s.nowMs()})
+		if res.Error != nil {
+			return fmt.Errorf("store: promote lost starts of app %q: %w", app, res.Error)
+		}
+		rows = nil
+		if res.RowsAffected == 0 {
+			return nil
+		}
+		return tx.Where("app = ? AND claim = ? AND status = ? AND attempt = 1", app, claim, StatusRunning).Find(&rows).Error
+	})
+	return rows, err
 }
