@@ -1,0 +1,349 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/xtimer-go/xtimer"
+	"github.com/xtimer-go/xtimer/store"
+)
+
+func openDB(dsn string) (*gorm.DB, error) {
+	db, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", dsn, err)
+	}
+	return db, nil
+}
+
+type fireKey struct {
+	code string
+	at   int64 // run time, Unix ms
+}
+
+func (k fireKey) id() string { return app + "/" + k.code + "/" + strconv.FormatInt(k.at, 10) }
+
+// invocation is one line of a replica's invocation file.
+type invocation struct {
+	started int64 // Unix ms, real time
+	replica string
+	attempt int
+}
+
+func (i invocation) String() string {
+	return fmt.Sprintf("%s@%s(attempt %d)", i.replica, time.UnixMilli(i.started).UTC().Format("15:04:05.000"), i.attempt)
+}
+
+// readInvocations reads every invocation file, of every process that ran.
+func (h *harness) readInvocations() (map[fireKey][]invocation, error) {
+	out := map[fireKey][]invocation{}
+	for _, r := range h.all {
+		f, err := os.Open(r.inv)
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fs := strings.Fields(sc.Text())
+			if len(fs) != 5 {
+				f.Close()
+				return nil, fmt.Errorf("%s: malformed line %q", r.inv, sc.Text())
+			}
+			at, err1 := strconv.ParseInt(fs[1], 10, 64)
+			started, err2 := strconv.ParseInt(fs[2], 10, 64)
+			attempt, err3 := strconv.Atoi(fs[4])
+			if err1 != nil || err2 != nil || err3 != nil {
+				f.Close()
+				return nil, fmt.Errorf("%s: malformed line %q", r.inv, sc.Text())
+			}
+			k := fireKey{fs[0], at}
+			out[k] = append(out[k], invocation{started, fs[3], attempt})
+		}
+		f.Close()
+		if err := sc.Err(); err != nil {
+			return nil, err
+		}
+	}
+	for _, inv := range out {
+		sort.Slice(inv, func(i, j int) bool { return inv[i].started < inv[j].started })
+	}
+	return out, nil
+}
+
+func rowText(r *store.Execution) string {
+	if r == nil {
+		return "no execution row"
+	}
+	s := fmt.Sprintf("row %d status=%s", r.ID, r.Status)
+	if r.Reason != "" {
+		s += fmt.Sprintf(" reason=%q", r.Reason)
+	}
+	s += fmt.Sprintf(" source=%s attempt=%d replica=%q", r.Source, r.Attempt, r.Replica)
+	if r.StartedMs != 0 {
+		s += fmt.Sprintf(" started=%s", time.UnixMilli(r.StartedMs).UTC().Format("15:04:05.000"))
+	}
+	if r.Error != "" {
+		s += fmt.Sprintf(" error=%q", r.Error)
+	}
+	return s
+}
+
+// broken collects the examples of one broken promise.
+type broken struct {
+	promise  string
+	n        int
+	examples []string
+}
+
+func (b *broken) add(s string) {
+	b.n++
+	if len(b.examples) < 5 {
+		b.examples = append(b.examples, s)
+	}
+}
+
+// check reads the invocation files and the execution rows and prints the
+// summary line; it returns the exit code.
+//
+// The measured window is every whole second from h.start (3 s after every
+// replica's first heartbeat) to 2 s before the final SIGTERM. For every
+// task and every second in it, the fire must have been invoked exactly
+// once, or recorded skipped with a reason. Duplicates are counted over
+// every invocation, inside the window or not.
+func (h *harness) check() int {
+	invs, err := h.readInvocations()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos: read invocations:", err)
+		return 2
+	}
+	var rows []store.Execution
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := h.db.WithContext(ctx).Where("app = ?", app).Find(&rows).Error; err != nil {
+		fmt.Fprintln(os.Stderr, "chaos: read execution rows:", err)
+		return 2
+	}
+	byFire := make(map[fireKey]*store.Execution, len(rows))
+	for i := range rows {
+		byFire[fireKey{rows[i].TaskCode, rows[i].RunTime}] = &rows[i]
+	}
+
+	from := h.start.UnixMilli()
+	to := h.stopAt.Add(-2 * time.Second).Truncate(time.Second).UnixMilli()
+	codes := []string{extraCode}
+	for i := range h.prof.tasks {
+		codes = append(codes, taskCode(i))
+	}
+	inOutage := func(at int64) bool {
+		// A fire is in an outage from the stop until 20 s after the start:
+		// catching up takes a few ticks once the database answers.
+		for _, o := range h.outages {
+			if at >= o.from.UnixMilli()-1000 && at <= o.to.Add(20*time.Second).UnixMilli() {
+				return true
+			}
+		}
+		return false
+	}
+
+	var (
+		fires, once, skipped int
+		lateness             []int64
+		dup                  = &broken{promise: "once: a fire was invoked more than once"}
+		missed               = &broken{promise: "nothing lost: a fire was neither invoked nor recorded skipped"}
+		stuck                = &broken{promise: "nothing lost: an execution row is not in a final status"}
+		skippedOutside       = &broken{promise: "note: recorded skipped outside a database outage (missed with -strict)"}
+		mismatch             = &broken{promise: "note: invoked, but the row says otherwise"}
+		involved             = map[string]bool{}
+	)
+	for k, inv := range invs {
+		if len(inv) > 1 {
+			var who []string
+			for _, i := range inv {
+				who = append(who, i.String())
+				involved[i.replica] = true
+			}
+			dup.add(fmt.Sprintf("%s invoked %d times: %s; %s", k.id(), len(inv), strings.Join(who, ", "), rowText(byFire[k])))
+		}
+	}
+	for _, code := range codes {
+		for at := from; at < to; at += 1000 {
+			k := fireKey{code, at}
+			fires++
+			inv, row := invs[k], byFire[k]
+			switch {
+			case len(inv) == 1:
+				once++
+			case len(inv) == 0 && row != nil && row.Status == store.StatusSkipped && row.Reason != "" && (!h.strict || inOutage(at)):
+				skipped++
+				if !inOutage(at) {
+					skippedOutside.add(k.id() + ": " + rowText(row))
+				}
+			case len(inv) == 0:
+				missed.add(k.id() + ": " + rowText(row))
+				if row != nil && row.Replica != "" {
+					involved[row.Replica] = true
+				}
+			}
+			if len(inv) > 0 {
+				lateness = append(lateness, inv[0].started-at)
+				if row != nil && row.Status != store.StatusSucceeded && row.Status != store.StatusRunning {
+					mismatch.add(k.id() + ": invoked by " + inv[0].String() + "; " + rowText(row))
+				}
+			}
+			if row != nil && !final(row.Status) {
+				stuck.add(k.id() + ": " + rowText(row))
+				if row.Replica != "" {
+					involved[row.Replica] = true
+				}
+			}
+		}
+	}
+
+	p99 := percentile(lateness, 0.99)
+	failover := h.maxFailover(invs)
+
+	faults := make([]string, len(faultOrder))
+	for i, f := range faultOrder {
+		faults[i] = fmt.Sprintf("%s:%d", f, h.counts[f])
+	}
+	var exit int
+	for _, b := range []*broken{dup, missed, stuck} {
+		if b.n > 0 {
+			exit = 1
+			fmt.Printf("chaos: BROKEN %s: %d, e.g.\n", b.promise, b.n)
+			for _, e := range b.examples {
+				fmt.Println("    " + e)
+			}
+		}
+	}
+	if failover > failoverBound.Seconds() {
+		exit = 1
+		fmt.Printf("chaos: BROKEN failover: max_failover_s=%.1f > %.0f\n", failover, failoverBound.Seconds())
+		for _, k := range h.kills {
+			fmt.Printf("    SIGKILL %s at %s: %s\n", k.victim, k.at.UTC().Format("15:04:05.000"), k.detail)
+			involved[k.victim] = true
+		}
+	}
+	for _, b := range []*broken{skippedOutside, mismatch} {
+		if b.n > 0 {
+			fmt.Printf("chaos: %s: %d, e.g.\n", b.promise, b.n)
+			for _, e := range b.examples {
+				fmt.Println("    " + e)
+			}
+		}
+	}
+	fmt.Printf("chaos: lateness of invoked fires: p50=%dms p99=%dms max=%dms (negative: started early, by the skewed replica)\n",
+		percentile(lateness, 0.5), p99, percentile(lateness, 1))
+	h.logVolume()
+	if exit != 0 {
+		h.tails(involved)
+	}
+	fmt.Printf("chaos: seed=%d profile=%s fires=%d invoked_once=%d duplicates=%d missed=%d skipped=%d stuck=%d late_p99_ms=%d max_failover_s=%.1f faults=%s\n",
+		h.seed, h.prof.name, fires, once, dup.n, missed.n, skipped, stuck.n, p99, failover, strings.Join(faults, ","))
+	return exit
+}
+
+// maxFailover measures, for each SIGKILL, how late the fires the victim
+// had recorded ahead started elsewhere: over the fires of the victim's
+// tasks (those with rows it recorded ahead at the kill, i.e. its slots)
+// whose run time falls in the 15 s after the kill, the largest
+// (first start - run time), in seconds. A fire never invoked there is
+// counted by the missed check instead. The result is the maximum over all
+// kills.
+func (h *harness) maxFailover(invs map[fireKey][]invocation) float64 {
+	var worst float64
+	for i := range h.kills {
+		k := &h.kills[i]
+		var kmax int64
+		var at fireKey
+		first := k.at.Truncate(time.Second).Add(time.Second).UnixMilli()
+		for code := range k.codes {
+			for t := first; t < k.at.Add(15*time.Second).UnixMilli(); t += 1000 {
+				if inv := invs[fireKey{code, t}]; len(inv) > 0 && inv[0].started-t > kmax {
+					kmax, at = inv[0].started-t, fireKey{code, t}
+				}
+			}
+		}
+		k.detail = fmt.Sprintf("slowest takeover %.1fs (%s, tasks %d)", float64(kmax)/1000, at.id(), len(k.codes))
+		worst = math.Max(worst, float64(kmax)/1000)
+	}
+	return worst
+}
+
+// final reports whether an execution status is final, as
+// xtimer.Status.Final does.
+func final(status string) bool { return xtimer.Status(status).Final() }
+
+// percentile is the nearest-rank percentile of xs (q in (0, 1]).
+func percentile(xs []int64, q float64) int64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]int64(nil), xs...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// logVolume prints the most frequent warning and error messages of all
+// replicas: an outage should be logged once when it starts and once when it
+// ends, not once per tick or per slot.
+func (h *harness) logVolume() {
+	counts := map[string]int{}
+	total := 0
+	for _, r := range h.all {
+		data, err := os.ReadFile(r.stderr)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			if !strings.Contains(l, "level=WARN") && !strings.Contains(l, "level=ERROR") {
+				continue
+			}
+			msg := l
+			if i := strings.Index(l, "msg="); i >= 0 {
+				msg = l[i+4:]
+				if strings.HasPrefix(msg, `"`) {
+					if j := strings.Index(msg[1:], `"`); j >= 0 {
+						msg = msg[:j+2]
+					}
+				} else if j := strings.IndexByte(msg, ' '); j >= 0 {
+					msg = msg[:j]
+				}
+			}
+			counts[msg]++
+			total++
+		}
+	}
+	type kv struct {
+		msg string
+		n   int
+	}
+	var top []kv
+	for m, n := range counts {
+		top = append(top, kv{m, n})
+	}
+	sort.Slice(top, func(i, j int) bool { return top[i].n > top[j].n || top[i].n == top[j].n && top[i].msg < top[j].msg })
+	var parts []string
+	for i, t := range top {
+		if i == 5 {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%d× %s", t.n, t.msg))
+	}
+	fmt.Printf("chaos: replica warnings and errors: %d lines; most frequent: %s\n", total, strings.Join(parts, "; "))
+}

@@ -1,0 +1,139 @@
+// Command replica is one replica process of the chaos harness (../main.go):
+// it registers the chaos tasks on an xtimer.Scheduler and appends one line
+// per handler call to its own file, which the harness reads to count how
+// often each fire really ran. Execution rows cannot show a duplicate (they
+// are unique by construction); these files can.
+//
+//	replica -app chaos -dsn postgres://... -redis 127.0.0.1:6380 -id r0-g1 -tasks 50 -log inv/r0-g1.log
+//
+// The invocation file is opened with O_APPEND and every line is written
+// with one write(2): a line the handler wrote survives a SIGKILL of the
+// process, since the kernel holds the data.
+//
+// SIGTERM stops the scheduler with a 10 s deadline and exits 0.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/xtimer-go/xtimer"
+)
+
+func main() {
+	app := flag.String("app", "chaos", "xtimer App")
+	dsn := flag.String("dsn", "", "PostgreSQL URL (postgres://user@host:port/db?sslmode=disable)")
+	redisAddr := flag.String("redis", "", "Redis address for the slot lock")
+	id := flag.String("id", "", "InstanceID of this replica")
+	tasks := flag.Int("tasks", 50, "tasks chaos.t.000.. firing every second")
+	extra := flag.Bool("extra", false, "also register chaos.extra (the rolling-deploy task)")
+	skew := flag.Duration("skew", 0, "run this replica's clock ahead by this offset")
+	logPath := flag.String("log", "", "append-only invocation file")
+	flag.Parse()
+	if err := run(*app, *dsn, *redisAddr, *id, *tasks, *extra, *skew, *logPath); err != nil {
+		fmt.Fprintln(os.Stderr, "replica:", err)
+		os.Exit(1)
+	}
+}
+
+// TaskCode is the code of the i-th chaos task; the harness uses the same
+// format.
+func TaskCode(i int) string { return fmt.Sprintf("chaos.t.%03d", i) }
+
+// ExtraCode is the task only the "new build" registers during a rolling
+// deploy.
+const ExtraCode = "chaos.extra"
+
+// skewedClock is a replica whose wall clock runs off by a fixed offset, as
+// an unsynchronised host's would: Now is shifted, durations are not (a
+// timer of d still rings after d of real time).
+type skewedClock struct {
+	xtimer.Clock
+	skew time.Duration
+}
+
+func (c skewedClock) Now() time.Time { return c.Clock.Now().Add(c.skew) }
+
+func run(app, dsn, redisAddr, id string, tasks int, extra bool, skew time.Duration, logPath string) error {
+	if dsn == "" || redisAddr == "" || id == "" || logPath == "" {
+		return fmt.Errorf("-dsn, -redis, -id and -log are required")
+	}
+	inv, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer inv.Close()
+
+	db, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dsn, err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true,
+		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	defer rdb.Close()
+
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var clock xtimer.Clock = xtimer.SystemClock()
+	if skew != 0 {
+		clock = skewedClock{clock, skew}
+		log.Info("clock skewed", "skew", skew)
+	}
+	s, err := xtimer.New(xtimer.Options{DB: db, Redis: rdb, App: app, InstanceID: id, Logger: log, Clock: clock})
+	if err != nil {
+		return err
+	}
+
+	// record appends "code run_time_ms started_unix_ms replica attempt".
+	// started is the real time, not the skewed clock: lateness is measured
+	// against the harness's (the majority's) notion of time.
+	record := func(_ context.Context, r *xtimer.Run) error {
+		started := time.Now().UnixMilli()
+		line := r.Code + " " + strconv.FormatInt(r.ScheduledAt.UnixMilli(), 10) + " " +
+			strconv.FormatInt(started, 10) + " " + id + " " + strconv.Itoa(r.Attempt) + "\n"
+		_, err := inv.Write([]byte(line))
+		return err
+	}
+	for i := range tasks {
+		if err := s.Register(TaskCode(i), "* * * * * *", record); err != nil {
+			return err
+		}
+	}
+	if extra {
+		if err := s.Register(ExtraCode, "* * * * * *", record); err != nil {
+			return err
+		}
+	}
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	startCtx, cancelStart := context.WithCancel(context.Background())
+	go func() {
+		<-sig
+		cancelStart()
+	}()
+	if err := s.Start(startCtx); err != nil {
+		if startCtx.Err() != nil {
+			return nil // SIGTERM while waiting for the database
+		}
+		return err
+	}
+	<-startCtx.Done()
+	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Stop(stopCtx); err != nil {
+		log.Error("stop", "err", err)
+	}
+	return nil
+}
