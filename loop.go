@@ -231,16 +231,13 @@ func (s *Scheduler) noteDB(err error) {
 	if err != nil && errors.Is(err, context.Canceled) {
 		return
 	}
-	s.mu.Lock()
-	was := s.dbDown
-	s.dbDown = err != nil
-	s.mu.Unlock()
+	changed := s.flip(&s.dbDown, err != nil)
 	switch {
-	case err != nil && !was:
+	case err != nil && changed:
 		s.log.Error("database unreachable: no fire is recorded or started until it is back", "err", err)
 	case err != nil:
 		s.log.Debug("database still unreachable", "err", err)
-	case was:
+	case changed:
 		s.log.Info("database reachable again")
 	}
 }
@@ -576,15 +573,22 @@ func (s *Scheduler) keepLocks(ctx context.Context) {
 	}
 }
 
-func (s *Scheduler) noteRedis(err error) {
+// flip sets an outage flag and reports whether it changed, so that an
+// outage is logged when it starts and ends, not on every tick.
+func (s *Scheduler) flip(flag *bool, down bool) bool {
 	s.mu.Lock()
-	was := s.redisDown
-	s.redisDown = err != nil
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	changed := *flag != down
+	*flag = down
+	return changed
+}
+
+func (s *Scheduler) noteRedis(err error) {
+	changed := s.flip(&s.redisDown, err != nil)
 	switch {
-	case err != nil && !was:
+	case err != nil && changed:
 		s.log.Warn("slot lock unavailable: claims fall back to the database unique key", "err", err)
-	case err == nil && was:
+	case err == nil && changed:
 		s.log.Info("slot lock available again")
 	}
 }
