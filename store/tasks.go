@@ -30,49 +30,11 @@ type Override struct {
 // redeploy does not resume a paused task. Version grows only when something
 // changed. It returns the row as stored.
 func (s *Store) UpsertTask(ctx context.Context, t *Task) (Task, error) {
-	if err := validTask(t); err != nil {
+	rows, err := s.UpsertTasks(ctx, []*Task{t}) // one implementation of the rules, for one or many
+	if err != nil {
 		return Task{}, err
 	}
-	ctx, cancel := s.ctx(ctx)
-	defer cancel()
-	db := s.db.WithContext(ctx)
-	want := definition(t)
-	for try := 0; try < maxUpsertTries; try++ {
-		var cur Task
-		err := db.Where("app = ? AND code = ?", t.App, t.Code).Take(&cur).Error
-		switch {
-		case errors.Is(err, gorm.ErrRecordNotFound):
-			now := s.nowMs()
-			row := *t
-			row.ID, row.Version, row.CreatedMs, row.UpdatedMs = 0, 1, now, now
-			row.SpecOverride, row.DialectOverride, row.TZOverride = nil, nil, nil
-			if row.Status != TaskPaused {
-				row.Status = TaskActive
-			}
-			// Another replica may insert the same code at the same moment:
-			// the loser does nothing and reads the winner's row next turn.
-			if err := db.Clauses(onConflictDoNothing(db, "name")).Create(&row).Error; err != nil {
-				return Task{}, fmt.Errorf("store: insert task %q: %w", t.Code, err)
-			}
-		case err != nil:
-			return Task{}, fmt.Errorf("store: read task %q: %w", t.Code, err)
-		case sameDefinition(definition(&cur), want):
-			return cur, nil
-		default:
-			set := make(map[string]any, len(want)+2)
-			for k, v := range want {
-				set[k] = v
-			}
-			set["version"] = cur.Version + 1
-			set["updated_ms"] = s.nowMs()
-			res := db.Model(&Task{}).Where("id = ? AND version = ?", cur.ID, cur.Version).Updates(set)
-			if res.Error != nil {
-				return Task{}, fmt.Errorf("store: update task %q: %w", t.Code, res.Error)
-			}
-			// Zero rows: someone else changed the row since we read it; read again.
-		}
-	}
-	return Task{}, fmt.Errorf("store: upsert task %q: row kept changing under %d attempts", t.Code, maxUpsertTries)
+	return rows[0], nil
 }
 
 // validTask checks what the schema needs; the root package checks the rest
