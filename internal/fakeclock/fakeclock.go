@@ -134,9 +134,12 @@ func (c *Clock) arm(t *fakeTimer, d time.Duration) {
 // disarm removes the armed timer at index i. c.mu is held.
 func (c *Clock) disarm(i int) {
 	last := len(c.armed) - 1
-	c.armed[i] = c.armed[last]
-	c.armed[i].index = i
-	c.armed[last].index, c.armed[last] = -1, nil
+	c.armed[i].index = -1 // the removed timer: Stop and Reset must see it disarmed
+	if i != last {
+		c.armed[i] = c.armed[last] // the last timer moves into the hole
+		c.armed[i].index = i
+	}
+	c.armed[last] = nil
 	c.armed = c.armed[:last]
 	c.notify()
 }

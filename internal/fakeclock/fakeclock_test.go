@@ -269,3 +269,28 @@ func TestClockIsSafeForConcurrentUse(t *testing.T) {
 		}
 	}
 }
+
+// Stopping one timer moves the last armed timer into its place; the moved
+// timer must still stop and reset as itself (it once lost its index, so a
+// later Stop left it armed and a Reset armed it twice).
+func TestClockStopKeepsTheMovedTimerUsable(t *testing.T) {
+	t.Parallel()
+	c := fakeclock.New(start)
+	first := c.NewTimer(time.Second)
+	_ = c.NewTimer(2 * time.Second)
+	moved := c.NewTimer(3 * time.Second)
+	require.True(t, first.Stop())
+	require.Equal(t, 2, c.Timers())
+	require.False(t, first.Stop(), "a stopped timer stays stopped")
+	require.True(t, moved.Stop())
+	require.Equal(t, 1, c.Timers())
+	require.False(t, moved.Reset(time.Second), "Reset of a stopped timer reports it was not armed")
+	require.Equal(t, 2, c.Timers())
+	c.Advance(time.Second)
+	v, ok := fired(moved)
+	require.True(t, ok)
+	require.Equal(t, start.Add(time.Second), v)
+	c.Advance(5 * time.Second)
+	_, again := fired(moved)
+	require.False(t, again, "the moved timer fires once")
+}
