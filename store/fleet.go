@@ -54,8 +54,8 @@ func (s *Store) DoneSlots(ctx context.Context, app string, fromMinute, toMinute 
 }
 
 // Heartbeat records that a replica is alive: it inserts the replica, or
-// updates its host, pid, version, heartbeat and handlers. StartedMs is kept
-// from the first heartbeat.
+// updates its host, pid, version, heartbeat, handlers and slots. StartedMs
+// is kept from the first heartbeat.
 func (s *Store) Heartbeat(ctx context.Context, r Replica) error {
 	if r.App == "" || len(r.App) > 64 {
 		return fmt.Errorf("store: heartbeat: app %q: want 1 to 64 bytes", r.App)
@@ -73,7 +73,7 @@ func (s *Store) Heartbeat(ctx context.Context, r Replica) error {
 	defer cancel()
 	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{
 		Columns:   []clause.Column{{Name: "app"}, {Name: "id"}},
-		DoUpdates: clause.AssignmentColumns([]string{"host", "pid", "version", "heartbeat_ms", "handlers"}),
+		DoUpdates: clause.AssignmentColumns([]string{"host", "pid", "version", "heartbeat_ms", "handlers", "slots"}),
 	}).Create(&r).Error
 	if err != nil {
 		return fmt.Errorf("store: heartbeat of replica %q: %w", r.ID, err)

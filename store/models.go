@@ -41,9 +41,12 @@ const (
 
 // Reasons the store itself writes; the engine may write others.
 const (
-	ReasonPaused      = "paused"
-	ReasonOverlap     = "overlap"
-	ReasonMisfire     = "misfire"
+	ReasonPaused  = "paused"
+	ReasonOverlap = "overlap"
+	ReasonMisfire = "misfire"
+	// ReasonRescheduled: the task's schedule changed after the fire was
+	// recorded, and the new schedule has no fire at that instant.
+	ReasonRescheduled = "rescheduled"
 	ReasonReplicaLost = "replica lost"
 )
 
@@ -108,23 +111,43 @@ func (t Task) Effective() (spec, dialect, timeZone string) {
 // Execution is one row of xtimer_executions: the record of one fire
 // (App, TaskCode, RunTime) and of its attempts.
 //
-// The unique index xtimer_executions_fire also serves the console's
-// per-task listing (app, task_code, run_time DESC): B-trees are read
-// backwards as cheaply as forwards.
+// Every fire writes its row several times, so the table has five indexes
+// and no more, each serving the engine, the console, or both. B-trees are
+// read backwards as cheaply as forwards, so each serves a newest-first
+// listing (ListExecutions) from any cursor:
+//
+//   - xtimer_executions_fire (app, task_code, run_time), unique: one row
+//     per fire; the listing of a task.
+//   - xtimer_executions_status (app, status, run_time): the listing of a
+//     status. It and xtimer_executions_retry (app, status,
+//     next_attempt_ms), for DueRetries, share the (app, status) prefix
+//     that finds the live rows the engine looks for, which are few
+//     (scheduled, running: ClaimFires, LostExecutions, PromoteLostStarts,
+//     ReleaseFires, RunningCount).
+//   - xtimer_executions_replica_time (app, replica, run_time): the listing
+//     of a replica. Replica IDs are per process, so most replicas have rows
+//     only in some past days, which a scan of the time index would reach
+//     only after reading everything since (seconds on 10M rows). It leaves
+//     out status so that a status change does not rewrite it on MySQL.
+//   - xtimer_executions_time (app, run_time): the listing of an app, and
+//     of a time range; source is filtered along it (rows are in run_time
+//     order on disk, so a 1% source costs a few thousand adjacent rows).
+//
+// internal/pagingbench measures them on 10 million rows.
 type Execution struct {
 	ID       int64  `gorm:"column:id;primaryKey;autoIncrement"`
-	App      string `gorm:"column:app;size:64;not null;uniqueIndex:xtimer_executions_fire,priority:1;index:xtimer_executions_retry,priority:1;index:xtimer_executions_status,priority:1;index:xtimer_executions_replica,priority:1;index:xtimer_executions_time,priority:1"`
+	App      string `gorm:"column:app;size:64;not null;uniqueIndex:xtimer_executions_fire,priority:1;index:xtimer_executions_retry,priority:1;index:xtimer_executions_status,priority:1;index:xtimer_executions_replica_time,priority:1;index:xtimer_executions_time,priority:1"`
 	TaskCode string `gorm:"column:task_code;size:128;not null;uniqueIndex:xtimer_executions_fire,priority:2"`
 	// RunTime is the fire's planned instant, Unix milliseconds UTC.
-	RunTime int64  `gorm:"column:run_time;not null;uniqueIndex:xtimer_executions_fire,priority:3;index:xtimer_executions_status,priority:3;index:xtimer_executions_time,priority:2"`
-	Status  string `gorm:"column:status;size:16;not null;index:xtimer_executions_retry,priority:2;index:xtimer_executions_status,priority:2;index:xtimer_executions_replica,priority:3"`
+	RunTime int64  `gorm:"column:run_time;not null;uniqueIndex:xtimer_executions_fire,priority:3;index:xtimer_executions_status,priority:3;index:xtimer_executions_replica_time,priority:3;index:xtimer_executions_time,priority:2"`
+	Status  string `gorm:"column:status;size:16;not null;index:xtimer_executions_retry,priority:2;index:xtimer_executions_status,priority:2"`
 	Reason  string `gorm:"column:reason;size:64;not null;default:''"`
 	Source  string `gorm:"column:source;size:16;not null;default:'schedule'"`
 	// Attempt is the number of the attempt running or last run: 0 before
 	// the first start, 1 for the first attempt.
 	Attempt     int    `gorm:"column:attempt;not null;default:0"`
 	MaxAttempts int    `gorm:"column:max_attempts;not null;default:1"`
-	Replica     string `gorm:"column:replica;size:128;not null;default:'';index:xtimer_executions_replica,priority:2"`
+	Replica     string `gorm:"column:replica;size:128;not null;default:'';index:xtimer_executions_replica_time,priority:2"`
 	// Claim is the nonce of the InsertFires call that created the row.
 	Claim string `gorm:"column:claim;size:32;not null;default:''"`
 	// ScheduledMs is when the row was recorded.
@@ -180,10 +203,43 @@ type Replica struct {
 	StartedMs   int64    `gorm:"column:started_ms;not null;default:0"`
 	HeartbeatMs int64    `gorm:"column:heartbeat_ms;not null;default:0;index:xtimer_replicas_heartbeat,priority:2"`
 	Handlers    []string `gorm:"column:handlers;type:text;serializer:json"`
+	// Slots are the slots ("minute:bucket") the replica owns now, as of
+	// its last heartbeat; the console shows them.
+	Slots []string `gorm:"column:slots;type:text;serializer:json"`
 }
 
 // TableName is xtimer_replicas, whatever the caller's naming strategy.
 func (Replica) TableName() string { return "xtimer_replicas" }
 
+// Operator actions, as the console records them in Action.Action. Other
+// values are allowed; these are the ones xtimer's console writes.
+const (
+	ActionPause         = "pause"
+	ActionResume        = "resume"
+	ActionTrigger       = "trigger"
+	ActionSetSchedule   = "set_schedule"
+	ActionResetSchedule = "reset_schedule"
+)
+
+// Action is one row of xtimer_actions, the audit log of what operators did
+// to tasks: who (Principal) did what (Action, Detail) to which task, when.
+// Rows are only ever inserted.
+type Action struct {
+	ID       int64  `gorm:"column:id;primaryKey;autoIncrement"`
+	App      string `gorm:"column:app;size:64;not null;index:xtimer_actions_task,priority:1"`
+	TaskCode string `gorm:"column:task_code;size:128;not null;default:'';index:xtimer_actions_task,priority:2"`
+	AtMs     int64  `gorm:"column:at_ms;not null;default:0;index:xtimer_actions_task,priority:3"`
+	// Principal names the operator, as the console's authentication knows them.
+	Principal string `gorm:"column:principal;size:255;not null;default:''"`
+	// Action is what was done: ActionPause, ActionTrigger...
+	Action string `gorm:"column:action;size:32;not null"`
+	// Detail describes the change, free text or JSON (e.g. the old and the
+	// new schedule); stored cut to MaxTextBytes.
+	Detail string `gorm:"column:detail;type:text;not null"`
+}
+
+// TableName is xtimer_actions, whatever the caller's naming strategy.
+func (Action) TableName() string { return "xtimer_actions" }
+
 // models lists every table, in migration order.
-func models() []any { return []any{&Task{}, &Execution{}, &Slot{}, &Replica{}} }
+func models() []any { return []any{&Task{}, &Execution{}, &Slot{}, &Replica{}, &Action{}} }

@@ -13,7 +13,7 @@ import (
 	"github.com/xtimer-go/xtimer/store"
 )
 
-var models = []any{&store.Task{}, &store.Execution{}, &store.Slot{}, &store.Replica{}}
+var models = []any{&store.Task{}, &store.Execution{}, &store.Slot{}, &store.Replica{}, &store.Action{}}
 
 // ddl matches statements that change the schema.
 var ddl = regexp.MustCompile(`(?i)^\s*(CREATE|ALTER|DROP|RENAME)\b`)
@@ -101,4 +101,18 @@ func statements(text string) []string {
 		}
 	}
 	return out
+}
+
+// A database migrated by an earlier version keeps indexes AutoMigrate no
+// longer declares; Migrate drops the ones that were replaced.
+func TestMigrateDropsRetiredIndexes(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		m := b.db.Migrator()
+		require.NoError(t, b.db.Exec("CREATE INDEX xtimer_executions_replica ON xtimer_executions (app, replica, status)").Error)
+		require.True(t, m.HasIndex(&store.Execution{}, "xtimer_executions_replica"))
+		require.NoError(t, b.store.Migrate(b.ctx))
+		require.False(t, m.HasIndex(&store.Execution{}, "xtimer_executions_replica"))
+		require.True(t, m.HasIndex(&store.Execution{}, "xtimer_executions_replica_time"))
+		require.NoError(t, b.store.Migrate(b.ctx), "nothing left to drop")
+	})
 }

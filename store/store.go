@@ -74,10 +74,34 @@ func (s *Store) DB() *gorm.DB { return s.db }
 func (s *Store) Migrate(ctx context.Context) error {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	if err := s.db.WithContext(ctx).AutoMigrate(models()...); err != nil {
+	db := s.db.WithContext(ctx)
+	if err := db.AutoMigrate(models()...); err != nil {
 		return fmt.Errorf("store: migrate: %w", err)
 	}
+	// AutoMigrate never drops an index; these were replaced by better ones.
+	for _, old := range retiredIndexes() {
+		if db.Migrator().HasIndex(old.model, old.name) {
+			if err := db.Migrator().DropIndex(old.model, old.name); err != nil {
+				return fmt.Errorf("store: migrate: drop retired index %s: %w", old.name, err)
+			}
+		}
+	}
 	return nil
+}
+
+// retiredIndexes lists indexes earlier versions created and Migrate drops.
+func retiredIndexes() []struct {
+	model any
+	name  string
+} {
+	return []struct {
+		model any
+		name  string
+	}{
+		// (app, replica, status): replaced by xtimer_executions_replica_time,
+		// which serves the console's replica filter in time order.
+		{&Execution{}, "xtimer_executions_replica"},
+	}
 }
 
 // ctx applies the default timeout to a context without a deadline.

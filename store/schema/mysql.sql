@@ -65,11 +65,12 @@ CREATE TABLE IF NOT EXISTS `xtimer_executions` (
   `next_attempt_ms` bigint       NOT NULL DEFAULT 0,
   `updated_ms`      bigint       NOT NULL DEFAULT 0,
   PRIMARY KEY (`id`),
-  -- One row per fire; also serves the console's per-task listing.
-  UNIQUE INDEX `xtimer_executions_fire` (`app`, `task_code`, `run_time`),
+  -- Five indexes, no more: every fire writes its row several times. See
+  -- store.Execution for which query each serves.
+  UNIQUE INDEX `xtimer_executions_fire` (`app`, `task_code`, `run_time`), -- one row per fire
   INDEX `xtimer_executions_retry` (`app`, `status`, `next_attempt_ms`),
   INDEX `xtimer_executions_status` (`app`, `status`, `run_time`),
-  INDEX `xtimer_executions_replica` (`app`, `replica`, `status`),
+  INDEX `xtimer_executions_replica_time` (`app`, `replica`, `run_time`),
   INDEX `xtimer_executions_time` (`app`, `run_time`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
@@ -92,6 +93,20 @@ CREATE TABLE IF NOT EXISTS `xtimer_replicas` (
   `started_ms`   bigint       NOT NULL DEFAULT 0,
   `heartbeat_ms` bigint       NOT NULL DEFAULT 0,
   `handlers`     text         NULL,                           -- JSON array of task codes
+  `slots`        text         NULL,                           -- JSON array of "minute:bucket" owned now
   PRIMARY KEY (`app`, `id`),
   INDEX `xtimer_replicas_heartbeat` (`app`, `heartbeat_ms`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+-- The audit log of operator actions; rows are only ever inserted.
+CREATE TABLE IF NOT EXISTS `xtimer_actions` (
+  `id`        bigint       NOT NULL AUTO_INCREMENT,
+  `app`       varchar(64)  NOT NULL,
+  `task_code` varchar(128) NOT NULL DEFAULT '',
+  `at_ms`     bigint       NOT NULL DEFAULT 0,
+  `principal` varchar(255) NOT NULL DEFAULT '',               -- who
+  `action`    varchar(32)  NOT NULL,                          -- pause resume trigger set_schedule reset_schedule ...
+  `detail`    text         NOT NULL,                          -- free text or JSON of the change
+  PRIMARY KEY (`id`),
+  INDEX `xtimer_actions_task` (`app`, `task_code`, `at_ms`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;

@@ -62,11 +62,12 @@ CREATE TABLE IF NOT EXISTS xtimer_executions (
   updated_ms      bigint       NOT NULL DEFAULT 0,
   PRIMARY KEY (id)
 );
--- One row per fire; also serves the console's per-task listing.
-CREATE UNIQUE INDEX IF NOT EXISTS xtimer_executions_fire ON xtimer_executions (app, task_code, run_time);
+-- Five indexes, no more: every fire writes its row several times. See
+-- store.Execution for which query each serves.
+CREATE UNIQUE INDEX IF NOT EXISTS xtimer_executions_fire ON xtimer_executions (app, task_code, run_time); -- one row per fire
 CREATE INDEX IF NOT EXISTS xtimer_executions_retry ON xtimer_executions (app, status, next_attempt_ms);
 CREATE INDEX IF NOT EXISTS xtimer_executions_status ON xtimer_executions (app, status, run_time);
-CREATE INDEX IF NOT EXISTS xtimer_executions_replica ON xtimer_executions (app, replica, status);
+CREATE INDEX IF NOT EXISTS xtimer_executions_replica_time ON xtimer_executions (app, replica, run_time);
 CREATE INDEX IF NOT EXISTS xtimer_executions_time ON xtimer_executions (app, run_time);
 
 CREATE TABLE IF NOT EXISTS xtimer_slots (
@@ -88,6 +89,20 @@ CREATE TABLE IF NOT EXISTS xtimer_replicas (
   started_ms   bigint       NOT NULL DEFAULT 0,
   heartbeat_ms bigint       NOT NULL DEFAULT 0,
   handlers     text         NULL,                           -- JSON array of task codes
+  slots        text         NULL,                           -- JSON array of "minute:bucket" owned now
   PRIMARY KEY (app, id)
 );
 CREATE INDEX IF NOT EXISTS xtimer_replicas_heartbeat ON xtimer_replicas (app, heartbeat_ms);
+
+-- The audit log of operator actions; rows are only ever inserted.
+CREATE TABLE IF NOT EXISTS xtimer_actions (
+  id        bigserial    NOT NULL,
+  app       varchar(64)  NOT NULL,
+  task_code varchar(128) NOT NULL DEFAULT '',
+  at_ms     bigint       NOT NULL DEFAULT 0,
+  principal varchar(255) NOT NULL DEFAULT '',               -- who
+  action    varchar(32)  NOT NULL,                          -- pause resume trigger set_schedule reset_schedule ...
+  detail    text         NOT NULL,                          -- free text or JSON of the change
+  PRIMARY KEY (id)
+);
+CREATE INDEX IF NOT EXISTS xtimer_actions_task ON xtimer_actions (app, task_code, at_ms);
