@@ -18,8 +18,11 @@ import (
 // that exists, and only on the replica that inserted the row or won a
 // conditional claim on it.
 
-// reasonDeleted: the task of an armed fire was deleted before it ran.
-const reasonDeleted = "task deleted"
+// Reasons the engine records skipped fires with, besides the store's.
+const (
+	// reasonDeleted: the task of an armed fire was deleted before it ran.
+	reasonDeleted = "task deleted"
+)
 
 // armedFire is a recorded fire waiting for its run time.
 type armedFire struct {
@@ -97,11 +100,12 @@ func (s *Scheduler) dispatchLoop(ctx context.Context) {
 // start, so that a database outage delays the dispatcher, not blocks it.
 const startClaimTimeout = 2 * time.Second
 
-// dispatch runs the last checks on fires that are due (paused? overlapping?
-// overdue?), then marks those that go ahead running for this replica in one
-// conditional update, and starts the handlers of the rows it won. That
-// update is the fence: a fire another replica took over while this one
-// slept is not ours any more, and does not start here.
+// dispatch runs the last checks on fires that are due (paused? still a
+// fire of the task's schedule? overlapping? overdue?), then marks those
+// that go ahead running for this replica in one conditional update, and
+// starts the handlers of the rows it won. That update is the fence: a fire
+// another replica took over while this one slept is not ours any more, and
+// does not start here.
 func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time) {
 	var start []store.Execution
 	overdue := map[string][]int{} // task → indices in start of fires overdue by the schedule
@@ -119,6 +123,11 @@ func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time
 			continue
 		case r.Source != store.SourceManual && t.row.Status != store.TaskActive:
 			s.updates.skip(r, store.ReasonPaused, now)
+			continue
+		case (r.Source == store.SourceSchedule || r.Source == store.SourceCatchup) && !t.firesAt(time.UnixMilli(r.RunTime)):
+			// Recorded ahead under the schedule the task had then. An
+			// operator's own runs (manual, retry) are never rescheduled.
+			s.updates.skip(r, store.ReasonRescheduled, now)
 			continue
 		case r.Source == store.SourceSchedule && late > misfireAfter && late > window:
 			s.updates.skip(r, store.ReasonMisfire, now)

@@ -1,11 +1,14 @@
 package xtimer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -42,9 +45,39 @@ type taskState struct {
 	row    store.Task
 	sched  Schedule // nil when the stored spec does not parse
 	bucket int
+	// since is when this replica adopted the task's schedule, if it changed
+	// (or the task resumed) while the replica ran: the task has no fires
+	// before it, so planning the current minute again never back-fills its
+	// past. Zero otherwise: the task's creation is the limit then.
+	since time.Time
 }
 
 func (t *taskState) active() bool { return t.row.Status == store.TaskActive && t.sched != nil }
+
+// firesAt reports whether at is an instant of the task's current schedule.
+// A fire recorded under a schedule an operator has since replaced, and that
+// the new one does not have, is not: it does not run (see dispatch).
+// Schedules fire on whole seconds, so the millisecond run times stored are
+// exact, whatever the zone.
+func (t *taskState) firesAt(at time.Time) bool {
+	if t.sched == nil {
+		return false
+	}
+	ms := at.UnixMilli()
+	if t.sched.Next(at.Add(-time.Nanosecond)).UnixMilli() == ms {
+		return true
+	}
+	// Not found from just before: look from a minute before, so that a fire
+	// is never skipped where Next is not monotone. (It is not at a
+	// spring-forward gap: from 01:59:59 New York time, Next skips the fire
+	// a "30 2 * * *" spec has at 03:00 that day; from 01:59:00 it finds it.)
+	for next := t.sched.Next(at.Add(-time.Minute)); !next.IsZero() && next.UnixMilli() <= ms; next = t.sched.Next(next) {
+		if next.UnixMilli() == ms {
+			return true
+		}
+	}
+	return false
+}
 
 func (t *taskState) loc() *time.Location {
 	if t.sched != nil {
@@ -82,30 +115,56 @@ func bucketOf(code string, buckets int) int {
 	return int(h.Sum32() % uint32(buckets))
 }
 
-// adoptTask replaces the local view of one task with its stored row.
+// adoptTask replaces the local view of one task with its stored row. When
+// the row changes which fires the task has from now on (a task new here, a
+// schedule edited, reset or redeployed, a resume), the minutes already
+// planned are planned again for it (reopenSlots); fires already recorded
+// that its schedule no longer has are skipped when due (dispatch).
 func (s *Scheduler) adoptTask(row store.Task) {
 	t := &taskState{row: row, bucket: bucketOf(row.Code, s.opts.Buckets)}
-	spec, dialect, zone := row.Effective()
-	opts := []ScheduleOption{WithDialect(Dialect(dialect))}
-	if zone != "" && zone != "UTC" {
-		loc, err := loadZone(zone)
-		if err == nil {
-			opts = append(opts, In(loc))
-		}
-	}
-	sched, err := ParseSchedule(spec, opts...)
+	sched, err := ScheduleOf(row)
 	if err != nil {
 		s.log.Error("stored schedule does not parse; the task will not fire", "task", row.Code, "err", err)
 	} else {
 		t.sched = sched
 	}
+	now := s.clock.Now()
 	s.mu.Lock()
 	old := s.tasks[row.Code]
+	if old != nil && old.row.ID == row.ID && row.Version < old.row.Version {
+		// A read that raced with a newer change (the tick's sync and an
+		// operator's call on this replica): keep the newer view.
+		s.mu.Unlock()
+		return
+	}
 	s.tasks[row.Code] = t
+	rescheduled := old != nil && scheduleChanged(old.row, row)
+	resumed := old != nil && old.row.Status != store.TaskActive && row.Status == store.TaskActive
+	switch {
+	case old == nil:
+		s.reopenSlots(t, now)
+	case rescheduled || resumed:
+		t.since = now
+		s.reopenSlots(t, now)
+	default:
+		t.since = old.since
+	}
 	s.mu.Unlock()
 	if old != nil && old.row.Status != row.Status {
 		s.log.Info("task "+row.Status, "task", row.Code)
 	}
+	if rescheduled {
+		spec, dialect, zone := row.Effective()
+		s.log.Info("task schedule changed; it applies from now on", "task", row.Code, "spec", spec, "dialect", dialect, "zone", zone)
+	}
+}
+
+// scheduleChanged reports whether two rows of a task name different
+// schedules (spec, dialect or zone, console overrides included).
+func scheduleChanged(a, b store.Task) bool {
+	as, ad, az := a.Effective()
+	bs, bd, bz := b.Effective()
+	return as != bs || ad != bd || az != bz
 }
 
 // syncTasks picks up changes other replicas and the console made: one
@@ -159,11 +218,24 @@ func (s *Scheduler) heartbeat(ctx context.Context, now time.Time) error {
 	for c := range s.handlers {
 		codes = append(codes, c)
 	}
+	var held []slotKey
+	for k, st := range s.slots {
+		if st.lock != nil {
+			held = append(held, k)
+		}
+	}
 	s.mu.Unlock()
 	sort.Strings(codes)
+	slices.SortFunc(held, func(a, b slotKey) int {
+		return cmp.Or(cmp.Compare(a.minute, b.minute), cmp.Compare(a.bucket, b.bucket))
+	})
+	slots := make([]string, len(held))
+	for i, k := range held {
+		slots[i] = strconv.FormatInt(k.minute, 10) + ":" + strconv.Itoa(k.bucket)
+	}
 	err := s.store.Heartbeat(ctx, store.Replica{
 		App: s.opts.App, ID: s.opts.InstanceID, Host: host, PID: os.Getpid(), Version: s.opts.Version,
-		StartedMs: now.UnixMilli(), HeartbeatMs: now.UnixMilli(), Handlers: codes,
+		StartedMs: now.UnixMilli(), HeartbeatMs: now.UnixMilli(), Handlers: codes, Slots: slots,
 	})
 	if err != nil {
 		return err
@@ -251,6 +323,13 @@ type slotState struct {
 	done    bool
 	lock    Lock      // held by this replica, nil otherwise
 	recheck time.Time // lost to another replica: look again at this instant
+	// only, when not nil, names the tasks to plan again in a slot this
+	// replica planned and still holds: their fires changed (reopenSlots).
+	// The slot's other fires are recorded already.
+	only map[string]bool
+	// gen counts the task changes that reopened the slot: a plan that read
+	// the tasks before the latest one leaves the slot open for another.
+	gen int
 }
 
 func (s *Scheduler) lockKey(k slotKey) string {
@@ -263,23 +342,29 @@ type fire struct {
 	at   time.Time
 }
 
-// firesIn returns the fires of active tasks of a bucket in one minute.
-func (s *Scheduler) firesIn(minute int64, bucket int) []fire {
+// firesIn returns the fires of active tasks of a bucket in one minute: of
+// the tasks named in only, when only is not nil.
+func (s *Scheduler) firesIn(minute int64, bucket int, only map[string]bool) []fire {
 	from := time.Unix(minute*60, 0)
 	to := from.Add(time.Minute)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []fire
-	for _, t := range s.tasks {
-		if t.bucket != bucket || !t.active() {
+	for code, t := range s.tasks {
+		if t.bucket != bucket || !t.active() || only != nil && !only[code] {
 			continue
 		}
 		end := t.endAt()
 		// A task has no fires before it was first recorded: catch-up must
 		// not invent an hour of misfires for a task created a minute ago.
+		// Nor before its current schedule was adopted: planning the current
+		// minute again after an edit must not back-fill its past.
 		start := from.Add(-time.Nanosecond)
 		if created := time.UnixMilli(t.row.CreatedMs).Add(-time.Nanosecond); created.After(start) {
 			start = created
+		}
+		if since := t.since.Add(-time.Nanosecond); !t.since.IsZero() && since.After(start) {
+			start = since
 		}
 		for at := t.sched.Next(start); !at.IsZero() && at.Before(to); at = t.sched.Next(at) {
 			if !end.IsZero() && !at.Before(end) {
@@ -316,6 +401,42 @@ func (s *Scheduler) findMissedSlots(ctx context.Context, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// reopenSlots has plan record a task's fires again in the minutes already
+// planned, from now on (the current minute, and the next one once it is
+// claimed), after its fires changed. Without it, fires of a new schedule in
+// those minutes would never be recorded, catch-up included: their slots
+// are done. It follows the slot's lock, so the fleet records them once:
+//
+//   - a slot this replica planned and holds is planned again for this task
+//     only (the rest of it is recorded, and still this replica's);
+//   - a slot it marked done without a lock (no fires then, or the lock
+//     backend was down) is planned again in full, from the claim on: of the
+//     replicas that do the same, the one that gets the lock records;
+//   - a slot lost to another replica is left to its owner, which adopts the
+//     same row within a second; this replica watches it already, and plans
+//     it in full, with the task's new fires, if the owner dies.
+//
+// Rows inserted twice collide on the unique key, and only the replica that
+// inserted a row arms it, as for any slot. s.mu is held.
+func (s *Scheduler) reopenSlots(t *taskState, now time.Time) {
+	cur := now.Unix() / 60
+	for m := cur; m <= cur+1; m++ { // plan claims no further ahead
+		st := s.slots[slotKey{m, t.bucket}]
+		if st == nil {
+			continue
+		}
+		st.gen++ // a plan of the slot under way read the task before this
+		switch {
+		case st.done && st.lock != nil:
+			st.done, st.only = false, map[string]bool{t.row.Code: true}
+		case st.done:
+			st.done = false
+		case st.only != nil:
+			st.only[t.row.Code] = true
+		}
+	}
 }
 
 // plan claims and records the slots that are due: the next minute once it
@@ -366,13 +487,22 @@ func (s *Scheduler) plan(ctx context.Context, now time.Time) error {
 func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey) error {
 	var fires []fire
 	var won, takeOver []slotKey
+	gens := make(map[slotKey]int, len(keys))
 	lockDown := false // after one unavailable answer this tick, do not wait on the lock again
 	for _, k := range keys {
-		f := s.firesIn(k.minute, k.bucket)
-		st := s.slotState(k)
+		s.mu.Lock()
+		st := s.slots[k]
+		gen, only := st.gen, maps.Clone(st.only)
+		if st.lock == nil {
+			only = nil // not held since it was planned: planned again in full, from the claim on
+		}
+		s.mu.Unlock()
+		f := s.firesIn(k.minute, k.bucket, only)
 		if len(f) == 0 {
 			s.mu.Lock()
-			st.done = true // nothing to claim: no lock, no row
+			if st.gen == gen {
+				st.done, st.only = true, nil // nothing to claim: no lock, no row
+			}
 			s.mu.Unlock()
 			continue
 		}
@@ -381,10 +511,14 @@ func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey
 		}
 		fires = append(fires, f...)
 		won = append(won, k)
-		if !lockDown {
+		gens[k] = gen
+		if !lockDown && only == nil {
 			// Holding the lock means no live owner refreshes it: any unstarted
 			// fire of the slot recorded by another replica is ours to run (its
-			// recorder died, froze, or restarted under a new ID).
+			// recorder died, froze, or restarted under a new ID). Not so for a
+			// slot planned again for some tasks only: this replica has held it
+			// since it planned it, and the fires others hold there they
+			// claimed from it (tasks it has no handler for).
 			takeOver = append(takeOver, k)
 		}
 	}
@@ -432,17 +566,13 @@ func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey
 	}
 	s.mu.Lock()
 	for _, k := range won {
-		s.slots[k].done = true
+		if st := s.slots[k]; st.gen == gens[k] {
+			st.done, st.only = true, nil
+		} // else a task changed while this ran: plan the slot again next tick
 	}
 	s.mu.Unlock()
 	s.log.Debug("slots recorded", "slots", len(won), "fires", len(fires))
 	return nil
-}
-
-func (s *Scheduler) slotState(k slotKey) *slotState {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.slots[k]
 }
 
 // claimSlot takes the slot's lock. With the lock's backend unreachable it
@@ -565,7 +695,7 @@ func (s *Scheduler) keepLocks(ctx context.Context) {
 				"bucket", h.k.bucket, "err", err)
 			s.mu.Lock()
 			if h.st.lock == h.lock {
-				h.st.lock, h.st.done, h.st.recheck = nil, false, now
+				h.st.lock, h.st.done, h.st.recheck, h.st.only = nil, false, now, nil
 			}
 			s.mu.Unlock()
 		}

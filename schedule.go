@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/xtimer-go/xtimer/store"
 )
 
 // Schedule answers "when is the next fire" for one task. Every replica computes
@@ -342,10 +344,18 @@ func (s *cronSchedule) Next(after time.Time) time.Time {
 		offset := int64(off)
 		wallFrom := from + offset
 		if s.fixedTime && !start.IsZero() {
-			// Wall times repeated after a fall back belong to the first occurrence.
 			_, prevOff := start.Add(-time.Second).Zone()
+			// Wall times repeated after a fall back belong to the first occurrence.
 			if repeatEnd := start.Unix() + int64(prevOff); int64(prevOff) > offset && wallFrom < repeatEnd {
 				wallFrom = repeatEnd
+			}
+			// The first candidate is the very instant a spring forward ends:
+			// a fire whose wall time is in the gap runs now, at the first
+			// instant after the gap (the segment before was never searched).
+			if gapStart := start.Unix() + int64(prevOff); int64(prevOff) < offset && from == start.Unix() {
+				if match, ok := s.nextWall(gapStart); ok && match < wallFrom {
+					return start.In(s.loc)
+				}
 			}
 		}
 		var match int64
@@ -654,3 +664,19 @@ func floorDiv(a, b int64) int64 {
 }
 
 func floorMod(a, b int64) int64 { return a - floorDiv(a, b)*b }
+
+// ScheduleOf parses the schedule that applies to a stored task: its console
+// override when set, the code-defined spec, dialect and zone otherwise. The
+// engine and the admin console both read a task's fire times through it.
+func ScheduleOf(t store.Task) (Schedule, error) {
+	spec, dialect, zone := t.Effective()
+	opts := []ScheduleOption{WithDialect(Dialect(dialect))}
+	if zone != "" && zone != "UTC" {
+		loc, err := loadZone(zone)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, In(loc))
+	}
+	return ParseSchedule(spec, opts...)
+}

@@ -506,3 +506,27 @@ func BenchmarkNextMillionTasks(b *testing.B) {
 		}
 	}
 }
+
+// A fixed-time fire in a spring-forward gap runs at the first instant after
+// the gap from every starting point before it, including the last seconds
+// before the gap, where the first candidate is the transition itself (the
+// planner probes each minute from just before it).
+func TestNextGapFireFromTheLastSecondsBeforeTheGap(t *testing.T) {
+	t.Parallel()
+	ny, err := time.LoadLocation("America/New_York")
+	require.NoError(t, err)
+	s, err := ParseSchedule("30 2 * * *", In(ny))
+	require.NoError(t, err)
+	gapEnd := time.Date(2026, 3, 8, 3, 0, 0, 0, ny) // 02:00 EST jumps to 03:00 EDT
+	for back := 3600 * time.Second; back > 0; back -= 7 * time.Second {
+		require.True(t, gapEnd.Equal(s.Next(gapEnd.Add(-back))), "from %s", gapEnd.Add(-back))
+	}
+	for _, from := range []time.Time{gapEnd.Add(-time.Second), gapEnd.Add(-time.Nanosecond), gapEnd.Add(-time.Millisecond)} {
+		require.True(t, gapEnd.Equal(s.Next(from)), "from %s", from)
+	}
+	require.Equal(t, time.Date(2026, 3, 9, 2, 30, 0, 0, ny), s.Next(gapEnd), "once: not again at the gap's end")
+	every, err := ParseSchedule("*/30 * * * *", In(ny)) // wildcard: nothing in the gap
+	require.NoError(t, err)
+	require.Equal(t, gapEnd, every.Next(gapEnd.Add(-time.Nanosecond)))
+	require.Equal(t, gapEnd.Add(30*time.Minute), every.Next(gapEnd))
+}

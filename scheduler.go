@@ -476,17 +476,26 @@ func (s *Scheduler) Pause(ctx context.Context, code string) error {
 	return s.setStatus(ctx, code, store.TaskPaused)
 }
 
-// Resume undoes Pause. Fires missed while paused are not run.
+// Resume undoes Pause. Fires missed while paused are not run; those from
+// the resume on do, in the minutes already planned too.
 func (s *Scheduler) Resume(ctx context.Context, code string) error {
 	return s.setStatus(ctx, code, store.TaskActive)
 }
 
 func (s *Scheduler) setStatus(ctx context.Context, code, status string) error {
-	if err := s.store.SetTaskStatus(ctx, s.opts.App, code, status); err != nil {
+	return s.changeTask(ctx, code, "set status "+status, func(ctx context.Context) error {
+		return s.store.SetTaskStatus(ctx, s.opts.App, code, status)
+	})
+}
+
+// changeTask applies an operator's change to a stored task and adopts the
+// new row here at once; other replicas adopt it on their next tick.
+func (s *Scheduler) changeTask(ctx context.Context, code, what string, change func(context.Context) error) error {
+	if err := change(ctx); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("%w: %q", ErrTaskNotFound, code)
 		}
-		return fmt.Errorf("xtimer: set task %q %s: %w", code, status, err)
+		return fmt.Errorf("xtimer: %s of task %q: %w", what, code, err)
 	}
 	return s.reloadTask(ctx, code)
 }
@@ -498,6 +507,52 @@ func (s *Scheduler) reloadTask(ctx context.Context, code string) error {
 	}
 	s.adoptTask(row)
 	return nil
+}
+
+// SetSchedule overrides the schedule of a task from outside its code, as
+// the admin console's edit does: spec in dialect (DialectCron when empty)
+// in zone (UTC when empty). The override is stored, wins over the
+// code-defined schedule on every replica within a second, and survives
+// redeploys until ResetSchedule. It applies from then on, although fires
+// are recorded ahead: those of the old schedule that the new one lacks are
+// recorded skipped (reason "rescheduled"), and those of the new one in the
+// minutes already planned are recorded and run, once across the replicas.
+// A spec that does not parse is refused with a *SpecError naming the
+// field; nothing is stored.
+func (s *Scheduler) SetSchedule(ctx context.Context, code, spec string, dialect Dialect, zone string) error {
+	if dialect == "" {
+		dialect = DialectCron
+	}
+	if zone == "" {
+		zone = "UTC"
+	}
+	opts := []ScheduleOption{WithDialect(dialect)}
+	if zone != "UTC" {
+		loc, err := loadZone(zone)
+		if err != nil {
+			return fmt.Errorf("xtimer: set schedule of %q: %w", code, err)
+		}
+		opts = append(opts, In(loc))
+	}
+	if _, err := ParseSchedule(spec, opts...); err != nil {
+		return fmt.Errorf("xtimer: set schedule of %q: %w", code, err)
+	}
+	if len(spec) > 255 {
+		return fmt.Errorf("xtimer: set schedule of %q: %w", code, &SpecError{Field: "spec", Value: spec, Reason: "longer than 255 bytes"})
+	}
+	o := store.Override{Spec: spec, Dialect: string(dialect), TimeZone: zone}
+	return s.changeTask(ctx, code, "set schedule", func(ctx context.Context) error {
+		return s.store.SetOverride(ctx, s.opts.App, code, o)
+	})
+}
+
+// ResetSchedule removes the override SetSchedule stored: the schedule the
+// code registers applies again, on every replica within a second, from then
+// on, as an edit does.
+func (s *Scheduler) ResetSchedule(ctx context.Context, code string) error {
+	return s.changeTask(ctx, code, "reset schedule", func(ctx context.Context) error {
+		return s.store.ResetOverride(ctx, s.opts.App, code)
+	})
 }
 
 // Trigger records a manual run of a task now (source manual) and returns
@@ -597,6 +652,9 @@ func (s *Scheduler) Execution(ctx context.Context, id int64) (Execution, error) 
 	s.mu.Unlock()
 	return toExecution(row, loc), nil
 }
+
+// Options returns the options the scheduler runs with, defaults filled in.
+func (s *Scheduler) Options() Options { return s.opts }
 
 // Store returns the scheduler's store, for the admin console and tools.
 func (s *Scheduler) Store() *store.Store { return s.store }

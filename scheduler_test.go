@@ -351,7 +351,9 @@ func TestRescueOfALostReplica(t *testing.T) {
 	// The dead replica's rows: one running attempt, one fire it recorded but never started.
 	rows, err := st.InsertFires(ctx, []store.Execution{
 		{App: app, TaskCode: "job", RunTime: now.Add(-time.Minute).UnixMilli(), MaxAttempts: 2, Replica: "dead-1"},
-		{App: app, TaskCode: "job", RunTime: now.Add(-3 * time.Second).UnixMilli(), MaxAttempts: 2, Replica: "dead-1"},
+		// Manual: "0 0 29 2 *" has no fire 3 s ago, and a scheduled fire
+		// the schedule lacks is skipped as rescheduled.
+		{App: app, TaskCode: "job", RunTime: now.Add(-3 * time.Second).UnixMilli(), MaxAttempts: 2, Replica: "dead-1", Source: store.SourceManual},
 	})
 	require.NoError(t, err)
 	require.Len(t, rows, 2)

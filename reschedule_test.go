@@ -1,0 +1,533 @@
+package xtimer
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/xtimer-go/xtimer/internal/fakeclock"
+	"github.com/xtimer-go/xtimer/internal/testsvc"
+	"github.com/xtimer-go/xtimer/store"
+)
+
+// The promise checked here: a schedule changed at runtime (SetSchedule,
+// ResetSchedule, a redeploy with a new spec) applies from the moment it is
+// adopted, although the engine records the fires of the current and the
+// next minute ahead. No fire of the old schedule that the new one lacks
+// runs after the change; every fire of the new one after it runs, once
+// across the replicas.
+
+// hms is 12:mm:ss on the day the tests of this file run.
+func hms(minute, second int) time.Time {
+	return time.Date(2026, 11, 30, 12, minute, second, 0, time.UTC)
+}
+
+// editFleet is replicas of one app on one database, sharing a fake clock
+// and one in-process lock (as replicas share Redis), started at 12:00:00.5.
+// It counts handler calls per fire, independently of the execution rows.
+type editFleet struct {
+	t        *testing.T
+	db       *gorm.DB
+	app      string
+	clock    *lockstepClock
+	locker   Locker
+	replicas []*Scheduler
+
+	mu    sync.Mutex
+	calls map[string]map[string]int // code → "15:04:05" run time → handler calls
+}
+
+func newEditFleet(t *testing.T, db *gorm.DB) *editFleet {
+	clock := &lockstepClock{fake: fakeclock.New(hms(0, 0).Add(500 * time.Millisecond)), timers: map[*lockstepTimer]bool{}}
+	return &editFleet{t: t, db: db, app: testsvc.App(t), clock: clock, locker: NewLocalLocker(clock),
+		calls: map[string]map[string]int{}}
+}
+
+// start starts one more replica with the tasks of specs (code → spec).
+func (f *editFleet) start(specs map[string]string) *Scheduler {
+	f.t.Helper()
+	pool := f.db
+	if len(f.replicas) > 0 && f.db.Dialector.Name() != "sqlite" {
+		pool = testsvc.Reopen(f.t, f.db)
+	}
+	s := newScheduler(f.t, setupOpts{db: pool, app: f.app, clock: f.clock}, func(o *Options) {
+		o.Locker = f.locker
+		o.InstanceID = fmt.Sprintf("replica-%d", len(f.replicas))
+	})
+	for _, code := range slices.Sorted(maps.Keys(specs)) {
+		require.NoError(f.t, s.Register(code, specs[code], f.handle))
+	}
+	require.NoError(f.t, s.Start(context.Background()))
+	stopOnCleanup(f.t, s)
+	f.replicas = append(f.replicas, s)
+	return s
+}
+
+func (f *editFleet) handle(_ context.Context, run *Run) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls[run.Code] == nil {
+		f.calls[run.Code] = map[string]int{}
+	}
+	f.calls[run.Code][run.ScheduledAt.UTC().Format("15:04:05")]++
+	return nil
+}
+
+// callsOf returns the handler calls of a task per run time.
+func (f *editFleet) callsOf(code string) map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.calls[code])
+}
+
+// runUntil moves the clock to at a second at a time, each step once every
+// replica is idle, so that every replica ticks and dispatches on every
+// second, as on a real clock.
+func (f *editFleet) runUntil(at time.Time) {
+	f.t.Helper()
+	for now := f.clock.Now(); now.Before(at); now = f.clock.Now() {
+		f.waitIdle()
+		f.clock.fake.Advance(min(time.Second, at.Sub(now)))
+	}
+	f.waitIdle()
+}
+
+// waitIdle waits until the loops of every replica wait for their timers,
+// with no fire armed and not yet seen by its dispatcher.
+func (f *editFleet) waitIdle() {
+	f.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		idle := f.clock.idle(3 * len(f.replicas))
+		for _, s := range f.replicas {
+			idle = idle && len(s.wake) == 0
+		}
+		if idle {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("replicas still busy at %s", f.clock.Now())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitRows waits until the execution rows of a task with run times up to
+// through read want, one "15:04:05 status source [reason]" line per row in
+// run-time order (rows are written in batches, off the fire path), and
+// fails with what they read instead.
+func (f *editFleet) waitRows(code string, through time.Time, want ...string) {
+	f.t.Helper()
+	var got []string
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var rows []store.Execution
+		require.NoError(f.t, f.db.Where("app = ? AND task_code = ? AND run_time <= ?", f.app, code, through.UnixMilli()).
+			Order("run_time").Find(&rows).Error)
+		got = got[:0]
+		for _, r := range rows {
+			got = append(got, strings.TrimSpace(fmt.Sprintf("%s %s %s %s",
+				time.UnixMilli(r.RunTime).UTC().Format("15:04:05"), r.Status, r.Source, r.Reason)))
+		}
+		if slices.Equal(got, want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Equal(f.t, want, got, "rows of %s", code)
+}
+
+// lockstepClock is the fake clock as the replicas of an editFleet see it.
+// It knows which of their timers fired and were not waited on again yet,
+// so the fleet moves time only once every replica's loops are idle: the
+// fake clock's count of armed timers cannot tell, as a running handler's
+// timeout timer counts too. Each Reset takes a fresh fake timer, which
+// also keeps clear of fakeclock's disarm, which loses track of the timer
+// it moves into the freed place (a later Stop of that timer leaves it
+// armed, a Reset arms it twice, and its second firing blocks the clock).
+type lockstepClock struct {
+	fake   *fakeclock.Clock
+	mu     sync.Mutex
+	timers map[*lockstepTimer]bool
+}
+
+type lockstepTimer struct {
+	c     *lockstepClock
+	cur   fakeclock.Timer // guarded by c.mu, like the fields below
+	due   time.Time       // when cur fires; zero once stopped
+	reset bool            // a loop's timer, not a handler's timeout: loops reset theirs
+}
+
+func (c *lockstepClock) Now() time.Time { return c.fake.Now() }
+
+func (c *lockstepClock) NewTimer(d time.Duration) Timer {
+	t := &lockstepTimer{c: c}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t.arm(d)
+	c.timers[t] = true
+	return t
+}
+
+// idle reports whether loops timers are there, at least loops of them,
+// and none has fired without being waited on again.
+func (c *lockstepClock) idle(loops int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.fake.Now()
+	for t := range c.timers {
+		switch {
+		case t.due.IsZero() && !t.reset:
+			delete(c.timers, t) // a handler's timeout, done with
+		case t.due.IsZero() || !t.due.After(now):
+			return false // its loop is at work
+		}
+	}
+	return len(c.timers) >= loops
+}
+
+// arm replaces the fake timer. c.mu is held.
+func (t *lockstepTimer) arm(d time.Duration) {
+	if t.cur != nil {
+		t.cur.Stop()
+	}
+	t.cur, t.due = t.c.fake.NewTimer(d), t.c.fake.Now().Add(d)
+}
+
+func (t *lockstepTimer) C() <-chan time.Time {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	return t.cur.C()
+}
+
+func (t *lockstepTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := t.cur.Stop()
+	t.due = time.Time{}
+	return was
+}
+
+func (t *lockstepTimer) Reset(d time.Duration) bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := !t.due.IsZero() && t.due.After(t.c.fake.Now())
+	t.reset = true
+	t.arm(d)
+	return was
+}
+
+// lines returns "15:04:05 suffix" for each run time from..to (inclusive)
+// every step.
+func lines(from, to time.Time, step time.Duration, suffix string) []string {
+	var out []string
+	for at := from; !at.After(to); at = at.Add(step) {
+		out = append(out, at.Format("15:04:05")+" "+suffix)
+	}
+	return out
+}
+
+// once returns the handler calls of lines: one per run time.
+func once(lines []string) map[string]int {
+	out := map[string]int{}
+	for _, l := range lines {
+		out[l[:8]] = 1
+	}
+	return out
+}
+
+// An every-minute task edited at 12:00:55, after its 12:01:00 fire was
+// recorded: to a schedule without that instant, the recorded fire ends
+// skipped (rescheduled) and its handler never runs; to one that has later
+// instants, those run.
+func TestRescheduleSkipsRecordedFiresTheNewScheduleLacks(t *testing.T) {
+	t.Parallel()
+	for _, b := range testsvc.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx, end := context.Background(), hms(2, 0)
+			f := newEditFleet(t, b.Open(t))
+			s := f.start(map[string]string{"report.daily": "0 * * * * *", "report.even": "0 * * * * *"})
+			f.runUntil(hms(0, 55))
+			f.waitRows("report.daily", end, "12:01:00 scheduled schedule")
+			f.waitRows("report.even", end, "12:01:00 scheduled schedule")
+
+			require.NoError(t, s.SetSchedule(ctx, "report.daily", "0 0 9 * * *", "", ""))
+			require.NoError(t, s.SetSchedule(ctx, "report.even", "0 */2 * * * *", "", ""))
+			f.runUntil(end.Add(time.Second))
+			f.waitRows("report.daily", end, "12:01:00 skipped schedule rescheduled")
+			f.waitRows("report.even", end, "12:01:00 skipped schedule rescheduled", "12:02:00 succeeded schedule")
+			require.Empty(t, f.callsOf("report.daily"))
+			require.Equal(t, map[string]int{"12:02:00": 1}, f.callsOf("report.even"))
+		})
+	}
+}
+
+// Two tasks edited to every 10 seconds at 12:00:55, after the 12:01 slots
+// were planned: one every minute (its slot is held by the replica that
+// recorded 12:01:00), one daily (its slot had no fire, so nobody holds it).
+// The fires of 12:01 run, each once, and none before the edit is
+// back-filled.
+func TestRescheduleRecordsTheNewFiresOfMinutesAlreadyPlanned(t *testing.T) {
+	t.Parallel()
+	require.NotEqual(t, bucketOf("sync.minutely", DefaultBuckets), bucketOf("sync.daily", DefaultBuckets),
+		"the two tasks must be in different slots")
+	for _, b := range testsvc.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx, end := context.Background(), hms(2, 0)
+			f := newEditFleet(t, b.Open(t))
+			s := f.start(map[string]string{"sync.minutely": "0 * * * * *", "sync.daily": "0 0 9 * * *"})
+			f.runUntil(hms(0, 55))
+			f.waitRows("sync.minutely", end, "12:01:00 scheduled schedule")
+			f.waitRows("sync.daily", end)
+
+			for _, code := range []string{"sync.minutely", "sync.daily"} {
+				require.NoError(t, s.SetSchedule(ctx, code, "*/10 * * * * *", DialectCron, "UTC"))
+			}
+			f.runUntil(end.Add(time.Second))
+			want := lines(hms(1, 0), end, 10*time.Second, "succeeded schedule")
+			for _, code := range []string{"sync.minutely", "sync.daily"} {
+				f.waitRows(code, end, want...)
+				require.Equal(t, once(want), f.callsOf(code), code)
+			}
+		})
+	}
+}
+
+// Three replicas share the database and the lock; one of them edits six
+// every-minute tasks at 12:00:55, whichever replicas recorded their next
+// minute: three to every 10 seconds, three to daily. Every new fire runs
+// exactly once across the replicas, and no fire of the old schedule runs.
+func TestRescheduleAcrossReplicasRunsEveryNewFireOnce(t *testing.T) {
+	t.Parallel()
+	for _, b := range testsvc.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx, end := context.Background(), hms(2, 0)
+			f := newEditFleet(t, b.Open(t))
+			specs := map[string]string{}
+			for i := range 6 {
+				specs[fmt.Sprintf("fleet.%d", i)] = "0 * * * * *"
+			}
+			for range 3 {
+				f.start(specs)
+			}
+			f.runUntil(hms(0, 55))
+			for code := range specs {
+				f.waitRows(code, end, "12:01:00 scheduled schedule")
+			}
+
+			editor := f.replicas[1]
+			for i := range 6 {
+				spec := "*/10 * * * * *"
+				if i%2 == 1 {
+					spec = "0 0 9 * * *"
+				}
+				require.NoError(t, editor.SetSchedule(ctx, fmt.Sprintf("fleet.%d", i), spec, "", ""))
+			}
+			f.runUntil(end.Add(time.Second))
+			want := lines(hms(1, 0), end, 10*time.Second, "succeeded schedule")
+			for i := range 6 {
+				code := fmt.Sprintf("fleet.%d", i)
+				if i%2 == 1 {
+					f.waitRows(code, end, "12:01:00 skipped schedule rescheduled")
+					require.Empty(t, f.callsOf(code), code)
+					continue
+				}
+				f.waitRows(code, end, want...)
+				require.Equal(t, once(want), f.callsOf(code), code)
+			}
+		})
+	}
+}
+
+// ResetSchedule at 12:00:55 brings the code-defined spec back over an
+// override, both ways: fires of the override recorded for 12:01 that the
+// code's spec lacks are skipped, and the code's fires of 12:01 that the
+// override lacked are recorded and run.
+func TestResetScheduleRestoresTheCodeSpecInMinutesAlreadyPlanned(t *testing.T) {
+	t.Parallel()
+	require.NotEqual(t, bucketOf("digest", DefaultBuckets), bucketOf("digest.off", DefaultBuckets),
+		"the two tasks must be in different slots")
+	for _, b := range testsvc.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx, end := context.Background(), hms(2, 0)
+			f := newEditFleet(t, b.Open(t))
+			s := f.start(map[string]string{"digest": "0 * * * * *", "digest.off": "*/30 * * * * *"})
+			require.NoError(t, s.SetSchedule(ctx, "digest", "*/20 * * * * *", "", ""))
+			require.NoError(t, s.SetSchedule(ctx, "digest.off", "0 0 9 * * *", "", ""))
+			f.runUntil(hms(0, 55))
+			f.waitRows("digest", end, "12:00:20 succeeded schedule", "12:00:40 succeeded schedule",
+				"12:01:00 scheduled schedule", "12:01:20 scheduled schedule", "12:01:40 scheduled schedule")
+			f.waitRows("digest.off", end)
+
+			require.NoError(t, s.ResetSchedule(ctx, "digest"))
+			require.NoError(t, s.ResetSchedule(ctx, "digest.off"))
+			f.runUntil(end.Add(time.Second))
+			f.waitRows("digest", end, "12:00:20 succeeded schedule", "12:00:40 succeeded schedule",
+				"12:01:00 succeeded schedule", "12:01:20 skipped schedule rescheduled",
+				"12:01:40 skipped schedule rescheduled", "12:02:00 succeeded schedule")
+			require.Equal(t, map[string]int{"12:00:20": 1, "12:00:40": 1, "12:01:00": 1, "12:02:00": 1}, f.callsOf("digest"))
+			want := lines(hms(1, 0), end, 30*time.Second, "succeeded schedule")
+			f.waitRows("digest.off", end, want...)
+			require.Equal(t, once(want), f.callsOf("digest.off"))
+		})
+	}
+}
+
+// A redeploy that changes a task's spec in code (UpsertTasks bumps the
+// row's version) applies like an edit: the replica still running the old
+// build, which holds the task's slots, adopts the new spec and records its
+// fires in the minute it had planned already.
+func TestRedeployWithANewSpecAppliesToMinutesAlreadyPlanned(t *testing.T) {
+	t.Parallel()
+	for _, b := range testsvc.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			end := hms(2, 0)
+			f := newEditFleet(t, b.Open(t))
+			f.start(map[string]string{"export": "*/30 * * * * *"})
+			f.runUntil(hms(0, 55))
+			f.waitRows("export", end, "12:00:30 succeeded schedule", "12:01:00 scheduled schedule", "12:01:30 scheduled schedule")
+
+			f.start(map[string]string{"export": "*/15 * * * * *"}) // the new build
+			f.runUntil(end.Add(time.Second))
+			want := append([]string{"12:00:30 succeeded schedule"}, lines(hms(1, 0), end, 15*time.Second, "succeeded schedule")...)
+			f.waitRows("export", end, want...)
+			require.Equal(t, once(want), f.callsOf("export"))
+		})
+	}
+}
+
+// A task paused while its next minute was planned and resumed at 12:00:55
+// runs from the resume on, in that minute too; what came due while it was
+// paused stays skipped.
+func TestResumeRunsTheFiresOfMinutesPlannedWhilePaused(t *testing.T) {
+	t.Parallel()
+	for _, b := range testsvc.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx, end := context.Background(), hms(2, 0)
+			f := newEditFleet(t, b.Open(t))
+			s := f.start(map[string]string{"poll": "*/10 * * * * *"})
+			f.runUntil(hms(0, 45))
+			require.NoError(t, s.Pause(ctx, "poll"))
+			f.runUntil(hms(0, 55))
+			f.waitRows("poll", end, append(lines(hms(0, 10), hms(0, 40), 10*time.Second, "succeeded schedule"),
+				"12:00:50 skipped schedule paused")...)
+
+			require.NoError(t, s.Resume(ctx, "poll"))
+			f.runUntil(end.Add(time.Second))
+			want := append(lines(hms(0, 10), hms(0, 40), 10*time.Second, "succeeded schedule"), "12:00:50 skipped schedule paused")
+			want = append(want, lines(hms(1, 0), end, 10*time.Second, "succeeded schedule")...)
+			f.waitRows("poll", end, want...)
+			require.Equal(t, once(append(want[:4:4], want[5:]...)), f.callsOf("poll"))
+		})
+	}
+}
+
+// A task a new replica registers at 12:00:55, in a slot another replica
+// holds for the minute to come, runs from then on, in that minute too: the
+// holder records its fires.
+func TestTaskAddedByAnotherReplicaRunsInMinutesAlreadyPlanned(t *testing.T) {
+	t.Parallel()
+	added := ""
+	for i := 0; added == ""; i++ {
+		if code := fmt.Sprintf("added.%d", i); bucketOf(code, DefaultBuckets) == bucketOf("resident", DefaultBuckets) {
+			added = code
+		}
+	}
+	for _, b := range testsvc.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			end := hms(2, 0)
+			f := newEditFleet(t, b.Open(t))
+			f.start(map[string]string{"resident": "0 * * * * *"})
+			f.runUntil(hms(0, 55))
+			f.waitRows("resident", end, "12:01:00 scheduled schedule")
+
+			f.start(map[string]string{"resident": "0 * * * * *", added: "*/10 * * * * *"})
+			f.runUntil(end.Add(time.Second))
+			want := lines(hms(1, 0), end, 10*time.Second, "succeeded schedule")
+			f.waitRows(added, end, want...)
+			require.Equal(t, once(want), f.callsOf(added))
+			f.waitRows("resident", end, "12:01:00 succeeded schedule", "12:02:00 succeeded schedule")
+		})
+	}
+}
+
+// Manual runs are the operator's own: they run whatever the schedule says,
+// at instants it never had, before and after an edit.
+func TestManualRunIsNeverSkippedAsRescheduled(t *testing.T) {
+	t.Parallel()
+	for _, b := range testsvc.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx, end := context.Background(), hms(0, 30)
+			f := newEditFleet(t, b.Open(t))
+			s := f.start(map[string]string{"adhoc": "0 0 9 * * *"})
+			// A manual run recorded for 12:00:30, then the schedule edited.
+			rows, err := s.Store().InsertFires(ctx, []store.Execution{{App: f.app, TaskCode: "adhoc",
+				RunTime: end.UnixMilli(), Source: store.SourceManual}})
+			require.NoError(t, err)
+			require.Len(t, rows, 1)
+			require.NoError(t, s.SetSchedule(ctx, "adhoc", "0 0 10 * * *", "", ""))
+			exec, err := s.Trigger(ctx, "adhoc")
+			require.NoError(t, err)
+			require.Equal(t, SourceManual, exec.Source)
+			f.runUntil(end.Add(time.Second))
+			f.waitRows("adhoc", end, "12:00:00 succeeded manual", "12:00:30 succeeded manual")
+			require.Equal(t, map[string]int{"12:00:00": 1, "12:00:30": 1}, f.callsOf("adhoc"))
+		})
+	}
+}
+
+// firesAt, the check that keeps a fire of an old schedule from running,
+// says yes to exactly the instants Next walks through: across daylight
+// saving changes (cronie's rule for fixed-time specs, elapsed time for
+// wildcard ones), in the Quartz dialect, and for @every.
+func TestFiresAtAgreesWithNext(t *testing.T) {
+	t.Parallel()
+	newYork, london := mustZone(t, "America/New_York"), mustZone(t, "Europe/London")
+	cases := []struct {
+		spec string
+		opts []ScheduleOption
+		from time.Time
+	}{
+		{"30 2 * * *", []ScheduleOption{In(newYork)}, time.Date(2026, 3, 6, 0, 0, 0, 0, time.UTC)},
+		{"30 1 * * *", []ScheduleOption{In(newYork)}, time.Date(2026, 10, 30, 0, 0, 0, 0, time.UTC)},
+		{"*/15 * * * *", []ScheduleOption{In(london)}, time.Date(2026, 3, 28, 0, 0, 0, 0, time.UTC)},
+		{"*/15 * * * *", []ScheduleOption{In(london)}, time.Date(2026, 10, 24, 0, 0, 0, 0, time.UTC)},
+		{"0 30 1 ? * SUN", []ScheduleOption{Quartz(), In(london)}, time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)},
+		{"*/10 * * * * *", nil, time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)},
+		{"@every 90s", nil, time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)},
+	}
+	for _, c := range cases {
+		sched, err := ParseSchedule(c.spec, c.opts...)
+		require.NoError(t, err, c.spec)
+		task := &taskState{sched: sched}
+		prev := c.from
+		for range 400 {
+			at := sched.Next(prev)
+			require.False(t, at.IsZero(), c.spec)
+			require.True(t, task.firesAt(at), "%s: %s is a fire", c.spec, at)
+			for _, d := range []time.Duration{-time.Second, -time.Millisecond, time.Millisecond, time.Second} {
+				if other := at.Add(d); other.After(prev) && other.Before(sched.Next(at)) && !other.Equal(at) {
+					require.False(t, task.firesAt(other), "%s: %s is not a fire", c.spec, other)
+				}
+			}
+			prev = at
+		}
+	}
+	require.False(t, (&taskState{}).firesAt(time.Now()), "a schedule that does not parse has no fires")
+}
