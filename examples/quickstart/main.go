@@ -1,9 +1,12 @@
 // Command quickstart runs three demo tasks on xtimer with nothing else
 // running: a SQLite file in a temp dir and the in-process lock. It prints
-// every execution as it settles and a summary at the end.
+// every execution as it settles and a summary at the end, and serves the
+// console on 127.0.0.1 (its URL is printed at start).
 //
 //	go run ./examples/quickstart              # until Ctrl-C
 //	go run ./examples/quickstart -for 30s
+//	go run ./examples/quickstart -console 127.0.0.1:9000
+//	go run ./examples/quickstart -console 0.0.0.0:8080 -password s3cret   # reachable from other hosts, user admin
 //	go run ./examples/quickstart -redis 127.0.0.1:6379 -dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
 package main
 
@@ -13,6 +16,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"sort"
@@ -22,6 +27,7 @@ import (
 	"time"
 
 	"github.com/xtimer-go/xtimer"
+	"github.com/xtimer-go/xtimer/admin"
 	"github.com/xtimer-go/xtimer/examples/internal/backend"
 	"github.com/xtimer-go/xtimer/store"
 )
@@ -31,14 +37,16 @@ func main() {
 	redisAddr := flag.String("redis", "", "Redis address for the slot lock (default: in-process lock)")
 	dsn := flag.String("dsn", "", "mysql://... or postgres://... (default: SQLite in a temp dir)")
 	verbose := flag.Bool("v", false, "log at debug level")
+	consoleAddr := flag.String("console", "127.0.0.1:8080", `address of the console ("off": none); without -password only loopback clients are served`)
+	password := flag.String("password", "", "protect the console with basic auth, user admin and this password")
 	flag.Parse()
-	if err := run(*runFor, *redisAddr, *dsn, *verbose); err != nil {
+	if err := run(*runFor, *redisAddr, *dsn, *verbose, *consoleAddr, *password); err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
 		os.Exit(1)
 	}
 }
 
-func run(runFor time.Duration, redisAddr, dsn string, verbose bool) error {
+func run(runFor time.Duration, redisAddr, dsn string, verbose bool, consoleAddr, password string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if runFor > 0 {
@@ -108,6 +116,14 @@ func run(runFor time.Duration, redisAddr, dsn string, verbose bool) error {
 		return err
 	}
 	fmt.Printf("xtimer quickstart: app %s on %s, lock %s; Ctrl-C to stop\n", app, where, lockName(redisAddr))
+	if consoleAddr != "off" {
+		url, closeConsole, err := serveConsole(s, consoleAddr, password)
+		if err != nil {
+			return err
+		}
+		defer closeConsole()
+		fmt.Printf("console: %s\n", url)
+	}
 	fmt.Printf("%-12s %-11s %-10s %-9s %9s %9s  %s\n", "time", "task", "status", "attempt", "lateness", "duration", "output / error")
 
 	var printed atomic.Int64
@@ -202,6 +218,37 @@ func summary(app string, s *xtimer.Scheduler, stopped time.Time) error {
 			lateness[len(lateness)/2], lateness[len(lateness)*99/100], lateness[len(lateness)-1], len(lateness))
 	}
 	return nil
+}
+
+// serveConsole mounts the admin console at /xtimer/ on addr and returns
+// its full URL.
+func serveConsole(s *xtimer.Scheduler, addr, password string) (string, func(), error) {
+	opts := admin.Options{Prefix: "/xtimer/"}
+	if password != "" {
+		opts.Authorize = admin.BasicAuth("admin", password)
+	}
+	h, err := admin.New(s, opts)
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("console on %s: %w (choose another address with -console, or -console off)", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/xtimer/", h)
+	mux.Handle("/", http.RedirectHandler("/xtimer/", http.StatusFound))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/xtimer/", func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }
 
 func lockName(addr string) string {

@@ -1,0 +1,280 @@
+package admin
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/xtimer-go/xtimer"
+	"github.com/xtimer-go/xtimer/store"
+)
+
+// Machine-readable error codes of the JSON API, each with one HTTP status.
+const (
+	codeInvalid         = "invalid_argument"       // 400: a field is wrong; Field and Value name it
+	codeUnknownField    = "unknown_field"          // 400: the JSON body has a field the endpoint does not take
+	codeBadJSON         = "bad_json"               // 400: the body is not the JSON object the endpoint takes
+	codeUnauthenticated = "unauthenticated"        // 401
+	codeForbidden       = "forbidden"              // 403: not allowed, or not loopback without an authorizer
+	codeReadOnly        = "read_only"              // 403: Options.ReadOnly
+	codeCrossOrigin     = "cross_origin"           // 403: a state-changing request from another site
+	codeNotFound        = "not_found"              // 404: unknown task, execution or path
+	codeMethod          = "method_not_allowed"     // 405
+	codeConflict        = "conflict"               // 409: the request does not fit the state (another app's task, stopped scheduler)
+	codeTooLarge        = "body_too_large"         // 413
+	codeMediaType       = "unsupported_media_type" // 415: a state-changing request without a JSON body
+	codeInternal        = "internal"               // 500
+	codeUnavailable     = "unavailable"            // 503: the database did not answer
+)
+
+// apiError is the one error shape of the API:
+//
+//	{"error": {"code": "invalid_argument", "message": "...", "field": "spec", "value": "0 60 * * *"}}
+type apiError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+	Value   string `json:"value,omitempty"`
+	// SpecField names the part of a cron expression that is wrong
+	// ("minute", "day-of-week") when Field is spec.
+	SpecField string `json:"spec_field,omitempty"`
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+func apiErrorf(status int, code, format string, args ...any) *apiError {
+	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// fieldError is a 400 naming the field and the value that is wrong.
+func fieldError(field, value, reason string) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Code: codeInvalid, Field: field, Value: value,
+		Message: fmt.Sprintf("%s %q: %s", field, value, reason)}
+}
+
+var errCrossOrigin = apiErrorf(http.StatusForbidden, codeCrossOrigin,
+	"cross-origin request refused: state-changing requests must come from the console's own pages (or an origin in admin.Options.TrustedOrigins)")
+
+// envelope is the one success shape: {"data": ..., "next": "cursor"}.
+type envelope struct {
+	Data any    `json:"data"`
+	Next string `json:"next,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(true)
+	_ = enc.Encode(v)
+}
+
+func writeData(w http.ResponseWriter, data any, next string) {
+	writeJSON(w, http.StatusOK, envelope{Data: data, Next: next})
+}
+
+// writeError answers with the API's error shape, or with an HTML page for
+// a browser asking for a page.
+func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := asAPIError(err)
+	if wantsHTML(r) {
+		renderErrorPage(w, r, e)
+		return
+	}
+	writeJSON(w, e.Status, struct {
+		Error *apiError `json:"error"`
+	}{e})
+}
+
+// asAPIError maps the errors of the scheduler and the store to the API's
+// codes; anything unknown is a 500 whose message is kept (it names what
+// failed, and the console is for operators).
+func asAPIError(err error) *apiError {
+	var e *apiError
+	var spec *xtimer.SpecError
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.As(err, &spec):
+		e := &apiError{Status: http.StatusBadRequest, Code: codeInvalid, Field: "spec", Value: spec.Spec, SpecField: spec.Field, Message: err.Error()}
+		switch spec.Field {
+		case "time zone":
+			e.Field, e.Value, e.SpecField = "zone", spec.Value, ""
+		case "spec": // the spec as a whole (too long), not one of its fields
+			e.Value, e.SpecField = cmp.Or(spec.Spec, spec.Value), ""
+		}
+		return e
+	case errors.As(err, &tooBig):
+		return apiErrorf(http.StatusRequestEntityTooLarge, codeTooLarge, "request body over %d bytes", tooBig.Limit)
+	case errors.Is(err, xtimer.ErrTaskNotFound), errors.Is(err, store.ErrNotFound):
+		return apiErrorf(http.StatusNotFound, codeNotFound, "%s", err.Error())
+	case errors.Is(err, xtimer.ErrNotStarted), errors.Is(err, xtimer.ErrStopped):
+		return apiErrorf(http.StatusConflict, codeConflict, "%s", err.Error())
+	}
+	return apiErrorf(http.StatusInternalServerError, codeInternal, "%s", err.Error())
+}
+
+// decodeBody reads a state-changing request's JSON body into v: the body
+// must be application/json (a cross-site HTML form cannot send that), one
+// object, with no field v does not have.
+func decodeBody(r *http.Request, v any) error {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return apiErrorf(http.StatusUnsupportedMediaType, codeMediaType,
+			"Content-Type %q: state-changing requests take a JSON body with Content-Type application/json (send {} when there is nothing to say)", r.Header.Get("Content-Type"))
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		var typeErr *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &tooBig):
+			return err
+		case errors.Is(err, io.EOF):
+			return apiErrorf(http.StatusBadRequest, codeBadJSON, "empty body: send a JSON object ({} when there is nothing to say)")
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return &apiError{Status: http.StatusBadRequest, Code: codeUnknownField, Field: name,
+				Message: fmt.Sprintf("unknown field %q in the JSON body", name)}
+		case errors.As(err, &typeErr) && typeErr.Field != "":
+			return &apiError{Status: http.StatusBadRequest, Code: codeInvalid, Field: typeErr.Field,
+				Message: fmt.Sprintf("field %q: want a JSON %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value)}
+		}
+		return apiErrorf(http.StatusBadRequest, codeBadJSON, "body is not a JSON object: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return err
+		}
+		return apiErrorf(http.StatusBadRequest, codeBadJSON, "body has data after its JSON object")
+	}
+	return nil
+}
+
+// query reads the parameters of a listing, refusing unknown ones so that a
+// typo (?stauts=failed) is an error, not a silently unfiltered list.
+type query struct {
+	v   map[string][]string
+	err error
+}
+
+func newQuery(r *http.Request, allowed ...string) *query {
+	q := &query{v: r.URL.Query()}
+	for name := range q.v {
+		ok := false
+		for _, a := range allowed {
+			ok = ok || a == name
+		}
+		if !ok && q.err == nil {
+			q.err = fieldError(name, q.get(name), "unknown query parameter; this endpoint takes "+strings.Join(allowed, ", "))
+		}
+	}
+	return q
+}
+
+func (q *query) get(name string) string {
+	if vs := q.v[name]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
+func (q *query) str(name string, max int) string {
+	s := q.get(name)
+	if q.err == nil {
+		if len(s) > max {
+			q.err = fieldError(name, s, fmt.Sprintf("longer than %d bytes", max))
+		} else if err := checkText(name, s); err != nil {
+			q.err = err
+		}
+	}
+	return s
+}
+
+// checkText refuses text no database can compare (invalid UTF-8, NUL
+// bytes) as bad input rather than let the store fail with a 500.
+func checkText(name, s string) error {
+	if !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
+		return fieldError(name, s, "want UTF-8 text without NUL bytes")
+	}
+	return nil
+}
+
+// oneOf reads a parameter that must be empty or one of values.
+func (q *query) oneOf(name string, values ...string) string {
+	s := q.get(name)
+	if s == "" {
+		return ""
+	}
+	for _, v := range values {
+		if s == v {
+			return s
+		}
+	}
+	if q.err == nil {
+		q.err = fieldError(name, s, "want one of "+strings.Join(values, ", "))
+	}
+	return ""
+}
+
+func (q *query) intIn(name string, def, lo, hi int) int {
+	s := q.get(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < lo || n > hi {
+		if q.err == nil {
+			q.err = fieldError(name, s, fmt.Sprintf("want a whole number from %d to %d", lo, hi))
+		}
+		return def
+	}
+	return n
+}
+
+// instant reads a time as parseInstant does, in loc; 0 when empty.
+func (q *query) instant(name string, loc *time.Location) int64 {
+	ms, err := parseInstant(name, q.get(name), loc)
+	if err != nil && q.err == nil {
+		q.err = err
+	}
+	return ms
+}
+
+// formatCursor and parseCursor encode an executions page position as
+// "<run_time ms>.<id>".
+func formatCursor(c store.Cursor) string {
+	if c == (store.Cursor{}) {
+		return ""
+	}
+	return strconv.FormatInt(c.RunTime, 10) + "." + strconv.FormatInt(c.ID, 10)
+}
+
+func (q *query) cursor(name string) store.Cursor {
+	s := q.get(name)
+	if s == "" {
+		return store.Cursor{}
+	}
+	a, b, ok := strings.Cut(s, ".")
+	rt, err1 := strconv.ParseInt(a, 10, 64)
+	id, err2 := strconv.ParseInt(b, 10, 64)
+	if !ok || err1 != nil || err2 != nil || id <= 0 {
+		if q.err == nil {
+			q.err = fieldError(name, s, `want the "next" value of the previous page`)
+		}
+		return store.Cursor{}
+	}
+	return store.Cursor{RunTime: rt, ID: id}
+}

@@ -1,0 +1,196 @@
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+)
+
+// Principal is who a request acts as; its Name is written beside every
+// action in the log and the task's history.
+type Principal struct {
+	Name string
+}
+
+// Authorizer decides who may use the console. It returns the principal of
+// the request, or an error: one wrapping ErrUnauthenticated answers 401
+// (with a WWW-Authenticate challenge when the authorizer set one), any
+// other 403.
+type Authorizer func(r *http.Request) (Principal, error)
+
+var (
+	// ErrUnauthenticated: the request carries no credential, or a wrong one.
+	ErrUnauthenticated = errors.New("xtimer/admin: unauthenticated")
+	// ErrForbidden: the principal is known but may not use the console.
+	ErrForbidden = errors.New("xtimer/admin: forbidden")
+)
+
+// BasicAuth accepts HTTP basic authentication with one user name and
+// password, compared in constant time. The principal is the user name.
+// Browsers ask for the credential once and send it with every request.
+// It panics if user or password is empty, a programmer error at init.
+func BasicAuth(user, password string) Authorizer {
+	if user == "" || password == "" {
+		panic("xtimer/admin: BasicAuth: user and password must not be empty")
+	}
+	wantUser, wantPass := digest(user), digest(password)
+	return func(r *http.Request) (Principal, error) {
+		u, p, ok := r.BasicAuth()
+		if !ok {
+			return Principal{}, basicChallenge{fmt.Errorf("%w: send HTTP basic authentication", ErrUnauthenticated)}
+		}
+		// Both compared, whatever the first says, so timing tells nothing.
+		okUser := subtle.ConstantTimeCompare(digest(u), wantUser)
+		okPass := subtle.ConstantTimeCompare(digest(p), wantPass)
+		if okUser&okPass != 1 {
+			return Principal{}, basicChallenge{fmt.Errorf("%w: wrong user name or password", ErrUnauthenticated)}
+		}
+		return Principal{Name: u}, nil
+	}
+}
+
+// BearerToken accepts "Authorization: Bearer <token>" with one token,
+// compared in constant time; the principal is named "token". For scripts
+// and for consoles behind a proxy that adds the header. It panics if token
+// is shorter than 16 bytes, a programmer error at init.
+func BearerToken(token string) Authorizer {
+	if len(token) < 16 {
+		panic("xtimer/admin: BearerToken: the token must be at least 16 bytes")
+	}
+	want := digest(token)
+	return func(r *http.Request) (Principal, error) {
+		// The scheme is case-insensitive (RFC 9110 section 11.1).
+		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return Principal{}, bearerChallenge{fmt.Errorf("%w: send Authorization: Bearer <token>", ErrUnauthenticated)}
+		}
+		if subtle.ConstantTimeCompare(digest(strings.TrimSpace(got)), want) != 1 {
+			return Principal{}, bearerChallenge{fmt.Errorf("%w: wrong token", ErrUnauthenticated)}
+		}
+		return Principal{Name: "token"}, nil
+	}
+}
+
+// AnyOf accepts a request that one of the authorizers accepts, tried in
+// order; it refuses with the first authorizer's error otherwise. Use it
+// for basic auth for people and a bearer token for scripts.
+func AnyOf(authorizers ...Authorizer) Authorizer {
+	return func(r *http.Request) (Principal, error) {
+		var first error
+		for _, a := range authorizers {
+			p, err := a(r)
+			if err == nil {
+				return p, nil
+			}
+			if first == nil {
+				first = err
+			}
+		}
+		if first == nil {
+			first = fmt.Errorf("%w: no authorizer configured in AnyOf", ErrForbidden)
+		}
+		return Principal{}, first
+	}
+}
+
+// challenger is an authorizer's error that tells the client how to
+// authenticate: its Challenge is sent as WWW-Authenticate with the 401.
+type challenger interface{ Challenge() string }
+
+// basicChallenge makes a browser ask for the user name and password.
+type basicChallenge struct{ error }
+
+func (e basicChallenge) Unwrap() error     { return e.error }
+func (e basicChallenge) Challenge() string { return `Basic realm="xtimer console", charset="UTF-8"` }
+
+// bearerChallenge names the scheme a 401 must name (RFC 9110 section 15.5.2).
+type bearerChallenge struct{ error }
+
+func (e bearerChallenge) Unwrap() error     { return e.error }
+func (e bearerChallenge) Challenge() string { return `Bearer realm="xtimer console"` }
+
+// digest makes both sides of a comparison the same length, so that
+// ConstantTimeCompare does not reveal the length of the secret.
+func digest(s string) []byte {
+	d := sha256.Sum256([]byte(s))
+	return d[:]
+}
+
+type principalKey struct{}
+
+// principalOf returns the principal guard stored in the request context.
+func principalOf(ctx context.Context) Principal {
+	p, _ := ctx.Value(principalKey{}).(Principal)
+	return p
+}
+
+// loopbackOnly is the authorizer used when none is configured.
+func loopbackOnly(r *http.Request) (Principal, error) {
+	const howto = "the console serves only loopback clients until an authorizer is configured: " +
+		"set admin.Options.Authorize, e.g. admin.BasicAuth(user, password) or admin.BearerToken(token)"
+	if r.Header.Get("Forwarded") != "" || r.Header.Get("X-Forwarded-For") != "" {
+		return Principal{}, fmt.Errorf("%w: the request came through a proxy; %s", ErrForbidden, howto)
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return Principal{}, fmt.Errorf("%w: client %s is not loopback; %s", ErrForbidden, host, howto)
+	}
+	return Principal{Name: "local"}, nil
+}
+
+// guard authenticates every request, enforces the read-only switch and the
+// body limit, and sets the headers that keep the pages from being framed
+// or sniffed.
+func (c *console) guard(next http.Handler) http.Handler {
+	authorize := c.opts.Authorize
+	if authorize == nil {
+		authorize = loopbackOnly
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+		h.Set("Cache-Control", "no-store")
+		p, err := authorize(r)
+		if err != nil {
+			if errors.Is(err, ErrUnauthenticated) {
+				var ch challenger
+				if errors.As(err, &ch) {
+					h.Set("WWW-Authenticate", ch.Challenge())
+				}
+				writeError(w, r, apiErrorf(http.StatusUnauthorized, codeUnauthenticated, "%s", err.Error()))
+				return
+			}
+			writeError(w, r, apiErrorf(http.StatusForbidden, codeForbidden, "%s", err.Error()))
+			return
+		}
+		if changes(r) && c.opts.ReadOnly {
+			writeError(w, r, apiErrorf(http.StatusForbidden, codeReadOnly, "the console is read-only (admin.Options.ReadOnly): %s %s is refused", r.Method, r.URL.Path))
+			return
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, c.opts.MaxBodyBytes)
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+// changes reports whether a request may change state.
+func changes(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	return true
+}

@@ -1,0 +1,396 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/xtimer-go/xtimer"
+	"github.com/xtimer-go/xtimer/store"
+)
+
+// The JSON API, under Prefix+"api/". README.md documents it with curl.
+//
+//	GET    api/apps
+//	GET    api/tasks?app=&status=&kind=&q=&after=&limit=
+//	GET    api/tasks/{code}?app=
+//	POST   api/tasks/{code}/pause     {}
+//	POST   api/tasks/{code}/resume    {}
+//	POST   api/tasks/{code}/trigger   {}
+//	PUT    api/tasks/{code}/schedule  {"spec": "...", "dialect": "cron|quartz", "zone": "Europe/Paris"}
+//	DELETE api/tasks/{code}/schedule  {}
+//	GET    api/executions?app=&task=&status=&source=&replica=&from=&to=&after=&limit=
+//	GET    api/executions/{id}
+//	GET    api/replicas?app=
+//	GET    api/preview?spec=&dialect=&tz=&n=
+//
+// Reads may name any app sharing the database (app defaults to the
+// scheduler's); actions act on the scheduler's own app, whose replicas hold
+// the handlers.
+func (c *console) routeAPI(mux *http.ServeMux) {
+	api := c.prefix + "api/"
+	route(mux, api+"apps", map[string]http.HandlerFunc{"GET": c.apiApps})
+	route(mux, api+"tasks", map[string]http.HandlerFunc{"GET": c.apiTasks})
+	route(mux, api+"tasks/{code}", map[string]http.HandlerFunc{"GET": c.apiTask})
+	route(mux, api+"tasks/{code}/pause", map[string]http.HandlerFunc{"POST": c.apiPause})
+	route(mux, api+"tasks/{code}/resume", map[string]http.HandlerFunc{"POST": c.apiResume})
+	route(mux, api+"tasks/{code}/trigger", map[string]http.HandlerFunc{"POST": c.apiTrigger})
+	route(mux, api+"tasks/{code}/schedule", map[string]http.HandlerFunc{"PUT": c.apiSetSchedule, "DELETE": c.apiResetSchedule})
+	route(mux, api+"executions", map[string]http.HandlerFunc{"GET": c.apiExecutions})
+	route(mux, api+"executions/{id}", map[string]http.HandlerFunc{"GET": c.apiExecution})
+	route(mux, api+"replicas", map[string]http.HandlerFunc{"GET": c.apiReplicas})
+	route(mux, api+"preview", map[string]http.HandlerFunc{"GET": c.apiPreview})
+	mux.HandleFunc(api, func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, apiErrorf(http.StatusNotFound, codeNotFound, "no API endpoint %s %s", r.Method, r.URL.Path))
+	})
+}
+
+// route serves one path with a handler per method, answering other
+// methods with the API's 405 and an Allow header.
+func route(mux *http.ServeMux, path string, byMethod map[string]http.HandlerFunc) {
+	allowed := make([]string, 0, len(byMethod)+1)
+	for m := range byMethod {
+		allowed = append(allowed, m)
+	}
+	if _, ok := byMethod["GET"]; ok {
+		allowed = append(allowed, "HEAD")
+		byMethod["HEAD"] = byMethod["GET"]
+	}
+	sort.Strings(allowed)
+	mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		h, ok := byMethod[r.Method]
+		if !ok {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+			writeError(w, r, apiErrorf(http.StatusMethodNotAllowed, codeMethod, "method %s not allowed on %s: use %s", r.Method, r.URL.Path, strings.Join(allowed, ", ")))
+			return
+		}
+		h(w, r)
+	})
+}
+
+// app reads the app parameter: the scheduler's app when absent.
+func (c *console) app(q *query) string {
+	if a := q.str("app", 64); a != "" {
+		return a
+	}
+	return c.sopts.App
+}
+
+func (c *console) apiApps(w http.ResponseWriter, r *http.Request) {
+	if q := newQuery(r); q.err != nil {
+		writeError(w, r, q.err)
+		return
+	}
+	apps, err := c.apps(r.Context())
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeData(w, apps, "")
+}
+
+// apps lists the apps in the database, the scheduler's own always first.
+func (c *console) apps(ctx context.Context) ([]string, error) {
+	all, err := c.st.Apps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{c.sopts.App}
+	for _, a := range all {
+		if a != c.sopts.App {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// The list filters' choices, in the order a person reads them: the API
+// accepts these and the pages offer them.
+var (
+	taskStatuses      = []string{store.TaskActive, store.TaskPaused}
+	taskKinds         = []string{store.KindFunc, store.KindHTTP}
+	executionStatuses = []string{store.StatusScheduled, store.StatusRunning, store.StatusRetrying,
+		store.StatusSucceeded, store.StatusFailed, store.StatusTimedOut, store.StatusSkipped}
+	executionSources = []string{store.SourceSchedule, store.SourceManual, store.SourceRetry, store.SourceCatchup}
+)
+
+// taskQuery reads the task list's filters.
+func (c *console) taskQuery(r *http.Request) (store.TaskFilter, string, int, error) {
+	q := newQuery(r, "app", "status", "kind", "q", "after", "limit")
+	f := store.TaskFilter{
+		App:    c.app(q),
+		Status: q.oneOf("status", taskStatuses...),
+		Kind:   q.oneOf("kind", taskKinds...),
+		Text:   q.str("q", 128),
+	}
+	after := q.str("after", 128)
+	limit := q.intIn("limit", store.DefaultListLimit, 1, store.MaxListLimit)
+	return f, after, limit, q.err
+}
+
+func (c *console) apiTasks(w http.ResponseWriter, r *http.Request) {
+	f, after, limit, err := c.taskQuery(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	tasks, next, err := c.taskViews(r.Context(), f, after, limit)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeData(w, tasks, next)
+}
+
+func (c *console) apiTask(w http.ResponseWriter, r *http.Request) {
+	q := newQuery(r, "app")
+	app := c.app(q)
+	if q.err != nil {
+		writeError(w, r, q.err)
+		return
+	}
+	code := r.PathValue("code")
+	if err := checkText("code", code); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	d, err := c.taskDetail(r.Context(), app, code)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeData(w, d, "")
+}
+
+// emptyBody is what pause, resume, trigger and reset take: {}.
+type emptyBody struct{}
+
+// ScheduleEdit is the body of PUT api/tasks/{code}/schedule.
+type ScheduleEdit struct {
+	Spec    string `json:"spec"`
+	Dialect string `json:"dialect"`
+	Zone    string `json:"zone"`
+}
+
+func (c *console) apiPause(w http.ResponseWriter, r *http.Request) {
+	c.act(w, r, "pause", &emptyBody{}, func(ctx context.Context, code string) (any, string, error) {
+		return nil, "", c.s.Pause(ctx, code)
+	})
+}
+
+func (c *console) apiResume(w http.ResponseWriter, r *http.Request) {
+	c.act(w, r, "resume", &emptyBody{}, func(ctx context.Context, code string) (any, string, error) {
+		return nil, "", c.s.Resume(ctx, code)
+	})
+}
+
+func (c *console) apiTrigger(w http.ResponseWriter, r *http.Request) {
+	c.act(w, r, "trigger", &emptyBody{}, func(ctx context.Context, code string) (any, string, error) {
+		e, err := c.s.Trigger(ctx, code)
+		if err != nil {
+			return nil, "", err
+		}
+		row, err := c.st.Execution(ctx, e.ID)
+		if err != nil {
+			return nil, "", err
+		}
+		v := executionView(row, "", false)
+		return v, "execution " + strconv.FormatInt(e.ID, 10), nil
+	})
+}
+
+func (c *console) apiSetSchedule(w http.ResponseWriter, r *http.Request) {
+	var edit ScheduleEdit
+	c.act(w, r, "set_schedule", &edit, func(ctx context.Context, code string) (any, string, error) {
+		if err := checkDialect(edit.Dialect); err != nil {
+			return nil, "", err
+		}
+		if strings.TrimSpace(edit.Spec) == "" {
+			return nil, "", fieldError("spec", edit.Spec, "empty: want a cron expression such as \"0 9 * * 1-5\"")
+		}
+		before := c.scheduleNow(ctx, code)
+		if err := c.s.SetSchedule(ctx, code, edit.Spec, xtimer.Dialect(edit.Dialect), edit.Zone); err != nil {
+			return nil, "", err
+		}
+		return nil, before + " → " + c.scheduleNow(ctx, code), nil
+	})
+}
+
+func (c *console) apiResetSchedule(w http.ResponseWriter, r *http.Request) {
+	c.act(w, r, "reset_schedule", &emptyBody{}, func(ctx context.Context, code string) (any, string, error) {
+		before := c.scheduleNow(ctx, code)
+		if err := c.s.ResetSchedule(ctx, code); err != nil {
+			return nil, "", err
+		}
+		return nil, before + " → " + c.scheduleNow(ctx, code), nil
+	})
+}
+
+// scheduleNow describes the schedule that applies to a task of the
+// scheduler's app, for the history line of a schedule change.
+func (c *console) scheduleNow(ctx context.Context, code string) string {
+	t, err := c.st.Task(ctx, c.sopts.App, code)
+	if err != nil {
+		return "?"
+	}
+	spec, dialect, zone := t.Effective()
+	v := describe(spec, dialect, zone)
+	return fmt.Sprintf("%q (%s, %s)", v.Spec, v.Dialect, v.Zone)
+}
+
+// act runs one operator action on a task of the scheduler's app: it reads
+// the JSON body into body, calls do, records the action in the task's
+// history and the log, and answers with do's result, or the task's detail
+// when do returns none.
+func (c *console) act(w http.ResponseWriter, r *http.Request, action string, body any, do func(context.Context, string) (any, string, error)) {
+	ctx := r.Context()
+	code := r.PathValue("code")
+	if err := decodeBody(r, body); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if q := newQuery(r); q.err != nil {
+		writeError(w, r, q.err)
+		return
+	}
+	if err := checkText("code", code); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	result, detail, err := do(ctx, code)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	who := principalOf(ctx).Name
+	c.log.Info("console action", "principal", who, "task", code, "action", action, "detail", detail, "app", c.sopts.App)
+	if _, err := c.st.RecordAction(ctx, store.Action{App: c.sopts.App, TaskCode: code, Principal: who, Action: action, Detail: detail}); err != nil {
+		// The action took effect; the history line is what failed. Say so
+		// rather than pretend the action failed.
+		c.log.Error("console action not written to the task's history", "task", code, "action", action, "err", err)
+	}
+	status := http.StatusOK
+	if result == nil {
+		d, err := c.taskDetail(ctx, c.sopts.App, code)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		result = d
+	} else {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, envelope{Data: result})
+}
+
+// executionQuery reads the executions list's filters; from and to
+// without an offset are read in loc (UTC for the API, the display zone
+// for the page).
+func (c *console) executionQuery(r *http.Request, loc *time.Location) (store.ExecutionFilter, store.Cursor, int, error) {
+	q := newQuery(r, "app", "task", "status", "source", "replica", "from", "to", "after", "limit")
+	f := store.ExecutionFilter{
+		App:      c.app(q),
+		TaskCode: q.str("task", 128),
+		Status:   q.oneOf("status", executionStatuses...),
+		Source:   q.oneOf("source", executionSources...),
+		Replica:  q.str("replica", 128),
+		FromMs:   q.instant("from", loc),
+		ToMs:     q.instant("to", loc),
+	}
+	if f.FromMs != 0 && f.ToMs != 0 && f.FromMs >= f.ToMs && q.err == nil {
+		q.err = fieldError("to", q.get("to"), fmt.Sprintf("want a time after from (%s)", q.get("from")))
+	}
+	after := q.cursor("after")
+	limit := q.intIn("limit", store.DefaultListLimit, 1, store.MaxListLimit)
+	return f, after, limit, q.err
+}
+
+func (c *console) apiExecutions(w http.ResponseWriter, r *http.Request) {
+	f, after, limit, err := c.executionQuery(r, time.UTC)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	rows, next, err := c.executionViews(r.Context(), f, after, limit)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeData(w, rows, formatCursor(next))
+}
+
+// executionID reads the {id} path value.
+func executionID(r *http.Request) (int64, error) {
+	s := r.PathValue("id")
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, fieldError("id", s, "want a positive whole number")
+	}
+	return id, nil
+}
+
+func (c *console) apiExecution(w http.ResponseWriter, r *http.Request) {
+	if q := newQuery(r); q.err != nil {
+		writeError(w, r, q.err)
+		return
+	}
+	id, err := executionID(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	v, err := c.executionDetail(r.Context(), id)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeData(w, v, "")
+}
+
+func (c *console) apiReplicas(w http.ResponseWriter, r *http.Request) {
+	q := newQuery(r, "app")
+	app := c.app(q)
+	if q.err != nil {
+		writeError(w, r, q.err)
+		return
+	}
+	rs, err := c.replicaViews(r.Context(), app)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeData(w, rs, "")
+}
+
+// maxPreview bounds the preview's n.
+const maxPreview = 100
+
+func (c *console) apiPreview(w http.ResponseWriter, r *http.Request) {
+	q := newQuery(r, "spec", "dialect", "tz", "n")
+	spec := q.str("spec", 255)
+	dialect := q.oneOf("dialect", string(xtimer.DialectCron), string(xtimer.DialectQuartz))
+	zone := q.str("tz", 64)
+	n := q.intIn("n", 3, 1, maxPreview)
+	if q.err == nil && strings.TrimSpace(spec) == "" {
+		q.err = fieldError("spec", spec, `empty: want a cron expression such as "0 9 * * 1-5"`)
+	}
+	if q.err != nil {
+		writeError(w, r, q.err)
+		return
+	}
+	v, err := preview(spec, dialect, zone, n, c.now())
+	if err != nil {
+		// Name the parameter the client sent: tz, not the form's zone.
+		if e := asAPIError(err); e.Field == "zone" {
+			e.Field = "tz"
+			err = e
+		}
+		writeError(w, r, err)
+		return
+	}
+	writeData(w, v, "")
+}

@@ -1,0 +1,324 @@
+// xtimer console: the actions (pause, resume, run now, reset, schedule
+// edits) and the schedule form's live preview. Every page reads without
+// this file: lists, details and filters are server-rendered, and links
+// are real links. The actions call the JSON API under the console's
+// prefix (from <body data-prefix>), as any client would, with a JSON body
+// so that the API's cross-site checks hold.
+(function () {
+  'use strict';
+
+  var body = document.body;
+  var prefix = body.getAttribute('data-prefix') || '/';
+  var displayZone = body.getAttribute('data-zone') || 'UTC';
+  var FINAL = { succeeded: true, failed: true, timed_out: true, skipped: true };
+  var FLASH_KEY = 'xtimer-flash';
+  var DONE = { pause: 'Paused', resume: 'Resumed', reset: 'Reset to the code default the schedule of' };
+
+  document.documentElement.classList.add('js');
+
+  // flash shows the result of an action in #flash, as text.
+  function flash(message, isError, link) {
+    var el = document.getElementById('flash');
+    if (!el) return;
+    el.textContent = message;
+    el.classList.toggle('error', !!isError);
+    if (link) {
+      var a = document.createElement('a');
+      el.appendChild(document.createTextNode(' '));
+      a.href = link.href;
+      a.textContent = link.text;
+      el.appendChild(a);
+    }
+  }
+
+  // call sends one API request. It resolves with the JSON envelope, or
+  // rejects with an Error whose api field is the API's error object
+  // ({code, message, field, value, spec_field}).
+  function call(method, path, payload) {
+    var init = { method: method, credentials: 'same-origin', headers: { 'Accept': 'application/json' } };
+    if (method !== 'GET') {
+      init.headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(payload || {});
+    }
+    return fetch(prefix + 'api/' + path, init).then(function (res) {
+      return res.text().then(function (text) {
+        var json = null;
+        try { json = text ? JSON.parse(text) : null; } catch (e) { json = null; }
+        if (!res.ok) {
+          var apiErr = (json && json.error) || { message: 'HTTP ' + res.status + ' ' + res.statusText };
+          var err = new Error(apiErr.message);
+          err.api = apiErr;
+          throw err;
+        }
+        return json;
+      });
+    });
+  }
+
+  // refresh re-reads the page and swaps its <main>, so that an action's
+  // effect shows without a reload and the flash stays.
+  function refresh() {
+    return fetch(location.href, { credentials: 'same-origin', headers: { 'Accept': 'text/html' } })
+      .then(function (res) { return res.text(); })
+      .then(function (html) {
+        var doc = new DOMParser().parseFromString(html, 'text/html');
+        var fresh = doc.querySelector('main');
+        var cur = document.querySelector('main');
+        if (fresh && cur) cur.replaceWith(document.adoptNode(fresh));
+      });
+  }
+
+  // follow refreshes until the execution a "run now" started has
+  // finished on the page, or gives up after a number of tries.
+  function follow(id, tries) {
+    var el = document.querySelector('main [data-execution="' + id + '"]');
+    if ((el && FINAL[el.getAttribute('data-status')]) || tries <= 0) return;
+    setTimeout(function () {
+      refresh().then(function () { follow(id, tries - 1); }, function () {});
+    }, 800);
+  }
+
+  // Task actions: buttons with data-action and data-task, wherever the
+  // page has them (rows swapped in by refresh included).
+  document.addEventListener('click', function (ev) {
+    var b = ev.target.closest ? ev.target.closest('button[data-action][data-task]') : null;
+    if (!b) return;
+    var code = b.getAttribute('data-task');
+    var action = b.getAttribute('data-action');
+    var path = 'tasks/' + encodeURIComponent(code) + '/';
+    var method = 'POST';
+    if (action === 'reset') {
+      path += 'schedule';
+      method = 'DELETE';
+    } else if (action === 'pause' || action === 'resume' || action === 'trigger') {
+      path += action;
+    } else {
+      return;
+    }
+    ev.preventDefault();
+    b.disabled = true;
+    call(method, path, {}).then(function (json) {
+      if (action === 'trigger') {
+        var id = json && json.data ? json.data.id : '?';
+        flash('Started execution ' + id + ' of ' + code + '.', false, { href: prefix + 'executions/' + id, text: 'Open it' });
+        return refresh().then(function () { follow(id, 40); });
+      }
+      flash(DONE[action] + ' ' + code + '.');
+      return refresh();
+    }).catch(function (err) {
+      flash(code + ': ' + err.message, true);
+      b.disabled = false;
+    });
+  });
+
+  // A click anywhere on an execution row opens it, as its link does.
+  document.addEventListener('click', function (ev) {
+    if (!ev.target.closest) return;
+    var tr = ev.target.closest('table.clickable tbody tr[data-execution]');
+    if (!tr || ev.target.closest('a, button, input, select, summary')) return;
+    if (window.getSelection && String(window.getSelection())) return; // selecting text
+    var a = tr.querySelector('a.open');
+    if (a) location.href = a.href;
+  });
+
+  // A flash left by the page before a navigation (the schedule form's save).
+  try {
+    var saved = sessionStorage.getItem(FLASH_KEY);
+    if (saved) {
+      sessionStorage.removeItem(FLASH_KEY);
+      flash(saved);
+    }
+  } catch (e) { /* storage off: no flash */ }
+
+  // The display zone: the select applies at once, and a button offers the
+  // browser's own zone.
+  var zoneForm = document.getElementById('zone-form');
+  var zoneSelect = document.getElementById('zone-select');
+  if (zoneForm && zoneSelect) {
+    zoneSelect.addEventListener('change', function () { zoneForm.submit(); });
+    var mine = '';
+    try { mine = Intl.DateTimeFormat().resolvedOptions().timeZone || ''; } catch (e) { mine = ''; }
+    if (mine && mine !== displayZone) {
+      var use = document.createElement('button');
+      use.type = 'button';
+      use.className = 'small';
+      use.id = 'zone-mine';
+      use.textContent = 'Use my zone (' + mine + ')';
+      use.addEventListener('click', function () {
+        var known = Array.prototype.some.call(zoneSelect.options, function (o) { return o.value === mine; });
+        if (!known) zoneSelect.add(new Option(mine, mine));
+        zoneSelect.value = mine;
+        zoneForm.submit();
+      });
+      zoneForm.appendChild(use);
+    }
+  }
+
+  // parts splits an instant, read in zone, into the fields the server's
+  // layouts use.
+  function parts(iso, zone) {
+    var p = {};
+    new Intl.DateTimeFormat('en-US', {
+      timeZone: zone, weekday: 'short', year: 'numeric', month: '2-digit', day: '2-digit',
+      hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23'
+    }).formatToParts(new Date(iso)).forEach(function (part) { p[part.type] = part.value; });
+    return p;
+  }
+
+  // fireItem is one fire of the schedule form's expression, as the "fire"
+  // template writes it: "Tue 2026-12-01 08:30:00 Europe/Paris", then
+  // "· Tue 07:30:00 UTC" in the display zone when that is another.
+  function fireItem(iso, zone) {
+    var li = document.createElement('li');
+    var t = document.createElement('time');
+    var z = document.createElement('span');
+    var p = parts(iso, zone);
+    t.dateTime = iso;
+    t.textContent = p.weekday + ' ' + p.year + '-' + p.month + '-' + p.day + ' ' + p.hour + ':' + p.minute + ':' + p.second;
+    z.className = 'zone';
+    z.textContent = zone;
+    li.appendChild(t);
+    li.appendChild(document.createTextNode(' '));
+    li.appendChild(z);
+    if (zone !== displayZone) {
+      var d = parts(iso, displayZone);
+      var also = document.createElement('span');
+      also.className = 'also';
+      also.textContent = '· ' + d.weekday + ' ' + d.hour + ':' + d.minute + ':' + d.second + ' ' + displayZone;
+      li.appendChild(document.createTextNode(' '));
+      li.appendChild(also);
+    }
+    return li;
+  }
+
+  // readable is a schedule error as the form shows it, as render.go's
+  // specMessage does: without "xtimer: " and the expression it is about.
+  function readable(e) {
+    var m = (e.message || 'invalid schedule').replace(/^xtimer: /, '');
+    var about = 'spec ' + JSON.stringify(e.value || '') + ': ';
+    if (e.field === 'spec' && m.indexOf(about) === 0) m = m.slice(about.length);
+    return m;
+  }
+
+  var scheduleForm = document.getElementById('schedule-form');
+  if (scheduleForm) editSchedule(scheduleForm);
+
+  // editSchedule runs the schedule form: presets, a preview as the user
+  // types (the API's own parser, so the form never disagrees with a
+  // save), and the save, which is offered only while the preview on show
+  // is the answer for what the form holds and that answer is valid.
+  function editSchedule(form) {
+    var spec = document.getElementById('spec');
+    var dialect = document.getElementById('dialect');
+    var zone = document.getElementById('zone');
+    var errEl = document.getElementById('spec-error');
+    var box = document.getElementById('preview');
+    var desc = document.getElementById('preview-description');
+    var list = document.getElementById('preview-next');
+    var save = document.getElementById('save');
+    var task = form.getAttribute('data-task');
+    // seq numbers the edits: a preview answer for an older one is dropped.
+    var seq = 0;
+    var timer = 0;
+    // valid: the last answer was a preview, not an error; pending: the
+    // form changed since, and the answer for it is awaited.
+    var valid = !errEl.hasAttribute('data-field');
+    var pending = false;
+
+    function sync() {
+      if (save) save.disabled = !valid || pending;
+    }
+    sync();
+
+    function showError(e) {
+      valid = false;
+      pending = false;
+      errEl.textContent = readable(e);
+      errEl.setAttribute('data-field', e.spec_field || e.field || '');
+      spec.setAttribute('aria-invalid', 'true');
+      box.hidden = true;
+      desc.textContent = '';
+      list.textContent = '';
+      sync();
+    }
+
+    function showPreview(p) {
+      valid = true;
+      pending = false;
+      errEl.textContent = '';
+      errEl.removeAttribute('data-field');
+      spec.removeAttribute('aria-invalid');
+      box.hidden = false;
+      desc.textContent = p.description;
+      list.textContent = '';
+      (p.next || []).forEach(function (iso) { list.appendChild(fireItem(iso, p.zone)); });
+      sync();
+    }
+
+    function run() {
+      clearTimeout(timer);
+      var mine = ++seq;
+      if (!spec.value.trim()) {
+        showError({ message: 'empty: want a cron expression such as "0 9 * * 1-5"', field: 'spec' });
+        return;
+      }
+      pending = true;
+      sync();
+      var q = new URLSearchParams({ spec: spec.value, dialect: dialect.value, tz: zone.value, n: '3' });
+      call('GET', 'preview?' + q.toString()).then(function (json) {
+        if (mine === seq) showPreview(json.data);
+      }, function (err) {
+        if (mine === seq) showError(err.api || { message: err.message });
+      });
+    }
+
+    // While the user types, the old answer no longer applies: say so, and
+    // ask again once typing pauses.
+    spec.addEventListener('input', function () {
+      seq++;
+      pending = true;
+      sync();
+      desc.textContent = '…';
+      list.textContent = '';
+      clearTimeout(timer);
+      timer = setTimeout(run, 350);
+    });
+    zone.addEventListener('change', run);
+    dialect.addEventListener('change', function () {
+      var quartz = dialect.value === 'quartz';
+      var converted = false;
+      Array.prototype.forEach.call(form.querySelectorAll('button.preset'), function (b) {
+        var from = b.getAttribute(quartz ? 'data-cron' : 'data-quartz');
+        var to = b.getAttribute(quartz ? 'data-quartz' : 'data-cron');
+        if (!converted && spec.value.trim() === from) {
+          spec.value = to;
+          converted = true;
+        }
+        b.setAttribute('data-spec', to);
+      });
+      run();
+    });
+    form.addEventListener('click', function (ev) {
+      var b = ev.target.closest ? ev.target.closest('button.preset') : null;
+      if (!b) return;
+      spec.value = b.getAttribute('data-spec');
+      run();
+    });
+    form.addEventListener('submit', function (ev) {
+      ev.preventDefault();
+      if (!save || save.disabled) return;
+      save.disabled = true;
+      var edit = { spec: spec.value, dialect: dialect.value, zone: zone.value };
+      call('PUT', 'tasks/' + encodeURIComponent(task) + '/schedule', edit).then(function () {
+        try { sessionStorage.setItem(FLASH_KEY, 'Saved the schedule of ' + task + ': ' + edit.spec + ' (' + edit.dialect + ', ' + edit.zone + ').'); } catch (e) { /* no flash */ }
+        location.href = form.getAttribute('data-task-url');
+      }, function (err) {
+        // A field the form holds is wrong: show it there. Anything else
+        // (read-only, a lost connection) leaves the form as it was.
+        if (err.api && err.api.field) showError(err.api);
+        flash('Not saved: ' + err.message, true);
+        sync();
+      });
+    });
+  }
+})();
