@@ -1,0 +1,345 @@
+package executor
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Defaults of HTTPOptions.
+const (
+	// DefaultMaxResponse is how many bytes of a response body are kept.
+	DefaultMaxResponse = 64 << 10
+	// DefaultMaxConnsPerHost bounds connections per destination host.
+	DefaultMaxConnsPerHost = 64
+)
+
+const (
+	dialTimeout = 10 * time.Second
+	tlsTimeout  = 10 * time.Second
+	// maxRedirects is how many redirects a call follows.
+	maxRedirects = 3
+	// maxDrain is how much of a body beyond MaxResponse is read and thrown
+	// away so that the connection can be reused; a longer body costs a
+	// new connection instead.
+	maxDrain = 1 << 20
+	// userAgent is sent unless the call sets its own User-Agent.
+	userAgent = "xtimer/1"
+)
+
+// Headers every call carries. They equal xtimer.Header* (the root package
+// tests that they agree); executor cannot import the root package.
+const (
+	headerExecution   = "X-Xtimer-Execution"
+	headerTask        = "X-Xtimer-Task"
+	headerScheduledAt = "X-Xtimer-Scheduled-At"
+	headerAttempt     = "X-Xtimer-Attempt"
+	headerTimestamp   = "X-Xtimer-Timestamp"
+	headerSignature   = "X-Xtimer-Signature"
+)
+
+// scheduledAtLayout is RFC 3339 in UTC with milliseconds.
+const scheduledAtLayout = "2006-01-02T15:04:05.000Z"
+
+// HTTPOptions configures an HTTPCaller.
+type HTTPOptions struct {
+	// Allow lists destinations allowed: host names ("billing.internal"),
+	// wildcard domains ("*.example.com", which does not match example.com
+	// itself), IPs and CIDRs ("10.0.0.0/8", "fd00::/8"). A destination
+	// passes when its host name matches a name entry or the address dialed
+	// matches an IP/CIDR entry. Empty allows any destination except the
+	// forbidden ones (unspecified, link-local, cloud metadata), which are
+	// refused even when listed here.
+	Allow []string
+	// MaxResponse is how many bytes of a response body are kept. Defaults
+	// to DefaultMaxResponse (64 KiB).
+	MaxResponse int
+	// MaxConnsPerHost bounds connections per destination host. Defaults to
+	// DefaultMaxConnsPerHost (64).
+	MaxConnsPerHost int
+}
+
+// HTTPCaller sends HTTP callbacks. It holds one client whose dialer checks
+// every address it connects to, for the first request and for redirects
+// alike, so a host name that resolves to a metadata address is refused too.
+// It is safe for concurrent use; share one per scheduler.
+type HTTPCaller struct {
+	allow       allowlist
+	maxResponse int
+	transport   *http.Transport
+	client      *http.Client
+	resolver    *net.Resolver
+
+	// extraForbidden lets tests forbid loopback to exercise the dial check
+	// through DNS resolution; always nil outside tests.
+	extraForbidden []netip.Prefix
+}
+
+// NewHTTPCaller returns a caller configured by o. The error names the bad
+// Allow entry.
+func NewHTTPCaller(o HTTPOptions) (*HTTPCaller, error) {
+	allow, err := parseAllow(o.Allow)
+	if err != nil {
+		return nil, err
+	}
+	if o.MaxResponse < 0 {
+		return nil, fmt.Errorf("xtimer: HTTPOptions.MaxResponse %d: negative", o.MaxResponse)
+	}
+	if o.MaxConnsPerHost < 0 {
+		return nil, fmt.Errorf("xtimer: HTTPOptions.MaxConnsPerHost %d: negative", o.MaxConnsPerHost)
+	}
+	if o.MaxResponse == 0 {
+		o.MaxResponse = DefaultMaxResponse
+	}
+	if o.MaxConnsPerHost == 0 {
+		o.MaxConnsPerHost = DefaultMaxConnsPerHost
+	}
+	c := &HTTPCaller{allow: allow, maxResponse: o.MaxResponse, resolver: net.DefaultResolver}
+	c.transport = &http.Transport{
+		// No proxy, not even from the environment: a proxy would dial the
+		// destination for us, and the Control hook would only see the
+		// proxy's address.
+		Proxy:               nil,
+		DialContext:         c.dialContext,
+		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout: tlsTimeout,
+		ForceAttemptHTTP2:   true,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: o.MaxConnsPerHost,
+		MaxConnsPerHost:     o.MaxConnsPerHost,
+		IdleConnTimeout:     90 * time.Second,
+		// No ResponseHeaderTimeout: the caller's ctx bounds the whole call,
+		// headers and body.
+		ExpectContinueTimeout: time.Second,
+	}
+	c.client = &http.Client{Transport: c.transport, CheckRedirect: c.checkRedirect}
+	return c, nil
+}
+
+// CloseIdleConnections closes connections kept for reuse; call it when the
+// scheduler stops.
+func (c *HTTPCaller) CloseIdleConnections() { c.transport.CloseIdleConnections() }
+
+// HTTPCall is one request.
+type HTTPCall struct {
+	// Method defaults to GET. A GET may carry a body.
+	Method, URL string
+	// Headers are name, value pairs, added in order (names are
+	// canonicalized; several values of one name keep their order). A
+	// "Host" header sets the request's Host. A User-Agent replaces the
+	// default "xtimer/1". The X-Xtimer-* headers are set after these and
+	// replace any of the same name.
+	Headers [][2]string
+	// Body is sent byte for byte, with its Content-Length.
+	Body string
+	// Secret keys the signature; "" sends the call unsigned.
+	Secret string
+	// Execution, Task, ScheduledAt and Attempt fill the X-Xtimer-* headers.
+	Execution   int64
+	Task        string
+	ScheduledAt time.Time
+	Attempt     int
+	// SuccessCodes are the statuses that count as success; empty means
+	// any 2xx.
+	SuccessCodes []int
+}
+
+// HTTPResponse is what came back. Status is 0 when there was no response.
+type HTTPResponse struct {
+	Status int
+	// Body is the first MaxResponse bytes of the body, cut at a UTF-8
+	// boundary, with invalid UTF-8 replaced by U+FFFD.
+	Body string
+	// Truncated reports that the body was longer than MaxResponse.
+	Truncated bool
+	// Elapsed runs from sending the request to the last byte read.
+	Elapsed time.Duration
+}
+
+// StatusError is the error of a response whose status is not a success.
+type StatusError struct {
+	Code int
+}
+
+// Error is "HTTP 503 Service Unavailable".
+func (e *StatusError) Error() string {
+	if t := http.StatusText(e.Code); t != "" {
+		return "HTTP " + strconv.Itoa(e.Code) + " " + t
+	}
+	return "HTTP " + strconv.Itoa(e.Code)
+}
+
+// userHeadersKey carries the names of a call's own headers to checkRedirect.
+type userHeadersKey struct{}
+
+// Do sends call under ctx; the caller sets the timeout on ctx. The error is
+// nil only for a success status. A non-success status returns the response
+// and a *StatusError ("HTTP 503 Service Unavailable"); a forbidden
+// destination, for the URL or a redirect, an error wrapping
+// ErrForbiddenDestination; a cancelled or expired ctx an error wrapping
+// ctx.Err() (and context.Cause(ctx) when it differs). Errors other than
+// *StatusError name the method and host, never the path or query, which may
+// hold tokens.
+func (c *HTTPCaller) Do(ctx context.Context, call HTTPCall) (HTTPResponse, error) {
+	method := strings.ToUpper(call.Method)
+	if method == "" {
+		method = http.MethodGet
+	}
+	host := call.URL
+	if u, err := url.Parse(call.URL); err == nil {
+		host = u.Host
+	}
+	fail := func(err error) error { return fmt.Errorf("xtimer: %s %s: %w", method, host, err) }
+
+	names := make([]string, 0, len(call.Headers))
+	for _, h := range call.Headers {
+		names = append(names, h[0])
+	}
+	req, err := http.NewRequestWithContext(context.WithValue(ctx, userHeadersKey{}, names), method, call.URL, strings.NewReader(call.Body))
+	if err != nil {
+		return HTTPResponse{}, fail(unwrapURLError(err))
+	}
+	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+		return HTTPResponse{}, fail(fmt.Errorf("scheme %q not allowed (want http or https)", req.URL.Scheme))
+	}
+	if ip, err := netip.ParseAddr(req.URL.Hostname()); err == nil {
+		// The dialer would refuse it too; this fails before opening a socket.
+		if err := c.checkAddr(false, ip); err != nil {
+			return HTTPResponse{}, fail(err)
+		}
+	}
+	for _, h := range call.Headers {
+		if strings.EqualFold(h[0], "Host") {
+			req.Host = h[1]
+			continue
+		}
+		req.Header.Add(h[0], h[1])
+	}
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", userAgent)
+	}
+	req.Header.Set(headerExecution, strconv.FormatInt(call.Execution, 10))
+	req.Header.Set(headerTask, call.Task)
+	req.Header.Set(headerScheduledAt, call.ScheduledAt.UTC().Format(scheduledAtLayout))
+	req.Header.Set(headerAttempt, strconv.Itoa(call.Attempt))
+	if call.Secret != "" {
+		ts := time.Now().Unix()
+		req.Header.Set(headerTimestamp, strconv.FormatInt(ts, 10))
+		req.Header.Set(headerSignature, Sign(call.Secret, ts, []byte(call.Body)))
+	}
+
+	start := time.Now()
+	resp, err := c.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+			if u, perr := url.Parse(ue.URL); perr == nil && u.Host != host {
+				err = fmt.Errorf("redirected to %s: %w", u.Host, err)
+			}
+		}
+		return HTTPResponse{Elapsed: time.Since(start)}, fail(ctxErr(ctx, err))
+	}
+	b, readErr := io.ReadAll(io.LimitReader(resp.Body, int64(c.maxResponse)+1))
+	out := HTTPResponse{Status: resp.StatusCode, Elapsed: time.Since(start)}
+	if len(b) > c.maxResponse {
+		out.Truncated = true
+		b = cutUTF8(b, c.maxResponse)
+	}
+	out.Body = strings.ToValidUTF8(string(b), "\uFFFD")
+	if readErr == nil && out.Truncated {
+		_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
+	}
+	_ = resp.Body.Close()
+	if readErr != nil {
+		return out, fail(fmt.Errorf("reading the response body: %w", ctxErr(ctx, readErr)))
+	}
+	if !success(resp.StatusCode, call.SuccessCodes) {
+		return out, &StatusError{Code: resp.StatusCode}
+	}
+	return out, nil
+}
+
+func success(code int, codes []int) bool {
+	if len(codes) == 0 {
+		return code >= 200 && code <= 299
+	}
+	return slices.Contains(codes, code)
+}
+
+// ctxErr replaces err with ctx's error when ctx has ended, since err is then
+// only a symptom ("request canceled"); a forbidden destination stays as is.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() == nil || errors.Is(err, ErrForbiddenDestination) {
+		return err
+	}
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return fmt.Errorf("%w: %w", ctx.Err(), cause)
+	}
+	return ctx.Err()
+}
+
+// cutUTF8 returns the first n bytes of b, fewer when byte n is inside a
+// rune, so that a truncated body does not end in half a character.
+func cutUTF8(b []byte, n int) []byte {
+	if len(b) <= n {
+		return b
+	}
+	for i := n; i > 0 && i > n-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			return b[:i]
+		}
+	}
+	return b[:n]
+}
+
+// checkRedirect follows at most maxRedirects redirects, never from https to
+// http, and checks the name allowlist early; the dialer checks the
+// addresses. On a redirect to another host (not a subdomain), the call's own
+// headers are dropped but for Content-Type and Accept: they may hold
+// credentials meant for the first host, as net/http does for Authorization.
+func (c *HTTPCaller) checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) > maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+		return fmt.Errorf("scheme %q not allowed", req.URL.Scheme)
+	}
+	for _, v := range via {
+		if v.URL.Scheme == "https" && req.URL.Scheme != "https" {
+			return errors.New("downgrade from https to http not allowed")
+		}
+	}
+	host := req.URL.Hostname()
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if err := c.checkAddr(false, ip); err != nil {
+			return err
+		}
+	} else if !c.allow.empty() && len(c.allow.prefixes) == 0 && !c.allow.matchesName(host) {
+		return &forbiddenError{addr: host, reason: "is not in HTTPOptions.Allow"}
+	}
+	first := strings.TrimSuffix(strings.ToLower(via[0].URL.Hostname()), ".")
+	next := strings.TrimSuffix(strings.ToLower(host), ".")
+	if next != first && !strings.HasSuffix(next, "."+first) {
+		names, _ := req.Context().Value(userHeadersKey{}).([]string)
+		for _, n := range names {
+			switch http.CanonicalHeaderKey(n) {
+			case "Content-Type", "Accept", "User-Agent":
+			default:
+				req.Header.Del(n)
+			}
+		}
+	}
+	return nil
+}

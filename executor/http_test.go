@@ -1,0 +1,459 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// received is what a test receiver saw.
+type received struct {
+	method        string
+	host          string
+	body          string
+	contentLength int64
+	header        http.Header
+}
+
+// receiver starts a server that records each request and answers with
+// status and body.
+func receiver(t *testing.T, status int, body string) (*httptest.Server, <-chan received) {
+	t.Helper()
+	got := make(chan received, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("receiver: reading body: %v", err)
+		}
+		got <- received{method: r.Method, host: r.Host, body: string(b), contentLength: r.ContentLength, header: r.Header.Clone()}
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, got
+}
+
+func newCaller(t *testing.T, o HTTPOptions) *HTTPCaller {
+	t.Helper()
+	c, err := NewHTTPCaller(o)
+	require.NoError(t, err)
+	t.Cleanup(c.CloseIdleConnections)
+	return c
+}
+
+func TestHTTPDeliversEachMethodWithBodyAndHeaders(t *testing.T) {
+	t.Parallel()
+	srv, got := receiver(t, http.StatusOK, "ok")
+	c := newCaller(t, HTTPOptions{})
+	scheduled := time.Date(2026, 3, 1, 9, 30, 0, 120_000_000, time.FixedZone("CET", 3600))
+	body := "{\"amount\": 12.5,\n \"note\": \"café ☕\"}\r\n\x00 trailing  "
+	for _, method := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+		resp, err := c.Do(t.Context(), HTTPCall{
+			Method: method,
+			URL:    srv.URL + "/hooks/billing?run=1",
+			Headers: [][2]string{
+				{"Content-Type", "application/json"},
+				{"X-Api-Key", "  k3y with spaces "},
+				{"x-multi", "first"},
+				{"X-Multi", "second"},
+				{"Host", "billing.internal"},
+			},
+			Body:        body,
+			Execution:   9007199254740993,
+			Task:        "billing.close-day",
+			ScheduledAt: scheduled,
+			Attempt:     2,
+		})
+		require.NoError(t, err, method)
+		require.Equal(t, http.StatusOK, resp.Status)
+		require.Equal(t, "ok", resp.Body)
+		require.False(t, resp.Truncated)
+		require.Positive(t, resp.Elapsed)
+
+		r := <-got
+		require.Equal(t, method, r.method)
+		require.Equal(t, body, r.body, method)
+		require.Equal(t, int64(len(body)), r.contentLength, method)
+		require.Equal(t, "billing.internal", r.host)
+		require.Equal(t, []string{"application/json"}, r.header["Content-Type"])
+		require.Equal(t, "k3y with spaces", r.header.Get("X-Api-Key"), "the receiver trims a value's outer spaces, as HTTP says")
+		require.Equal(t, []string{"first", "second"}, r.header["X-Multi"], "values of one name keep their order")
+		require.Equal(t, "9007199254740993", r.header.Get("X-Xtimer-Execution"))
+		require.Equal(t, "billing.close-day", r.header.Get("X-Xtimer-Task"))
+		require.Equal(t, "2026-03-01T08:30:00.120Z", r.header.Get("X-Xtimer-Scheduled-At"))
+		require.Equal(t, "2", r.header.Get("X-Xtimer-Attempt"))
+		require.Equal(t, "xtimer/1", r.header.Get("User-Agent"))
+		require.Empty(t, r.header.Values("X-Xtimer-Timestamp"), "unsigned")
+		require.Empty(t, r.header.Values("X-Xtimer-Signature"), "unsigned")
+	}
+}
+
+func TestHTTPOwnHeadersWinAndUserAgentCanBeSet(t *testing.T) {
+	t.Parallel()
+	srv, got := receiver(t, http.StatusNoContent, "")
+	c := newCaller(t, HTTPOptions{})
+	_, err := c.Do(t.Context(), HTTPCall{
+		Method:    "post",
+		URL:       srv.URL,
+		Headers:   [][2]string{{"X-Xtimer-Task", "spoofed"}, {"User-Agent", "billing-cron"}},
+		Execution: 7,
+		Task:      "real",
+		Attempt:   1,
+	})
+	require.NoError(t, err)
+	r := <-got
+	require.Equal(t, "POST", r.method)
+	require.Equal(t, []string{"real"}, r.header["X-Xtimer-Task"])
+	require.Equal(t, "billing-cron", r.header.Get("User-Agent"))
+	require.Equal(t, "", r.body)
+	require.Equal(t, int64(0), r.contentLength)
+}
+
+func TestHTTPSignedCallVerifiesAtTheReceiver(t *testing.T) {
+	t.Parallel()
+	srv, got := receiver(t, http.StatusOK, "")
+	c := newCaller(t, HTTPOptions{})
+	body := `{"invoice":42}`
+	before := time.Now().Unix()
+	_, err := c.Do(t.Context(), HTTPCall{Method: "POST", URL: srv.URL, Body: body, Secret: "whsec_1", Execution: 1, Task: "t", Attempt: 1})
+	require.NoError(t, err)
+	r := <-got
+	ts, err := strconv.ParseInt(r.header.Get("X-Xtimer-Timestamp"), 10, 64)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, ts, before)
+	require.LessOrEqual(t, ts, time.Now().Unix())
+	sig := r.header.Get("X-Xtimer-Signature")
+	require.Equal(t, Sign("whsec_1", ts, []byte(body)), sig)
+
+	now := time.Now()
+	require.True(t, VerifySignature("whsec_1", sig, ts, []byte(r.body), now, time.Minute))
+	require.False(t, VerifySignature("whsec_2", sig, ts, []byte(r.body), now, time.Minute), "wrong secret")
+	require.False(t, VerifySignature("whsec_1", sig, ts, []byte(`{"invoice":43}`), now, time.Minute), "changed body")
+	require.False(t, VerifySignature("whsec_1", sig, ts, []byte(r.body), now.Add(10*time.Minute), time.Minute), "replayed later")
+}
+
+func TestHTTPAnyTwoHundredIsSuccessUnlessSuccessCodesSaySo(t *testing.T) {
+	t.Parallel()
+	ok, _ := receiver(t, http.StatusOK, "fine")
+	created, _ := receiver(t, http.StatusCreated, "made")
+	accepted, _ := receiver(t, http.StatusAccepted, "")
+	c := newCaller(t, HTTPOptions{})
+
+	for _, url := range []string{ok.URL, created.URL, accepted.URL} {
+		_, err := c.Do(t.Context(), HTTPCall{URL: url})
+		require.NoError(t, err, url)
+	}
+
+	resp, err := c.Do(t.Context(), HTTPCall{URL: created.URL, SuccessCodes: []int{201}})
+	require.NoError(t, err)
+	require.Equal(t, 201, resp.Status)
+
+	resp, err = c.Do(t.Context(), HTTPCall{URL: ok.URL, SuccessCodes: []int{201}})
+	require.EqualError(t, err, "HTTP 200 OK")
+	var se *StatusError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, 200, se.Code)
+	require.Equal(t, HTTPResponse{Status: 200, Body: "fine", Elapsed: resp.Elapsed}, resp)
+}
+
+func TestHTTPServerErrorReturnsTheResponseAndAnError(t *testing.T) {
+	t.Parallel()
+	unavailable, _ := receiver(t, http.StatusServiceUnavailable, `{"error":"maintenance"}`)
+	odd, _ := receiver(t, 599, "")
+	c := newCaller(t, HTTPOptions{})
+
+	resp, err := c.Do(t.Context(), HTTPCall{Method: "POST", URL: unavailable.URL})
+	require.EqualError(t, err, "HTTP 503 Service Unavailable")
+	require.Equal(t, 503, resp.Status)
+	require.Equal(t, `{"error":"maintenance"}`, resp.Body)
+
+	resp, err = c.Do(t.Context(), HTTPCall{URL: odd.URL})
+	require.EqualError(t, err, "HTTP 599")
+	require.Equal(t, 599, resp.Status)
+
+	_, err = c.Do(t.Context(), HTTPCall{URL: unavailable.URL, SuccessCodes: []int{200, 503}})
+	require.NoError(t, err, "a listed code is a success, whatever it is")
+}
+
+func TestHTTPSlowReceiverTimesOutWithTheContextError(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	c := newCaller(t, HTTPOptions{})
+
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	resp, err := c.Do(ctx, HTTPCall{URL: srv.URL})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, 0, resp.Status)
+	require.Contains(t, err.Error(), "xtimer: GET 127.0.0.1:")
+
+	// The scheduler's executor.Call cancels with ErrTimedOut as the cause.
+	ctx2, cancel2 := context.WithCancelCause(t.Context())
+	time.AfterFunc(50*time.Millisecond, func() { cancel2(ErrTimedOut) })
+	_, err = c.Do(ctx2, HTTPCall{URL: srv.URL})
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, ErrTimedOut)
+}
+
+func TestHTTPSlowBodyTimesOutWithTheContextError(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "partial")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	c := newCaller(t, HTTPOptions{})
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	resp, err := c.Do(ctx, HTTPCall{URL: srv.URL})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), "reading the response body")
+	require.Equal(t, 200, resp.Status)
+	require.Equal(t, "partial", resp.Body)
+}
+
+func TestHTTPReceiverDownIsAnError(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	c := newCaller(t, HTTPOptions{})
+
+	resp, err := c.Do(t.Context(), HTTPCall{Method: "POST", URL: "http://" + addr + "/hook"})
+	require.Error(t, err)
+	require.Equal(t, 0, resp.Status)
+	require.Contains(t, err.Error(), "xtimer: POST "+addr+": dial tcp "+addr+": connect: connection refused")
+	require.NotErrorIs(t, err, ErrForbiddenDestination)
+}
+
+func TestHTTPLongResponseIsTruncatedAtARuneBoundary(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("a", 9) + "é" + strings.Repeat("z", 2<<20) // é is 2 bytes: bytes 9 and 10
+	srv, _ := receiver(t, http.StatusOK, long)
+	exact, _ := receiver(t, http.StatusOK, "0123456789")
+	invalid, _ := receiver(t, http.StatusOK, "ab\xffcd")
+	c := newCaller(t, HTTPOptions{MaxResponse: 10})
+
+	resp, err := c.Do(t.Context(), HTTPCall{URL: srv.URL})
+	require.NoError(t, err)
+	require.True(t, resp.Truncated)
+	require.Equal(t, "aaaaaaaaa", resp.Body, "the é that does not fit whole is cut")
+
+	resp, err = c.Do(t.Context(), HTTPCall{URL: exact.URL})
+	require.NoError(t, err)
+	require.False(t, resp.Truncated)
+	require.Equal(t, "0123456789", resp.Body)
+
+	resp, err = c.Do(t.Context(), HTTPCall{URL: invalid.URL})
+	require.NoError(t, err)
+	require.Equal(t, "ab\uFFFDcd", resp.Body)
+
+	def := newCaller(t, HTTPOptions{})
+	resp, err = def.Do(t.Context(), HTTPCall{URL: srv.URL})
+	require.NoError(t, err)
+	require.True(t, resp.Truncated)
+	require.Len(t, resp.Body, DefaultMaxResponse)
+}
+
+func TestCutUTF8KeepsWholeRunes(t *testing.T) {
+	t.Parallel()
+	s := []byte("ab€cd") // € is 3 bytes: 2, 3, 4
+	for n, want := range map[int]string{0: "", 1: "a", 2: "ab", 3: "ab", 4: "ab", 5: "ab€", 6: "ab€c", 7: "ab€cd", 8: "ab€cd"} {
+		require.Equal(t, want, string(cutUTF8(s, n)), n)
+	}
+	require.Equal(t, "\xff\xff", string(cutUTF8([]byte("\xff\xff\xff"), 2)))
+}
+
+func TestHTTPRefusesForbiddenAddressesWithoutConnecting(t *testing.T) {
+	t.Parallel()
+	c := newCaller(t, HTTPOptions{})
+	for url, why := range map[string]string{
+		"http://169.254.169.254/latest/meta-data/":    "169.254.169.254 is link-local (cloud metadata)",
+		"http://[fd00:ec2::254]/latest/meta-data/":    "fd00:ec2::254 is a cloud metadata address",
+		"http://100.100.100.200/latest/meta-data/":    "100.100.100.200 is a cloud metadata address",
+		"http://[::ffff:169.254.169.254]/":            "169.254.169.254 is link-local (cloud metadata)",
+		"http://0.0.0.0:80/":                          "0.0.0.0 is unspecified",
+		"http://[64:ff9b::a9fe:a9fe]/computeMetadata": "NAT64 of 169.254.169.254",
+	} {
+		resp, err := c.Do(t.Context(), HTTPCall{URL: url})
+		require.ErrorIs(t, err, ErrForbiddenDestination, url)
+		require.Contains(t, err.Error(), why, url)
+		require.Equal(t, 0, resp.Status)
+	}
+}
+
+func TestHTTPRefusesANameThatResolvesToAForbiddenAddress(t *testing.T) {
+	t.Parallel()
+	srv, got := receiver(t, http.StatusOK, "")
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	c := newCaller(t, HTTPOptions{})
+	// Pretend loopback is forbidden: "localhost" is then refused only after
+	// DNS resolution, by the dialer's Control hook.
+	c.extraForbidden = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	_, err := c.Do(t.Context(), HTTPCall{URL: "http://localhost:" + port + "/"})
+	require.ErrorIs(t, err, ErrForbiddenDestination)
+	require.Contains(t, err.Error(), "is forbidden (test)")
+	require.Empty(t, got, "nothing reached the receiver")
+}
+
+func TestHTTPAllowFencesDestinationsByNameOrAddress(t *testing.T) {
+	t.Parallel()
+	srv, got := receiver(t, http.StatusOK, "")
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	for _, tc := range []struct {
+		allow []string
+		url   string
+		ok    bool
+	}{
+		{[]string{"10.0.0.0/8"}, srv.URL, false},
+		{[]string{"10.0.0.0/8"}, "http://localhost:" + port, false},
+		{[]string{"billing.internal"}, srv.URL, false},
+		{[]string{"billing.internal"}, "http://localhost:" + port, false},
+		{[]string{"127.0.0.0/8"}, srv.URL, true},
+		{[]string{"127.0.0.1", "::1"}, "http://localhost:" + port, true},
+		{[]string{"localhost"}, "http://localhost:" + port, true},
+		{[]string{"localhost"}, srv.URL, false},
+	} {
+		c := newCaller(t, HTTPOptions{Allow: tc.allow})
+		_, err := c.Do(t.Context(), HTTPCall{URL: tc.url})
+		if tc.ok {
+			require.NoError(t, err, "%v %s", tc.allow, tc.url)
+			<-got
+			continue
+		}
+		require.ErrorIs(t, err, ErrForbiddenDestination, "%v %s", tc.allow, tc.url)
+		require.Contains(t, err.Error(), "is not in HTTPOptions.Allow")
+	}
+	require.Empty(t, got)
+}
+
+func TestHTTPRefusesARedirectToForbiddenAddresses(t *testing.T) {
+	t.Parallel()
+	for _, to := range []string{"http://169.254.169.254/latest/meta-data/iam", "http://[fd00:ec2::254]/", "http://[::]:80/"} {
+		srv := httptest.NewServer(http.RedirectHandler(to, http.StatusFound))
+		t.Cleanup(srv.Close)
+		c := newCaller(t, HTTPOptions{})
+		resp, err := c.Do(t.Context(), HTTPCall{URL: srv.URL})
+		require.ErrorIs(t, err, ErrForbiddenDestination, to)
+		require.Contains(t, err.Error(), "xtimer: GET "+srv.Listener.Addr().String()+": redirected to ", to)
+		require.Equal(t, 0, resp.Status)
+	}
+
+	// Allowed by name; the redirect goes to an address that is not.
+	target, got := receiver(t, http.StatusOK, "")
+	srv := httptest.NewServer(http.RedirectHandler(target.URL, http.StatusFound))
+	t.Cleanup(srv.Close)
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	c := newCaller(t, HTTPOptions{Allow: []string{"localhost"}})
+	_, err := c.Do(t.Context(), HTTPCall{URL: "http://localhost:" + port})
+	require.ErrorIs(t, err, ErrForbiddenDestination)
+	require.Contains(t, err.Error(), "127.0.0.1 is not in HTTPOptions.Allow")
+	require.Empty(t, got)
+}
+
+func TestHTTPRedirectsKeepMethodAndBodyOn307And308(t *testing.T) {
+	t.Parallel()
+	target, got := receiver(t, http.StatusOK, "")
+	for _, code := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		srv := httptest.NewServer(http.RedirectHandler(target.URL+"/moved", code))
+		t.Cleanup(srv.Close)
+		c := newCaller(t, HTTPOptions{})
+		_, err := c.Do(t.Context(), HTTPCall{Method: "PUT", URL: srv.URL, Body: "payload", Headers: [][2]string{{"X-Api-Key", "k"}}, Task: "t"})
+		require.NoError(t, err)
+		r := <-got
+		require.Equal(t, "PUT", r.method, code)
+		require.Equal(t, "payload", r.body, code)
+		require.Equal(t, "k", r.header.Get("X-Api-Key"), "same host: user headers are kept")
+		require.Equal(t, "t", r.header.Get("X-Xtimer-Task"))
+	}
+}
+
+func TestHTTPRedirectToAnotherHostDropsTheCallsHeaders(t *testing.T) {
+	t.Parallel()
+	target, got := receiver(t, http.StatusOK, "")
+	port := target.URL[strings.LastIndex(target.URL, ":")+1:]
+	srv := httptest.NewServer(http.RedirectHandler("http://localhost:"+port+"/", http.StatusTemporaryRedirect))
+	t.Cleanup(srv.Close)
+	c := newCaller(t, HTTPOptions{})
+	_, err := c.Do(t.Context(), HTTPCall{
+		Method: "POST", URL: srv.URL, Body: "{}", Secret: "s", Task: "t",
+		Headers: [][2]string{{"Content-Type", "application/json"}, {"X-Api-Key", "k"}, {"Authorization", "Bearer b"}},
+	})
+	require.NoError(t, err)
+	r := <-got
+	require.Equal(t, "{}", r.body)
+	require.Equal(t, "application/json", r.header.Get("Content-Type"))
+	require.Empty(t, r.header.Values("X-Api-Key"))
+	require.Empty(t, r.header.Values("Authorization"))
+	require.Equal(t, "t", r.header.Get("X-Xtimer-Task"))
+	require.NotEmpty(t, r.header.Get("X-Xtimer-Signature"))
+}
+
+func TestHTTPFollowsAtMostThreeRedirects(t *testing.T) {
+	t.Parallel()
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/"))
+		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+		if n < limit {
+			http.Redirect(w, r, srv.URL+"/"+strconv.Itoa(n+1)+"?limit="+r.URL.Query().Get("limit"), http.StatusFound)
+			return
+		}
+		_, _ = io.WriteString(w, "end")
+	}))
+	t.Cleanup(srv.Close)
+	c := newCaller(t, HTTPOptions{})
+
+	resp, err := c.Do(t.Context(), HTTPCall{URL: srv.URL + "/0?limit=3"})
+	require.NoError(t, err)
+	require.Equal(t, "end", resp.Body)
+
+	_, err = c.Do(t.Context(), HTTPCall{URL: srv.URL + "/0?limit=4"})
+	require.ErrorContains(t, err, "stopped after 3 redirects")
+}
+
+func TestHTTPNeverRedirectsFromHTTPSToHTTP(t *testing.T) {
+	t.Parallel()
+	plain, got := receiver(t, http.StatusOK, "")
+	tlsSrv := httptest.NewTLSServer(http.RedirectHandler(plain.URL, http.StatusFound))
+	t.Cleanup(tlsSrv.Close)
+	c := newCaller(t, HTTPOptions{})
+	c.transport.TLSClientConfig = tlsSrv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+
+	_, err := c.Do(t.Context(), HTTPCall{URL: tlsSrv.URL})
+	require.ErrorContains(t, err, "redirected to "+plain.Listener.Addr().String()+": downgrade from https to http not allowed")
+	require.Empty(t, got)
+}
+
+func TestHTTPRejectsBadCalls(t *testing.T) {
+	t.Parallel()
+	c := newCaller(t, HTTPOptions{})
+	_, err := c.Do(t.Context(), HTTPCall{URL: "ftp://127.0.0.1/x"})
+	require.EqualError(t, err, `xtimer: GET 127.0.0.1: scheme "ftp" not allowed (want http or https)`)
+	_, err = c.Do(t.Context(), HTTPCall{URL: "http://127.0.0.1:1/", Headers: [][2]string{{"X-Bad", "a\r\nX-Injected: 1"}}})
+	require.ErrorContains(t, err, "invalid header field value")
+	_, err = c.Do(t.Context(), HTTPCall{Method: "BAD METHOD", URL: "http://127.0.0.1:1/"})
+	require.ErrorContains(t, err, "invalid method")
+	require.False(t, errors.Is(err, ErrForbiddenDestination))
+}

@@ -1,0 +1,314 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ErrForbiddenDestination is wrapped by every error that refuses a callback
+// destination: an address that is never called (unspecified, link-local,
+// cloud metadata) or one outside HTTPOptions.Allow.
+var ErrForbiddenDestination = errors.New("xtimer: forbidden destination")
+
+// forbiddenError says which address was refused and why. It is what the
+// dialer's Control hook returns, so it reaches Do's caller through
+// *url.Error and *net.OpError; errors.Is(err, ErrForbiddenDestination) holds.
+type forbiddenError struct {
+	addr   string // an IP, or a host name refused by the name allowlist
+	reason string // "is link-local (cloud metadata)"
+}
+
+func (e *forbiddenError) Error() string {
+	return "forbidden destination: " + e.addr + " " + e.reason
+}
+
+func (e *forbiddenError) Is(target error) bool { return target == ErrForbiddenDestination }
+
+// Addresses that are never called, whatever Allow says. Loopback and private
+// ranges are not here: receivers on localhost and in the VPC are the point of
+// HTTP callbacks; an operator who wants to fence them sets Allow.
+var (
+	awsMetadata     = netip.MustParseAddr("169.254.169.254") // AWS, GCP, Azure, OCI, DigitalOcean…
+	awsMetadataV6   = netip.MustParseAddr("fd00:ec2::254")   // AWS IMDS over IPv6 (inside fd00::/8, which is otherwise private)
+	alibabaMetadata = netip.MustParseAddr("100.100.100.200") // Alibaba Cloud (inside 100.64.0.0/10, CGNAT)
+	thisNetwork     = netip.MustParsePrefix("0.0.0.0/8")
+	nat64           = netip.MustParsePrefix("64:ff9b::/96") // well-known NAT64 prefix: 64:ff9b::a9fe:a9fe is 169.254.169.254
+)
+
+// forbiddenReason says why ip is never called, or "" when it may be.
+func forbiddenReason(ip netip.Addr) string {
+	ip = ip.Unmap().WithZone("")
+	switch {
+	case !ip.IsValid():
+		return "is not an IP address"
+	case ip.IsUnspecified():
+		return "is unspecified"
+	case thisNetwork.Contains(ip):
+		return "is in 0.0.0.0/8 (this network)"
+	case ip == awsMetadata:
+		return "is link-local (cloud metadata)"
+	case ip == awsMetadataV6, ip == alibabaMetadata:
+		return "is a cloud metadata address"
+	case ip.IsLinkLocalUnicast():
+		return "is link-local"
+	case ip.IsMulticast():
+		return "is multicast"
+	case nat64.Contains(ip):
+		b := ip.As16()
+		v4 := netip.AddrFrom4([4]byte(b[12:]))
+		if r := forbiddenReason(v4); r != "" {
+			return r + " (NAT64 of " + v4.String() + ")"
+		}
+	}
+	return ""
+}
+
+// allowlist is HTTPOptions.Allow, parsed. A destination passes when its host
+// name matches a name entry or the IP dialed matches an IP/CIDR entry; an
+// empty allowlist passes everything (forbidden addresses are refused apart).
+type allowlist struct {
+	names    map[string]bool // "billing.internal"
+	suffixes []string        // ".example.com" for "*.example.com"
+	prefixes []netip.Prefix  // IPs as /32 or /128
+}
+
+func parseAllow(entries []string) (allowlist, error) {
+	var a allowlist
+	for _, raw := range entries {
+		e := strings.ToLower(strings.TrimSpace(raw))
+		if e == "" {
+			return allowlist{}, fmt.Errorf("xtimer: HTTPOptions.Allow entry %q: empty", raw)
+		}
+		if strings.Contains(e, "/") {
+			p, err := netip.ParsePrefix(e)
+			if err != nil {
+				return allowlist{}, fmt.Errorf("xtimer: HTTPOptions.Allow entry %q: not a CIDR (want e.g. 10.0.0.0/8): %w", raw, err)
+			}
+			if p.Addr().Zone() != "" {
+				return allowlist{}, fmt.Errorf("xtimer: HTTPOptions.Allow entry %q: a CIDR has no zone", raw)
+			}
+			a.prefixes = append(a.prefixes, p.Masked())
+			continue
+		}
+		if ip, err := netip.ParseAddr(e); err == nil {
+			if ip.Zone() != "" {
+				return allowlist{}, fmt.Errorf("xtimer: HTTPOptions.Allow entry %q: an IP has no zone", raw)
+			}
+			if r := forbiddenReason(ip); r != "" {
+				return allowlist{}, fmt.Errorf("xtimer: HTTPOptions.Allow entry %q: %s and is never called", raw, r)
+			}
+			ip = ip.Unmap()
+			a.prefixes = append(a.prefixes, netip.PrefixFrom(ip, ip.BitLen()))
+			continue
+		}
+		e = strings.TrimSuffix(e, ".")
+		if rest, ok := strings.CutPrefix(e, "*."); ok {
+			if err := checkHostName(rest); err != nil {
+				return allowlist{}, fmt.Errorf("xtimer: HTTPOptions.Allow entry %q: %w", raw, err)
+			}
+			a.suffixes = append(a.suffixes, "."+rest)
+			continue
+		}
+		if err := checkHostName(e); err != nil {
+			return allowlist{}, fmt.Errorf("xtimer: HTTPOptions.Allow entry %q: %w", raw, err)
+		}
+		if a.names == nil {
+			a.names = map[string]bool{}
+		}
+		a.names[e] = true
+	}
+	return a, nil
+}
+
+// checkHostName accepts DNS names (letters, digits, '-', '_' in labels of 1
+// to 63 bytes); a wildcard is only allowed as a whole leading label.
+func checkHostName(h string) error {
+	if h == "" {
+		return errors.New("empty host name")
+	}
+	if len(h) > 253 {
+		return errors.New("host name longer than 253 bytes")
+	}
+	for label := range strings.SplitSeq(h, ".") {
+		if label == "" || len(label) > 63 {
+			return fmt.Errorf("bad label %q (want a host name, *.domain, an IP or a CIDR)", label)
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return fmt.Errorf("character %q not allowed in a host name (want a host name, *.domain, an IP or a CIDR)", r)
+			}
+		}
+	}
+	return nil
+}
+
+func (a allowlist) empty() bool {
+	return len(a.names) == 0 && len(a.suffixes) == 0 && len(a.prefixes) == 0
+}
+
+// matchesName reports whether host (a name from a URL) matches a name entry.
+func (a allowlist) matchesName(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if a.names[host] {
+		return true
+	}
+	for _, s := range a.suffixes {
+		if strings.HasSuffix(host, s) && len(host) > len(s) {
+			return true
+		}
+	}
+	return false
+}
+
+func (a allowlist) matchesIP(ip netip.Addr) bool {
+	ip = ip.Unmap().WithZone("")
+	for _, p := range a.prefixes {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkAddr decides on one resolved address: forbidden addresses always
+// fail; with an allowlist, the address passes when the host name matched a
+// name entry (byName) or the address matches an IP/CIDR entry.
+func (c *HTTPCaller) checkAddr(byName bool, ip netip.Addr) error {
+	if r := c.forbidden(ip); r != "" {
+		return &forbiddenError{addr: ip.String(), reason: r}
+	}
+	if !byName && !c.allow.empty() && !c.allow.matchesIP(ip) {
+		return &forbiddenError{addr: ip.String(), reason: "is not in HTTPOptions.Allow"}
+	}
+	return nil
+}
+
+func (c *HTTPCaller) forbidden(ip netip.Addr) string {
+	if r := forbiddenReason(ip); r != "" {
+		return r
+	}
+	for _, p := range c.extraForbidden {
+		if p.Contains(ip.Unmap().WithZone("")) {
+			return "is forbidden (test)"
+		}
+	}
+	return ""
+}
+
+// checkDialed is the dialer's Control hook: address is the IP:port about to
+// be connected, after DNS resolution, for the first request and for every
+// redirect alike. This is the check that counts; the others only fail
+// earlier with a clearer message.
+func (c *HTTPCaller) checkDialed(byName bool, address string) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return &forbiddenError{addr: address, reason: "is not an IP:port"}
+	}
+	return c.checkAddr(byName, ap.Addr())
+}
+
+// CheckURL validates a callback URL when a task is created or changed: it is
+// absolute, http or https, has a host and no user:password (put credentials
+// in a secret header, which reads mask), and every address its host resolves
+// to (under ctx's deadline) may be called. Errors about the destination wrap
+// ErrForbiddenDestination and say why ("169.254.169.254 is link-local (cloud
+// metadata)"); a name that does not resolve gives an error wrapping the
+// *net.DNSError. Passing CheckURL does not make later calls safe on its own:
+// DNS may change, so Do checks every address it dials again.
+func (c *HTTPCaller) CheckURL(ctx context.Context, rawURL string) error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("xtimer: callback URL %q: "+format, append([]any{redactURL(rawURL)}, args...)...)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return fail("%w", unwrapURLError(err))
+	}
+	if !u.IsAbs() {
+		return fail("not absolute (want http://host/... or https://host/...)")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fail("scheme %q not allowed (want http or https)", u.Scheme)
+	}
+	if u.Opaque != "" {
+		return fail("no host (want %s://host/...)", u.Scheme)
+	}
+	if u.User != nil {
+		return fail("user:password in the URL is not allowed (send credentials in a secret header)")
+	}
+	host := u.Hostname()
+	if host == "" {
+		return fail("no host")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fail("port %q out of range", p)
+		}
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if err := c.checkAddr(false, ip); err != nil {
+			return fail("%w", err)
+		}
+		return nil
+	}
+	byName := c.allow.matchesName(host)
+	if !byName && len(c.allow.prefixes) == 0 && !c.allow.empty() {
+		return fail("%w", &forbiddenError{addr: host, reason: "is not in HTTPOptions.Allow"})
+	}
+	addrs, err := c.resolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return fail("resolving %s: %w", host, err)
+	}
+	for _, ip := range addrs {
+		if err := c.checkAddr(byName, ip); err != nil {
+			return fail("%s resolves to %w", host, err)
+		}
+	}
+	return nil
+}
+
+// dialContext is the transport's only way out. addr is the URL's host:port
+// (there is no proxy), so the name allowlist is checked here, and the Control
+// hook checks each IP actually dialed.
+func (c *HTTPCaller) dialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	byName := false
+	if _, err := netip.ParseAddr(host); err != nil {
+		byName = c.allow.matchesName(host)
+	}
+	d := net.Dialer{
+		Timeout:   dialTimeout,
+		KeepAlive: 30 * time.Second,
+		ControlContext: func(_ context.Context, _, address string, _ syscall.RawConn) error {
+			return c.checkDialed(byName, address)
+		},
+	}
+	return d.DialContext(ctx, network, addr)
+}
+
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// redactURL hides a password in a URL that is put in an error.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	return u.Redacted()
+}
