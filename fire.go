@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/xtimer-go/xtimer/executor"
@@ -112,13 +113,13 @@ func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time
 	for _, f := range due {
 		r := f.row
 		s.mu.Lock()
-		t, cfg := s.tasks[r.TaskCode], s.handlers[r.TaskCode]
+		t, runs := s.tasks[r.TaskCode], s.runsHereLocked(r.TaskCode)
 		running := s.running[r.TaskCode]
 		s.mu.Unlock()
 		late := now.Sub(time.UnixMilli(r.RunTime))
 		window := time.Duration(t.misfireWindowMs()) * time.Millisecond
 		switch {
-		case t == nil || cfg == nil:
+		case t == nil || !runs:
 			s.updates.skip(r, reasonDeleted, now)
 			continue
 		case r.Source != store.SourceManual && t.row.Status != store.TaskActive:
@@ -202,21 +203,27 @@ func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time
 	}
 }
 
-// startAttempt runs one attempt of r (r.Attempt) on the pool.
+// startAttempt runs one attempt of r (r.Attempt), recorded as started at
+// now: a Go handler on the pool, an HTTP callback behind its task's queue
+// on the HTTP pool. Time spent waiting there is lateness: the result
+// records when the attempt really started.
 func (s *Scheduler) startAttempt(r store.Execution, now time.Time) {
 	s.mu.Lock()
-	t, cfg := s.tasks[r.TaskCode], s.handlers[r.TaskCode]
+	loc := time.UTC
+	if t := s.tasks[r.TaskCode]; t != nil {
+		loc = t.loc()
+	}
 	s.running[r.TaskCode]++
 	s.mu.Unlock()
 	s.attempts.Add(1)
-	loc := t.loc()
 	run := &Run{
 		ID: fireID(s.opts.App, r.TaskCode, r.RunTime), ExecutionID: r.ID, Code: r.TaskCode,
 		ScheduledAt: time.UnixMilli(r.RunTime).In(loc), Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
 		Source: Source(r.Source), Replica: s.opts.InstanceID, max: s.opts.MaxOutput,
 	}
-	timeout := time.Duration(t.row.TimeoutMs) * time.Millisecond
-	s.pool.Submit(func() {
+	var status atomic.Int64
+	work, submit, timeout := s.attemptWork(r, run, &status)
+	submit(func() {
 		defer s.attempts.Done()
 		late := func(err error) {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -225,12 +232,22 @@ func (s *Scheduler) startAttempt(r store.Execution, now time.Time) {
 			}
 			s.log.Warn("handler returned after its timeout; result ignored", "task", r.TaskCode, "execution", r.ID, "err", err)
 		}
-		out := executor.Call(s.handlerCtx, s.clock, timeout, func(ctx context.Context) error { return cfg.handler(ctx, run) }, late)
+		out := executor.Call(s.handlerCtx, s.clock, timeout, work, late)
 		s.mu.Lock()
 		s.running[r.TaskCode]--
 		s.mu.Unlock()
 		fin := s.settle(r, out.Finished, out.Err, out.TimedOut(), "")
 		fin.Output = run.Output()
+		fin.HTTPStatus = int(status.Load())
+		if started := out.Started.UnixMilli(); started > now.UnixMilli() {
+			// It waited in this replica's queues after its start was recorded.
+			due := r.RunTime
+			if r.Attempt > 1 {
+				due = r.NextAttemptMs
+			}
+			fin.StartedMs, fin.LatenessMs = started, started-due
+			fin.FinishedMs = max(fin.FinishedMs, started)
+		}
 		s.updates.finished(fin)
 		attrs := []any{"task", r.TaskCode, "execution", r.ID, "attempt", r.Attempt, "status", fin.Status,
 			"duration", out.Finished.Sub(out.Started), "lateness", out.Started.Sub(time.UnixMilli(r.RunTime))}

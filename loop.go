@@ -45,6 +45,10 @@ type taskState struct {
 	row    store.Task
 	sched  Schedule // nil when the stored spec does not parse
 	bucket int
+	// http is the callback of a task of kind http (every replica runs its
+	// fires); nil for Go tasks, and for an http task whose stored target
+	// does not decode (it does not fire).
+	http *httpSpec
 	// since is when this replica adopted the task's schedule, if it changed
 	// (or the task resumed) while the replica ran: the task has no fires
 	// before it, so planning the current minute again never back-fills its
@@ -52,7 +56,9 @@ type taskState struct {
 	since time.Time
 }
 
-func (t *taskState) active() bool { return t.row.Status == store.TaskActive && t.sched != nil }
+func (t *taskState) active() bool {
+	return t.row.Status == store.TaskActive && t.sched != nil && (t.row.Kind != store.KindHTTP || t.http != nil)
+}
 
 // firesAt reports whether at is an instant of the task's current schedule.
 // A fire recorded under a schedule an operator has since replaced, and that
@@ -127,6 +133,11 @@ func (s *Scheduler) adoptTask(row store.Task) {
 		s.log.Error("stored schedule does not parse; the task will not fire", "task", row.Code, "err", err)
 	} else {
 		t.sched = sched
+	}
+	if row.Kind == store.KindHTTP {
+		if t.http, err = decodeHTTPSpec(row); err != nil {
+			s.log.Error("stored http target does not decode; the task will not fire", "task", row.Code, "err", err)
+		}
 	}
 	now := s.clock.Now()
 	s.mu.Lock()
@@ -623,7 +634,7 @@ func (s *Scheduler) takeOver(ctx context.Context, k slotKey) error {
 		if t.bucket != k.bucket {
 			continue
 		}
-		if _, ok := s.handlers[code]; ok {
+		if s.runsHereLocked(code) {
 			mine = append(mine, code)
 		} else {
 			others = append(others, code)
@@ -776,11 +787,8 @@ func (s *Scheduler) record(ctx context.Context, now time.Time, fires []fire) err
 // rowsFor builds the rows of one task's fires, applying the misfire policy
 // to those already past and WithMaxRuns.
 func (s *Scheduler) rowsFor(ctx context.Context, now time.Time, t *taskState, ats []time.Time) ([]store.Execution, error) {
-	s.mu.Lock()
-	_, local := s.handlers[t.row.Code]
-	s.mu.Unlock()
 	owner := ""
-	if local {
+	if s.runsHere(t.row.Code) {
 		owner = s.opts.InstanceID
 	}
 	row := func(at time.Time, status, source, reason string) store.Execution {
@@ -841,11 +849,8 @@ func (s *Scheduler) rowsFor(ctx context.Context, now time.Time, t *taskState, at
 // recorded by replicas without the handler (no owner), and fires whose
 // owner died before starting them.
 func (s *Scheduler) claimFires(ctx context.Context, now time.Time) error {
+	codes := s.runnableCodes()
 	s.mu.Lock()
-	codes := make([]string, 0, len(s.handlers))
-	for c := range s.handlers {
-		codes = append(codes, c)
-	}
 	live := s.live
 	s.mu.Unlock()
 	// Unowned fires due in the next two seconds are claimed now and armed, so
@@ -867,10 +872,7 @@ func (s *Scheduler) pickRetries(ctx context.Context, now time.Time) error {
 		return err
 	}
 	for _, r := range due {
-		s.mu.Lock()
-		_, local := s.handlers[r.TaskCode]
-		s.mu.Unlock()
-		if !local {
+		if !s.runsHere(r.TaskCode) {
 			continue
 		}
 		ok, err := s.store.StartAttempt(ctx, r.ID, r.Attempt+1, s.opts.InstanceID, now.UnixMilli())

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,9 +77,27 @@ type Options struct {
 	// its recorded fires run elsewhere. Defaults to DefaultReplicaTimeout
 	// (30s); at least 3 heartbeat intervals.
 	ReplicaTimeout time.Duration
-	// MaxOutput caps the output a handler attaches to its row. Defaults to
+	// MaxOutput caps the output a handler attaches to its row, and the
+	// response body of an HTTP callback stored there. Defaults to
 	// DefaultMaxOutput (64 KiB).
 	MaxOutput int
+	// HTTPWorkers bounds the HTTP callbacks (HTTPTask) in flight on this
+	// replica; more wait in run-time order, and the wait shows as lateness.
+	// A pool apart from Workers, so that slow receivers never starve Go
+	// handlers. Defaults to DefaultHTTPWorkers (256).
+	HTTPWorkers int
+	// HTTPAllow lists the destinations HTTP callbacks may call: host names,
+	// "*.example.com", IPs and CIDRs (see executor.HTTPOptions.Allow).
+	// Empty allows any destination but the forbidden ones (link-local,
+	// cloud metadata, unspecified), which are refused even when listed.
+	HTTPAllow []string
+	// HTTPSigningSecret keys the signature of HTTP callbacks whose target
+	// has no secret of its own. Empty (the default) leaves those unsigned.
+	// It is never logged.
+	HTTPSigningSecret string
+	// HTTPMaxBody caps the request body of an HTTPTarget. Defaults to
+	// DefaultHTTPMaxBody (64 KiB); at most 1 MiB.
+	HTTPMaxBody int
 }
 
 func (o Options) withDefaults() Options {
@@ -118,6 +137,12 @@ func (o Options) withDefaults() Options {
 	if o.MaxOutput == 0 {
 		o.MaxOutput = DefaultMaxOutput
 	}
+	if o.HTTPWorkers == 0 {
+		o.HTTPWorkers = DefaultHTTPWorkers
+	}
+	if o.HTTPMaxBody == 0 {
+		o.HTTPMaxBody = DefaultHTTPMaxBody
+	}
 	return o
 }
 
@@ -146,6 +171,12 @@ func (o Options) validate() error {
 		return bad("ReplicaTimeout", o.ReplicaTimeout, fmt.Sprintf("want at least 3 heartbeat intervals (%s)", 3*o.HeartbeatInterval))
 	case o.MaxOutput < 1:
 		return bad("MaxOutput", o.MaxOutput, "want at least 1")
+	case o.HTTPWorkers < 1:
+		return bad("HTTPWorkers", o.HTTPWorkers, "want at least 1")
+	case o.HTTPMaxBody < 1 || o.HTTPMaxBody > 1<<20:
+		return bad("HTTPMaxBody", o.HTTPMaxBody, "want 1 byte to 1 MiB")
+	case len(o.HTTPSigningSecret) > 1024:
+		return bad("HTTPSigningSecret", fmt.Sprintf("%d bytes", len(o.HTTPSigningSecret)), "want at most 1024 bytes")
 	}
 	return nil
 }
@@ -171,6 +202,11 @@ type Scheduler struct {
 	clock  Clock
 	log    *slog.Logger
 	pool   *executor.Pool
+	// HTTP callbacks: their own pool, and in front of it one FIFO per task
+	// bounding the task's requests in flight (httprun.go).
+	httpPool   *executor.Pool
+	caller     *executor.HTTPCaller
+	httpQueues httpQueues
 
 	mu        sync.Mutex
 	state     int                    // stateNew, stateRunning, stateStopped
@@ -208,11 +244,17 @@ func New(opts Options) (*Scheduler, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	caller, err := executor.NewHTTPCaller(executor.HTTPOptions{Allow: opts.HTTPAllow, MaxResponse: opts.MaxOutput})
+	if err != nil {
+		return nil, errors.New(strings.Replace(err.Error(), "HTTPOptions.Allow", "Options.HTTPAllow", 1))
+	}
 	s := &Scheduler{
 		opts:     opts,
 		clock:    opts.Clock,
 		log:      opts.Logger.With("app", opts.App, "replica", opts.InstanceID),
 		pool:     executor.NewPool(opts.Workers),
+		httpPool: executor.NewPool(opts.HTTPWorkers),
+		caller:   caller,
 		handlers: map[string]*taskConfig{},
 		tasks:    map[string]*taskState{},
 		slots:    map[slotKey]*slotState{},
@@ -262,7 +304,7 @@ func (s *Scheduler) Register(code, spec string, h Handler, opts ...TaskOption) e
 		s.mu.Unlock()
 		return ErrStopped
 	}
-	if _, dup := s.handlers[code]; dup {
+	if _, dup := s.handlers[code]; dup || s.tasks[code] != nil && s.tasks[code].row.Kind == store.KindHTTP {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %q", ErrDuplicateTask, code)
 	}
@@ -278,6 +320,9 @@ func (s *Scheduler) Register(code, spec string, h Handler, opts ...TaskOption) e
 		s.mu.Lock()
 		delete(s.handlers, code)
 		s.mu.Unlock()
+		if errors.Is(err, store.ErrExists) {
+			return fmt.Errorf("%w: %q is an HTTP task", ErrDuplicateTask, code)
+		}
 		return err
 	}
 	return nil
@@ -385,7 +430,8 @@ func (s *Scheduler) retryStart(ctx context.Context, what string, fn func(context
 		if err == nil {
 			return nil
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || errors.Is(err, store.ErrExists) { // waiting does not fix a code taken by an HTTP task
+
 			return fmt.Errorf("xtimer: start: %s: %w", what, err)
 		}
 		s.log.Warn("xtimer start waits for the database", "step", what, "err", err, "retry_in", wait)
@@ -459,6 +505,7 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 		<-done // Call returns at once for a handler that ignores its context
 	}
 	s.cancelHandler()
+	s.caller.CloseIdleConnections()
 	if err := s.updates.stop(ctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -561,7 +608,7 @@ func (s *Scheduler) ResetSchedule(ctx context.Context, code string) error {
 func (s *Scheduler) Trigger(ctx context.Context, code string) (Execution, error) {
 	s.mu.Lock()
 	state, t := s.state, s.tasks[code]
-	_, local := s.handlers[code]
+	local := s.runsHereLocked(code)
 	s.mu.Unlock()
 	switch state {
 	case stateNew:
@@ -577,7 +624,7 @@ func (s *Scheduler) Trigger(ctx context.Context, code string) (Execution, error)
 			return Execution{}, err
 		}
 		s.mu.Lock()
-		t = s.tasks[code]
+		t, local = s.tasks[code], s.runsHereLocked(code)
 		s.mu.Unlock()
 	}
 	owner := ""

@@ -121,15 +121,27 @@ func (e *taskError) Unwrap() error { return e.err }
 // invalid UTF-8 and NUL bytes (PostgreSQL refuses both), and text longer
 // than max bytes.
 func checkText(option, value string, max int) error {
-	switch {
-	case !utf8.ValidString(value):
-		return optionError(option, fmt.Sprintf("%q", value), "not valid UTF-8")
-	case strings.ContainsRune(value, 0):
-		return optionError(option, fmt.Sprintf("%q", value), "contains a NUL byte")
-	case len(value) > max:
-		return optionError(option, fmt.Sprintf("%d bytes", len(value)), fmt.Sprintf("at most %d bytes", max))
+	if reason := textProblem(value, max); reason != "" {
+		shown := fmt.Sprintf("%q", value)
+		if len(value) > max {
+			shown = fmt.Sprintf("%d bytes", len(value))
+		}
+		return optionError(option, shown, reason)
 	}
 	return nil
+}
+
+// textProblem is checkText's reason, "" when value is fine.
+func textProblem(value string, max int) string {
+	switch {
+	case !utf8.ValidString(value):
+		return "not valid UTF-8"
+	case strings.ContainsRune(value, 0):
+		return "contains a NUL byte"
+	case len(value) > max:
+		return fmt.Sprintf("at most %d bytes", max)
+	}
+	return ""
 }
 
 // WithTimeout bounds one attempt. At the deadline the handler's context is

@@ -233,7 +233,9 @@ func (s *Store) MarkRunning(ctx context.Context, starts []Start) (oks []bool, er
 			if set, err = s.finishSet(Finish{ID: st.ID, Attempt: 1, Result: *st.Finish}); err != nil {
 				return nil, err
 			}
-			set["duration_ms"] = st.Finish.FinishedMs - st.StartedMs
+			if st.Finish.StartedMs == 0 {
+				set["duration_ms"] = st.Finish.FinishedMs - st.StartedMs
+			}
 		}
 		set["attempt"] = 1
 		set["updated_ms"] = s.nowMs()

@@ -24,6 +24,16 @@ type Result struct {
 	FinishedMs int64
 	// NextAttemptMs is when the retry is due; required with StatusRetrying.
 	NextAttemptMs int64
+	// HTTPStatus is the response status of an HTTP callback attempt, 0
+	// when there was no response (and for Go handlers).
+	HTTPStatus int
+	// StartedMs, when set, is when the attempt really started, later than
+	// the start its row records (StartFires, StartAttempt) because it
+	// waited in the replica's queues: started_ms and duration_ms follow it,
+	// and LatenessMs replaces lateness_ms, so that the wait shows as
+	// lateness. Zero keeps the recorded start.
+	StartedMs  int64
+	LatenessMs int64
 }
 
 // Finish is one item of FinishAttempts.
@@ -266,12 +276,23 @@ func (s *Store) finishSet(f Finish) (map[string]any, error) {
 	if len(f.Reason) > 64 {
 		return nil, fmt.Errorf("store: finish execution %d: reason %q: want at most 64 bytes", f.ID, f.Reason)
 	}
-	return map[string]any{
-		"status": f.Status, "reason": f.Reason,
+	if f.StartedMs < 0 || f.StartedMs > f.FinishedMs {
+		return nil, fmt.Errorf("store: finish execution %d attempt %d: started_ms %d: want 0 or at most finished_ms %d",
+			f.ID, f.Attempt, f.StartedMs, f.FinishedMs)
+	}
+	set := map[string]any{
+		"status": f.Status, "reason": f.Reason, "http_status": f.HTTPStatus,
 		"output": cleanText(f.Output), "error": cleanText(f.Error),
 		"finished_ms": f.FinishedMs, "duration_ms": gorm.Expr("? - started_ms", f.FinishedMs),
 		"next_attempt_ms": f.NextAttemptMs, "updated_ms": s.nowMs(),
-	}, nil
+	}
+	if f.StartedMs > 0 {
+		// Plain values, not expressions on other columns: MySQL evaluates
+		// assignments left to right and would see the new ones.
+		set["started_ms"], set["lateness_ms"] = f.StartedMs, f.LatenessMs
+		set["duration_ms"] = f.FinishedMs - f.StartedMs
+	}
+	return set, nil
 }
 
 // SkipExecution settles a fire that has not started, scheduled or

@@ -156,8 +156,12 @@ type Execution struct {
 	FinishedMs  int64 `gorm:"column:finished_ms;not null;default:0"`
 	// LatenessMs is how late the last attempt started: StartedMs minus
 	// RunTime for the first attempt, minus NextAttemptMs for a retry.
-	LatenessMs    int64  `gorm:"column:lateness_ms;not null;default:0"`
-	DurationMs    int64  `gorm:"column:duration_ms;not null;default:0"`
+	LatenessMs int64 `gorm:"column:lateness_ms;not null;default:0"`
+	DurationMs int64 `gorm:"column:duration_ms;not null;default:0"`
+	// HTTPStatus is the response status of the last attempt of an HTTP
+	// callback task; 0 for Go handlers and for attempts that got no
+	// response (connection refused, timeout).
+	HTTPStatus    int    `gorm:"column:http_status;not null;default:0"`
 	Output        string `gorm:"column:output;type:text;not null"`
 	Error         string `gorm:"column:error;type:text;not null"`
 	NextAttemptMs int64  `gorm:"column:next_attempt_ms;not null;default:0;index:xtimer_executions_retry,priority:3"`

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 )
 
@@ -197,4 +200,115 @@ func nullable(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// Errors of the calls that create, replace and delete tasks at runtime.
+var (
+	// ErrExists: a task with that code exists already in the app.
+	ErrExists = errors.New("store: task exists")
+	// ErrStale: the row changed since it was read; read it again.
+	ErrStale = errors.New("store: task changed since read")
+)
+
+// CreateTask inserts a task that code does not register (kind http):
+// version 1, active unless t.Status says paused, no overrides. A task of
+// the same app and code, of any kind, fails it with an error wrapping
+// ErrExists, and nothing is written. It returns the row as stored.
+func (s *Store) CreateTask(ctx context.Context, t *Task) (Task, error) {
+	if err := validTask(t); err != nil {
+		return Task{}, err
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	now := s.nowMs()
+	row := *t
+	row.ID, row.Version, row.CreatedMs, row.UpdatedMs = 0, 1, now, now
+	row.SpecOverride, row.DialectOverride, row.TZOverride = nil, nil, nil
+	if row.Status != TaskPaused {
+		row.Status = TaskActive
+	}
+	def := definition(&row) // the schema's defaults for zero values
+	row.Kind, row.TimeZone, row.MaxAttempts = def["kind"].(string), def["time_zone"].(string), def["max_attempts"].(int)
+	// A plain INSERT: the unique key (app, code) refuses a taken code on
+	// every backend, where ON CONFLICT's affected-row counts differ.
+	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
+		if duplicateKey(err) {
+			return Task{}, fmt.Errorf("store: create task %q of app %q: %w", t.Code, t.App, ErrExists)
+		}
+		return Task{}, fmt.Errorf("store: create task %q: %w", t.Code, err)
+	}
+	return s.Task(ctx, t.App, t.Code)
+}
+
+// duplicateKey reports whether err is a unique key violation.
+func duplicateKey(err error) bool {
+	var my *gomysql.MySQLError
+	if errors.As(err, &my) {
+		return my.Number == 1062
+	}
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		return pg.Code == "23505"
+	}
+	return errors.Is(err, gorm.ErrDuplicatedKey) || strings.Contains(err.Error(), "UNIQUE constraint failed")
+}
+
+// ReplaceTask writes t's definition (the columns UpsertTask writes) over
+// the row of its app and code, clears the schedule overrides (the new
+// definition sets the schedule itself) and bumps the version. It keeps the
+// status. It is conditional on the row still being of t's kind at version:
+// a row changed since the caller read it fails with ErrStale, a missing
+// one with ErrNotFound. It returns the row as stored.
+func (s *Store) ReplaceTask(ctx context.Context, t *Task, version int64) (Task, error) {
+	if err := validTask(t); err != nil {
+		return Task{}, err
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	set := definition(t)
+	set["spec_override"], set["dialect_override"], set["tz_override"] = nil, nil, nil
+	set["version"] = version + 1
+	set["updated_ms"] = s.nowMs()
+	res := s.db.WithContext(ctx).Model(&Task{}).
+		Where("app = ? AND code = ? AND kind = ? AND version = ?", t.App, t.Code, set["kind"], version).Updates(set)
+	if res.Error != nil {
+		return Task{}, fmt.Errorf("store: replace task %q: %w", t.Code, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		if _, err := s.Task(ctx, t.App, t.Code); err != nil {
+			return Task{}, err
+		}
+		return Task{}, fmt.Errorf("store: replace task %q of app %q at version %d: %w", t.Code, t.App, version, ErrStale)
+	}
+	return s.Task(ctx, t.App, t.Code)
+}
+
+// DeleteTask deletes the task of app and code if it is of kind kind, and
+// in the same transaction settles its fires that have not started
+// (scheduled and not claimed, or waiting to retry) as skipped with reason.
+// Execution rows stay: history outlives the task. A missing task, or one
+// of another kind, fails it with an error wrapping ErrNotFound.
+func (s *Store) DeleteTask(ctx context.Context, app, code, kind, reason string) error {
+	if reason == "" || len(reason) > 64 {
+		return fmt.Errorf("store: delete task %q: reason %q: want 1 to 64 bytes", code, reason)
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		res := tx.Where("app = ? AND code = ? AND kind = ?", app, code, kind).Delete(&Task{})
+		if res.Error != nil {
+			return fmt.Errorf("store: delete task %q: %w", code, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return notFound("delete task %q of kind %s of app %q", code, kind, app)
+		}
+		now := s.nowMs()
+		res = tx.Model(&Execution{}).
+			Where("app = ? AND task_code = ? AND (status = ? AND started_ms = 0 OR status = ?)", app, code, StatusScheduled, StatusRetrying).
+			UpdateColumns(map[string]any{"status": StatusSkipped, "reason": reason, "finished_ms": now, "next_attempt_ms": 0, "updated_ms": now})
+		if res.Error != nil {
+			return fmt.Errorf("store: skip the fires of deleted task %q: %w", code, res.Error)
+		}
+		return nil
+	})
 }

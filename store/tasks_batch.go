@@ -66,6 +66,11 @@ func (s *Store) UpsertTasks(ctx context.Context, tasks []*Task) ([]Task, error) 
 			if !ok {
 				return fmt.Errorf("store: upsert task %q: row missing after insert", code)
 			}
+			if def := definition(want[code]); cur.Kind != def["kind"] {
+				// An HTTP task created at runtime has the code: code must not
+				// turn it into a Go task, nor the other way round.
+				return fmt.Errorf("store: upsert task %q of kind %s: a task of kind %s has the code: %w", code, def["kind"], cur.Kind, ErrExists)
+			}
 			if sameDefinition(definition(&cur), definition(want[code])) {
 				continue
 			}

@@ -60,6 +60,7 @@ CREATE TABLE IF NOT EXISTS `xtimer_executions` (
   `finished_ms`     bigint       NOT NULL DEFAULT 0,
   `lateness_ms`     bigint       NOT NULL DEFAULT 0,
   `duration_ms`     bigint       NOT NULL DEFAULT 0,
+  `http_status`     bigint       NOT NULL DEFAULT 0,          -- response status of the last HTTP callback attempt
   `output`          text         NOT NULL,
   `error`           text         NOT NULL,
   `next_attempt_ms` bigint       NOT NULL DEFAULT 0,

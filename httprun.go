@@ -1,0 +1,179 @@
+package xtimer
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/xtimer-go/xtimer/executor"
+	"github.com/xtimer-go/xtimer/store"
+)
+
+// This file runs the attempts of HTTP callback tasks (httptask.go). Every
+// replica can run them: the handler is the built-in caller, so wherever
+// the engine asks whether this replica can run a task (runsHereLocked), an
+// HTTP task says yes. Requests go through two queues, both first in, first
+// out, so that nothing is dropped and the wait shows as lateness: one per
+// task, holding what exceeds the task's MaxConcurrent, then the replica's
+// HTTP pool of Options.HTTPWorkers, apart from the pool of Go handlers.
+
+// runsHereLocked reports whether this replica can run attempts of the
+// task: it registered the task's handler, or the task is an HTTP callback.
+// s.mu is held.
+func (s *Scheduler) runsHereLocked(code string) bool {
+	if _, ok := s.handlers[code]; ok {
+		return true
+	}
+	t := s.tasks[code]
+	return t != nil && t.http != nil
+}
+
+func (s *Scheduler) runsHere(code string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runsHereLocked(code)
+}
+
+// runnableCodes lists the tasks this replica can run.
+func (s *Scheduler) runnableCodes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	codes := make([]string, 0, len(s.handlers))
+	for c := range s.handlers {
+		codes = append(codes, c)
+	}
+	for c, t := range s.tasks {
+		if t.http != nil {
+			codes = append(codes, c)
+		}
+	}
+	return codes
+}
+
+// httpQueues holds, per task, the requests beyond its MaxConcurrent.
+type httpQueues struct {
+	mu    sync.Mutex
+	tasks map[string]*httpQueue
+}
+
+type httpQueue struct {
+	running int
+	limit   int
+	waiting []func()
+}
+
+// submitHTTP runs fn on the HTTP pool once fewer than limit requests of
+// the task run on this replica, after the ones submitted before it.
+func (s *Scheduler) submitHTTP(code string, limit int, fn func()) {
+	qs := &s.httpQueues
+	qs.mu.Lock()
+	if qs.tasks == nil {
+		qs.tasks = map[string]*httpQueue{}
+	}
+	q := qs.tasks[code]
+	if q == nil {
+		q = &httpQueue{}
+		qs.tasks[code] = q
+	}
+	q.limit = max(limit, 1) // an update applies to what waits too
+	q.waiting = append(q.waiting, fn)
+	ready := s.takeReadyLocked(code, q)
+	qs.mu.Unlock()
+	for _, f := range ready {
+		s.httpPool.Submit(f)
+	}
+}
+
+// takeReadyLocked removes from q what may start now, wrapped to start the
+// next one when it ends. httpQueues.mu is held.
+func (s *Scheduler) takeReadyLocked(code string, q *httpQueue) []func() {
+	var ready []func()
+	for q.running < q.limit && len(q.waiting) > 0 {
+		fn := q.waiting[0]
+		q.waiting[0] = nil
+		q.waiting = q.waiting[1:]
+		q.running++
+		ready = append(ready, func() {
+			defer s.doneHTTP(code)
+			fn()
+		})
+	}
+	return ready
+}
+
+func (s *Scheduler) doneHTTP(code string) {
+	qs := &s.httpQueues
+	qs.mu.Lock()
+	q := qs.tasks[code]
+	q.running--
+	ready := s.takeReadyLocked(code, q)
+	if q.running == 0 && len(q.waiting) == 0 {
+		delete(qs.tasks, code)
+	}
+	qs.mu.Unlock()
+	for _, f := range ready {
+		s.httpPool.Submit(f)
+	}
+}
+
+// httpAttempt is the work of one attempt of an HTTP task: the request its
+// stored target describes, with the fire's X-Xtimer-* headers, signed with
+// the target's secret or Options.HTTPSigningSecret. The response lands in
+// run's output: a first line ("HTTP 200 OK in 12 ms", or the error) and
+// the body, capped at MaxOutput; its status in *status.
+func (s *Scheduler) httpAttempt(sp *httpSpec, r store.Execution, run *Run, status *atomic.Int64) func(context.Context) error {
+	headers := make([][2]string, len(sp.Headers))
+	for i, h := range sp.Headers {
+		headers[i] = [2]string{h.Name, h.Value}
+	}
+	call := executor.HTTPCall{
+		Method: sp.Method, URL: sp.URL, Headers: headers, Body: sp.Body,
+		Secret:    sp.Secret,
+		Execution: r.ID, Task: r.TaskCode, ScheduledAt: time.UnixMilli(r.RunTime), Attempt: r.Attempt,
+		SuccessCodes: sp.SuccessCodes,
+	}
+	if call.Secret == "" {
+		call.Secret = s.opts.HTTPSigningSecret
+	}
+	return func(ctx context.Context) error {
+		resp, err := s.caller.Do(ctx, call)
+		status.Store(int64(resp.Status))
+		if resp.Status == 0 {
+			run.Printf("%v", err)
+			return err
+		}
+		run.Printf("HTTP %d %s in %d ms", resp.Status, http.StatusText(resp.Status), resp.Elapsed.Milliseconds())
+		_, _ = run.Write([]byte(resp.Body))
+		if resp.Truncated {
+			run.mu.Lock()
+			run.truncated = true
+			run.mu.Unlock()
+		}
+		return err
+	}
+}
+
+// attemptWork returns how this replica runs one attempt of r's task, and
+// on which queue: the registered handler on the pool of Go handlers, or the
+// HTTP caller behind the task's queue; nil when it cannot (the task was
+// deleted in between).
+func (s *Scheduler) attemptWork(r store.Execution, run *Run, status *atomic.Int64) (work func(context.Context) error, submit func(func()), timeout time.Duration) {
+	s.mu.Lock()
+	t, cfg := s.tasks[r.TaskCode], s.handlers[r.TaskCode]
+	s.mu.Unlock()
+	if t != nil {
+		timeout = time.Duration(t.row.TimeoutMs) * time.Millisecond
+	}
+	switch {
+	case cfg != nil:
+		return func(ctx context.Context) error { return cfg.handler(ctx, run) }, s.pool.Submit, timeout
+	case t != nil && t.http != nil:
+		return s.httpAttempt(t.http, r, run, status), func(fn func()) { s.submitHTTP(r.TaskCode, t.http.MaxConcurrent, fn) }, timeout
+	}
+	return func(context.Context) error {
+		return fmt.Errorf("xtimer: task %q deleted before its attempt started", r.TaskCode)
+	}, s.pool.Submit, 0
+}

@@ -1,0 +1,549 @@
+package xtimer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/xtimer-go/xtimer/store"
+)
+
+// HTTP callback tasks: scheduled work with no code in the calling service.
+// An HTTPTask is created, changed, paused and deleted at runtime (Go API,
+// admin API, console), stored in xtimer_tasks with kind "http", and picked
+// up by every replica within a second. Every replica can run its fires: the
+// handler is the built-in HTTP caller, on a pool of its own so that slow
+// receivers never starve Go handlers.
+
+// Defaults of HTTP callback tasks and of their Options.
+const (
+	// DefaultHTTPTimeout bounds one request of an HTTPTask.
+	DefaultHTTPTimeout = 30 * time.Second
+	// DefaultHTTPTaskConcurrency bounds the requests of one HTTPTask in
+	// flight on one replica.
+	DefaultHTTPTaskConcurrency = 16
+	// DefaultHTTPWorkers bounds the callbacks in flight on one replica.
+	DefaultHTTPWorkers = 256
+	// DefaultHTTPMaxBody caps the request body of an HTTPTarget.
+	DefaultHTTPMaxBody = 64 << 10
+)
+
+// ErrNotHTTPTask: the call is for HTTP callback tasks, and the code names
+// a task registered in Go code (which comes back on the next deploy).
+var ErrNotHTTPTask = errors.New("xtimer: not an HTTP callback task")
+
+// FieldError says which field of an HTTPTask is wrong, with a JSON-style
+// path ("target.method", "target.headers[2].name"), so that a form can put
+// the message beside the field. Nothing is stored when a call returns one.
+// A spec or zone that does not parse is a FieldError ("spec", "zone")
+// wrapping the *SpecError.
+type FieldError struct {
+	Task, Field, Value, Reason string
+
+	err error // the cause, for errors.As (a *SpecError)
+}
+
+// Error reads like `xtimer: http task "code": target.method "FETCH": want
+// one of GET, POST, PUT, PATCH, DELETE`.
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("xtimer: http task %q: %s %q: %s", e.Task, e.Field, e.Value, e.Reason)
+}
+
+// Unwrap returns the cause, if any.
+func (e *FieldError) Unwrap() error { return e.err }
+
+// HTTP methods an HTTPTarget may use.
+var httpMethods = []string{"GET", "POST", "PUT", "PATCH", "DELETE"}
+
+// Headers an HTTP callback carries so that a receiver can dedupe and verify.
+const (
+	// HeaderExecution is the execution ID: the same on every attempt of a fire.
+	HeaderExecution = "X-Xtimer-Execution"
+	// HeaderTask is the task code.
+	HeaderTask = "X-Xtimer-Task"
+	// HeaderScheduledAt is the fire's planned instant, RFC 3339 in UTC with milliseconds.
+	HeaderScheduledAt = "X-Xtimer-Scheduled-At"
+	// HeaderAttempt is the attempt number, 1 for the first.
+	HeaderAttempt = "X-Xtimer-Attempt"
+	// HeaderTimestamp is when the request was signed, Unix seconds.
+	HeaderTimestamp = "X-Xtimer-Timestamp"
+	// HeaderSignature is "v1=" and the hex HMAC-SHA256, keyed with the
+	// task's secret, of the timestamp, a '.', and the body.
+	HeaderSignature = "X-Xtimer-Signature"
+)
+
+// HTTPTask describes a task whose fires call an HTTP endpoint.
+type HTTPTask struct {
+	// Code names the task forever, like a registered task's code.
+	Code        string
+	Name        string
+	Description string
+	Owner       string
+	// Spec, Dialect (DialectCron when empty) and Zone (UTC when empty) are
+	// the schedule.
+	Spec    string
+	Dialect Dialect
+	Zone    string
+	Target  HTTPTarget
+	// Timeout bounds one request, connection to last byte of the response.
+	// Defaults to DefaultHTTPTimeout (30s); at most 1 hour.
+	Timeout time.Duration
+	// MaxAttempts counts the first attempt (1: no retry). Defaults to 1.
+	MaxAttempts int
+	// BackoffBase and BackoffMax shape the wait between attempts, like
+	// WithBackoff. Default 1s and 5m.
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// MaxConcurrent bounds the requests of this task in flight on one
+	// replica; more wait in order and show as lateness. Defaults to
+	// DefaultHTTPTaskConcurrency (16).
+	MaxConcurrent int
+	// Paused creates the task paused. Status afterwards is Pause/Resume's.
+	Paused bool
+}
+
+// HTTPTarget is the request an HTTP callback task sends. It is stored as
+// JSON in the task's row (xtimer_tasks.http_target), secrets included: the
+// database holds them, as it holds the DSN's password, so guard it
+// accordingly. Reads through this package (HTTPTask, the console) mask
+// them, and logs never show them.
+type HTTPTarget struct {
+	// Method is GET, POST, PUT, PATCH or DELETE.
+	Method string `json:"method"`
+	// URL is absolute, http or https.
+	URL string `json:"url"`
+	// Headers are sent as given, in order; the X-Xtimer-* headers are
+	// added after them and may not be set here.
+	Headers []HTTPHeader `json:"headers,omitempty"`
+	// Body is sent as is; when a Content-Type header says JSON it must be
+	// valid JSON. At most Options.HTTPMaxBody bytes.
+	Body string `json:"body,omitempty"`
+	// SuccessCodes are the statuses that count as success; empty means any
+	// 2xx.
+	SuccessCodes []int `json:"success_codes,omitempty"`
+	// Secret keys the HMAC signature (HeaderSignature). Empty means
+	// Options.HTTPSigningSecret; when both are empty, requests are not
+	// signed. Write-only: reads return it masked.
+	Secret string `json:"secret,omitempty"`
+}
+
+// HTTPHeader is one request header. A Secret header's value is write-only:
+// reads return it masked, and logs never show it.
+type HTTPHeader struct {
+	Name   string `json:"name"`
+	Value  string `json:"value"`
+	Secret bool   `json:"secret,omitempty"`
+}
+
+// Masked is what reads return in place of a secret value.
+const Masked = "••••••"
+
+// httpSpec is what Task.HTTPTarget holds for a task of kind http: the
+// target, secrets included (the database holds them, as it holds the
+// DSN's password; reads through this package mask them), and the task's
+// concurrency bound, which has no column of its own.
+type httpSpec struct {
+	HTTPTarget
+	MaxConcurrent int `json:"max_concurrent"`
+}
+
+func decodeHTTPSpec(row store.Task) (*httpSpec, error) {
+	if row.HTTPTarget == nil {
+		return nil, fmt.Errorf("xtimer: http task %q: no target stored", row.Code)
+	}
+	var sp httpSpec
+	if err := json.Unmarshal([]byte(*row.HTTPTarget), &sp); err != nil {
+		return nil, fmt.Errorf("xtimer: http task %q: stored target: %w", row.Code, err)
+	}
+	if sp.MaxConcurrent < 1 {
+		sp.MaxConcurrent = DefaultHTTPTaskConcurrency
+	}
+	return &sp, nil
+}
+
+// CreateHTTPTask stores a new HTTP callback task; every replica adopts it
+// within a second and runs its fires. Empty fields take their defaults; a
+// wrong one fails with a *FieldError naming it, and nothing is stored. A
+// code any task of the app has already, Go or HTTP, fails with
+// ErrDuplicateTask.
+func (s *Scheduler) CreateHTTPTask(ctx context.Context, t HTTPTask) error {
+	row, err := s.httpTaskRow(ctx, t, nil)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	_, registered := s.handlers[t.Code]
+	s.mu.Unlock()
+	if registered {
+		return fmt.Errorf("%w: %q", ErrDuplicateTask, t.Code)
+	}
+	stored, err := s.store.CreateTask(ctx, row)
+	switch {
+	case errors.Is(err, store.ErrExists):
+		return fmt.Errorf("%w: %q", ErrDuplicateTask, t.Code)
+	case err != nil:
+		return fmt.Errorf("xtimer: create http task %q: %w", t.Code, err)
+	}
+	s.adoptTask(stored)
+	s.log.Info("http task created", "task", t.Code, "method", t.Target.Method, "url", redactedURL(t.Target.URL), "spec", t.Spec)
+	return nil
+}
+
+// UpdateHTTPTask replaces the definition of an HTTP callback task, on
+// every replica within a second, from then on (fires already recorded that
+// the new schedule lacks are skipped, reason rescheduled). Its status
+// (paused or not) stays, and the schedule it sets replaces any console
+// override. Secrets are write-only: a secret header whose value is "" or
+// Masked keeps the value stored under the same name, and so does a
+// Target.Secret that is "" or Masked (to remove the secret, delete and
+// create the task again). Errors as CreateHTTPTask; an unknown code is
+// ErrTaskNotFound, a Go task's code ErrNotHTTPTask.
+func (s *Scheduler) UpdateHTTPTask(ctx context.Context, t HTTPTask) error {
+	for try := 0; ; try++ {
+		cur, err := s.storedHTTPTask(ctx, t.Code)
+		if err != nil {
+			return err
+		}
+		row, err := s.httpTaskRow(ctx, t, &cur)
+		if err != nil {
+			return err
+		}
+		stored, err := s.store.ReplaceTask(ctx, row, cur.Version)
+		switch {
+		case errors.Is(err, store.ErrStale) && try < maxChangeTries:
+			continue // changed in between (a pause, another edit): merge again
+		case errors.Is(err, store.ErrNotFound):
+			return fmt.Errorf("%w: %q", ErrTaskNotFound, t.Code)
+		case err != nil:
+			return fmt.Errorf("xtimer: update http task %q: %w", t.Code, err)
+		}
+		s.adoptTask(stored)
+		s.log.Info("http task updated", "task", t.Code, "method", t.Target.Method, "url", redactedURL(t.Target.URL), "spec", t.Spec)
+		return nil
+	}
+}
+
+// maxChangeTries bounds UpdateHTTPTask's read-merge-write loop.
+const maxChangeTries = 5
+
+// DeleteTask deletes an HTTP callback task on every replica within a
+// second. Its fires not started yet are recorded skipped (reason "task
+// deleted"); attempts running finish; its history stays. A task
+// registered in Go code cannot be deleted (it would come back on the next
+// deploy): ErrNotHTTPTask. An unknown code is ErrTaskNotFound.
+func (s *Scheduler) DeleteTask(ctx context.Context, code string) error {
+	if _, err := s.storedHTTPTask(ctx, code); err != nil {
+		return err
+	}
+	if err := s.store.DeleteTask(ctx, s.opts.App, code, store.KindHTTP, reasonDeleted); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("%w: %q", ErrTaskNotFound, code)
+		}
+		return fmt.Errorf("xtimer: delete task %q: %w", code, err)
+	}
+	s.mu.Lock()
+	delete(s.tasks, code)
+	s.mu.Unlock()
+	s.log.Info("http task deleted", "task", code)
+	return nil
+}
+
+// HTTPTask returns an HTTP callback task as stored, secrets replaced by
+// Masked, and its Paused field telling its status.
+func (s *Scheduler) HTTPTask(ctx context.Context, code string) (HTTPTask, error) {
+	row, err := s.storedHTTPTask(ctx, code)
+	if err != nil {
+		return HTTPTask{}, err
+	}
+	sp, err := decodeHTTPSpec(row)
+	if err != nil {
+		return HTTPTask{}, err
+	}
+	t := HTTPTask{
+		Code: row.Code, Name: row.Name, Description: row.Description, Owner: row.Owner,
+		Spec: row.Spec, Dialect: Dialect(row.Dialect), Zone: row.TimeZone, Target: sp.HTTPTarget,
+		Timeout: time.Duration(row.TimeoutMs) * time.Millisecond, MaxAttempts: row.MaxAttempts,
+		BackoffBase: time.Duration(row.BackoffBaseMs) * time.Millisecond, BackoffMax: time.Duration(row.BackoffMaxMs) * time.Millisecond,
+		MaxConcurrent: sp.MaxConcurrent, Paused: row.Status == store.TaskPaused,
+	}
+	if row.SpecOverride != nil || row.DialectOverride != nil || row.TZOverride != nil {
+		// A console edit of the schedule is the task's schedule now.
+		spec, dialect, zone := row.Effective()
+		t.Spec, t.Dialect, t.Zone = spec, Dialect(dialect), zone
+	}
+	t.Target.Headers = slices.Clone(t.Target.Headers)
+	for i := range t.Target.Headers {
+		if t.Target.Headers[i].Secret {
+			t.Target.Headers[i].Value = Masked
+		}
+	}
+	if t.Target.Secret != "" {
+		t.Target.Secret = Masked
+	}
+	return t, nil
+}
+
+// storedHTTPTask reads the row of an HTTP task.
+func (s *Scheduler) storedHTTPTask(ctx context.Context, code string) (store.Task, error) {
+	row, err := s.store.Task(ctx, s.opts.App, code)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.Task{}, fmt.Errorf("%w: %q", ErrTaskNotFound, code)
+	case err != nil:
+		return store.Task{}, fmt.Errorf("xtimer: read task %q: %w", code, err)
+	case row.Kind != store.KindHTTP:
+		return store.Task{}, fmt.Errorf("%w: %q is registered in Go code", ErrNotHTTPTask, code)
+	}
+	return row, nil
+}
+
+// httpTaskRow validates t, applies its defaults and returns its row. cur
+// is the stored row for an update: write-only secrets left "" or Masked
+// keep their stored values.
+func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task) (*store.Task, error) {
+	bad := func(field, value, reason string) error {
+		return &FieldError{Task: t.Code, Field: field, Value: value, Reason: reason}
+	}
+	if !codePattern.MatchString(t.Code) {
+		return nil, bad("code", t.Code, "want 1-128 characters of lower-case letters, digits and . _ : - starting with a letter or digit")
+	}
+	if t.Name == "" {
+		t.Name = t.Code
+	}
+	for _, f := range []struct {
+		field, value string
+		max          int
+	}{{"name", t.Name, 255}, {"description", t.Description, 16 << 10}, {"owner", t.Owner, 255}} {
+		if reason := textProblem(f.value, f.max); reason != "" {
+			return nil, bad(f.field, shorten(f.value), reason)
+		}
+	}
+
+	// The schedule.
+	if t.Dialect == "" {
+		t.Dialect = DialectCron
+	}
+	if t.Dialect != DialectCron && t.Dialect != DialectQuartz {
+		return nil, bad("dialect", string(t.Dialect), `want "cron" or "quartz"`)
+	}
+	if t.Zone == "" {
+		t.Zone = "UTC"
+	}
+	opts := []ScheduleOption{WithDialect(t.Dialect)}
+	if t.Zone != "UTC" {
+		loc, err := loadZone(t.Zone)
+		if err != nil {
+			return nil, &FieldError{Task: t.Code, Field: "zone", Value: t.Zone, Reason: specReason(err), err: err}
+		}
+		opts = append(opts, In(loc))
+	}
+	if len(t.Spec) > 255 {
+		return nil, bad("spec", shorten(t.Spec), "longer than 255 bytes")
+	}
+	if _, err := ParseSchedule(t.Spec, opts...); err != nil {
+		return nil, &FieldError{Task: t.Code, Field: "spec", Value: t.Spec, Reason: specReason(err), err: err}
+	}
+
+	// The request.
+	var old *httpSpec
+	if cur != nil {
+		var err error
+		if old, err = decodeHTTPSpec(*cur); err != nil {
+			old = &httpSpec{} // unreadable: nothing to keep
+		}
+	}
+	tg := t.Target
+	tg.Method = strings.ToUpper(tg.Method)
+	if !slices.Contains(httpMethods, tg.Method) {
+		return nil, bad("target.method", t.Target.Method, "want one of "+strings.Join(httpMethods, ", "))
+	}
+	if tg.URL == "" {
+		return nil, bad("target.url", "", "required: an absolute http:// or https:// URL")
+	}
+	if err := s.caller.CheckURL(ctx, tg.URL); err != nil {
+		reason := err.Error()
+		if rest, ok := strings.CutPrefix(reason, "xtimer: callback URL "); ok {
+			if i := strings.Index(rest, `": `); i >= 0 {
+				reason = rest[i+3:]
+			}
+		}
+		return nil, &FieldError{Task: t.Code, Field: "target.url", Value: redactedURL(tg.URL), Reason: reason, err: err}
+	}
+	tg.Headers = slices.Clone(tg.Headers)
+	jsonBody := false
+	for i, h := range tg.Headers {
+		at := fmt.Sprintf("target.headers[%d]", i)
+		shown := h.Value
+		if h.Secret {
+			shown = Masked
+		}
+		switch {
+		case !validHeaderName(h.Name):
+			return nil, bad(at+".name", h.Name, "want a header name: letters, digits and !#$%&'*+-.^_`|~, no space, colon or line break")
+		case strings.HasPrefix(strings.ToLower(h.Name), "x-xtimer-"):
+			return nil, bad(at+".name", h.Name, "X-Xtimer-* headers are set by xtimer on every call")
+		case strings.EqualFold(h.Name, "Host"), strings.EqualFold(h.Name, "Content-Length"):
+			return nil, bad(at+".name", h.Name, "set from the URL and the body; may not be given")
+		case strings.ContainsAny(h.Value, "\r\n\x00"):
+			return nil, bad(at+".value", shorten(shown), "contains a line break or a NUL byte")
+		case !utf8.ValidString(h.Value):
+			return nil, bad(at+".value", shorten(shown), "not valid UTF-8")
+		case len(h.Value) > 8<<10:
+			return nil, bad(at+".value", shorten(shown), "longer than 8 KiB")
+		}
+		if h.Secret && (h.Value == "" || h.Value == Masked) {
+			kept := ""
+			if old != nil {
+				for _, o := range old.Headers {
+					if o.Secret && strings.EqualFold(o.Name, h.Name) {
+						kept = o.Value
+						break
+					}
+				}
+			}
+			if kept == "" {
+				return nil, bad(at+".value", shown, "a secret header needs its value (there is no stored one to keep)")
+			}
+			tg.Headers[i].Value = kept
+		}
+		if strings.EqualFold(h.Name, "Content-Type") && strings.Contains(strings.ToLower(h.Value), "json") {
+			jsonBody = true
+		}
+	}
+	switch {
+	case len(tg.Body) > s.opts.HTTPMaxBody:
+		return nil, bad("target.body", fmt.Sprintf("%d bytes", len(tg.Body)), fmt.Sprintf("at most %d bytes (Options.HTTPMaxBody)", s.opts.HTTPMaxBody))
+	case !utf8.ValidString(tg.Body) || strings.ContainsRune(tg.Body, 0):
+		return nil, bad("target.body", shorten(tg.Body), "not valid UTF-8 text (or contains a NUL byte)")
+	case jsonBody && tg.Body != "" && !json.Valid([]byte(tg.Body)):
+		var v any
+		err := json.Unmarshal([]byte(tg.Body), &v)
+		return nil, bad("target.body", shorten(tg.Body), fmt.Sprintf("Content-Type says JSON but the body is not: %v", err))
+	}
+	for i, c := range tg.SuccessCodes {
+		if c < 100 || c > 599 {
+			return nil, bad(fmt.Sprintf("target.success_codes[%d]", i), fmt.Sprint(c), "want an HTTP status 100-599")
+		}
+	}
+	switch {
+	case tg.Secret == Masked || tg.Secret == "" && cur != nil:
+		if old == nil || old.Secret == "" {
+			if tg.Secret == Masked {
+				return nil, bad("target.secret", Masked, "no stored secret to keep: give the secret itself, or leave it empty")
+			}
+		} else {
+			tg.Secret = old.Secret
+		}
+	case !utf8.ValidString(tg.Secret) || strings.ContainsRune(tg.Secret, 0) || len(tg.Secret) > 1024:
+		return nil, bad("target.secret", Masked, "want at most 1024 bytes of UTF-8 text without NUL")
+	}
+
+	// The policy.
+	switch {
+	case t.Timeout == 0:
+		t.Timeout = DefaultHTTPTimeout
+	case t.Timeout < time.Millisecond || t.Timeout > time.Hour:
+		return nil, bad("timeout", t.Timeout.String(), "want 1ms-1h")
+	}
+	switch {
+	case t.MaxAttempts == 0:
+		t.MaxAttempts = 1
+	case t.MaxAttempts < 1 || t.MaxAttempts > 100:
+		return nil, bad("max_attempts", fmt.Sprint(t.MaxAttempts), "want 1-100 (1 means no retry)")
+	}
+	if t.BackoffBase == 0 {
+		t.BackoffBase = DefaultBackoffBase
+	}
+	if t.BackoffMax == 0 {
+		t.BackoffMax = max(DefaultBackoffMax, t.BackoffBase)
+	}
+	switch {
+	case t.BackoffBase < time.Millisecond:
+		return nil, bad("backoff_base", t.BackoffBase.String(), "want at least 1ms")
+	case t.BackoffMax < t.BackoffBase:
+		return nil, bad("backoff_max", t.BackoffMax.String(), fmt.Sprintf("want at least backoff_base %s", t.BackoffBase))
+	}
+	switch {
+	case t.MaxConcurrent == 0:
+		t.MaxConcurrent = DefaultHTTPTaskConcurrency
+	case t.MaxConcurrent < 1 || t.MaxConcurrent > 1000:
+		return nil, bad("max_concurrent", fmt.Sprint(t.MaxConcurrent), "want 1-1000")
+	}
+
+	target, err := json.Marshal(httpSpec{HTTPTarget: tg, MaxConcurrent: t.MaxConcurrent})
+	if err != nil {
+		return nil, fmt.Errorf("xtimer: http task %q: encode target: %w", t.Code, err)
+	}
+	js := string(target)
+	row := &store.Task{
+		App: s.opts.App, Code: t.Code, Name: t.Name, Description: t.Description, Owner: t.Owner,
+		Kind: store.KindHTTP, Spec: t.Spec, Dialect: string(t.Dialect), TimeZone: t.Zone,
+		TimeoutMs: t.Timeout.Milliseconds(), MaxAttempts: t.MaxAttempts,
+		BackoffBaseMs: t.BackoffBase.Milliseconds(), BackoffMaxMs: t.BackoffMax.Milliseconds(),
+		Misfire: string(MisfireRunOnce), MisfireWindowMs: DefaultMisfireWindow.Milliseconds(), Overlap: string(OverlapAllow),
+		HTTPTarget: &js,
+	}
+	if t.Paused {
+		row.Status = store.TaskPaused
+	}
+	return row, nil
+}
+
+// validHeaderName reports whether name is an RFC 9110 token.
+func validHeaderName(name string) bool {
+	if name == "" || len(name) > 256 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// specReason is the reason of a *SpecError, or the whole error.
+func specReason(err error) string {
+	var se *SpecError
+	switch {
+	case !errors.As(err, &se):
+		return err.Error()
+	case se.Field != "" && se.Field != "time zone":
+		return fmt.Sprintf("%s field %q: %s", se.Field, se.Value, se.Reason)
+	}
+	return se.Reason
+}
+
+// shorten keeps a value quoted in an error readable.
+func shorten(v string) string {
+	if len(v) <= 64 {
+		return v
+	}
+	cut := 64
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return v[:cut] + "…"
+}
+
+// redactedURL hides a URL's password and query (they may hold tokens)
+// for logs and errors.
+func redactedURL(raw string) string {
+	if i := strings.IndexAny(raw, "?#"); i >= 0 {
+		raw = raw[:i] + "?…"
+	}
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return raw
+}
