@@ -101,12 +101,17 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 func asAPIError(err error) *apiError {
 	var e *apiError
 	var spec *xtimer.SpecError
+	var field *xtimer.FieldError
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &e):
 		return e
 	case errors.As(err, &spec):
-		e := &apiError{Status: http.StatusBadRequest, Code: codeInvalid, Field: "spec", Value: spec.Spec, SpecField: spec.Field, Message: err.Error()}
+		msg := err.Error()
+		if errors.As(err, &field) {
+			msg = spec.Error() // the schedule form shows the spec's own words
+		}
+		e := &apiError{Status: http.StatusBadRequest, Code: codeInvalid, Field: "spec", Value: spec.Spec, SpecField: spec.Field, Message: msg}
 		switch spec.Field {
 		case "time zone":
 			e.Field, e.Value, e.SpecField = "zone", spec.Value, ""
@@ -114,14 +119,32 @@ func asAPIError(err error) *apiError {
 			e.Value, e.SpecField = cmp.Or(spec.Spec, spec.Value), ""
 		}
 		return e
+	case errors.As(err, &field):
+		name, value := bodyField(field.Field, field.Value)
+		return &apiError{Status: http.StatusBadRequest, Code: codeInvalid, Field: name, Value: value, Message: err.Error()}
 	case errors.As(err, &tooBig):
 		return apiErrorf(http.StatusRequestEntityTooLarge, codeTooLarge, "request body over %d bytes", tooBig.Limit)
 	case errors.Is(err, xtimer.ErrTaskNotFound), errors.Is(err, store.ErrNotFound):
 		return apiErrorf(http.StatusNotFound, codeNotFound, "%s", err.Error())
-	case errors.Is(err, xtimer.ErrNotStarted), errors.Is(err, xtimer.ErrStopped):
+	case errors.Is(err, xtimer.ErrNotHTTPTask):
+		return apiErrorf(http.StatusConflict, codeConflict, "%s: a Go task is defined in code, where it is changed or removed", err.Error())
+	case errors.Is(err, xtimer.ErrDuplicateTask), errors.Is(err, xtimer.ErrNotStarted), errors.Is(err, xtimer.ErrStopped):
 		return apiErrorf(http.StatusConflict, codeConflict, "%s", err.Error())
 	}
 	return apiErrorf(http.StatusInternalServerError, codeInternal, "%s", err.Error())
+}
+
+// bodyField names a field of the scheduler's HTTPTask, and its value, as
+// TaskEdit, the body, has them: its durations are milliseconds there.
+func bodyField(name, value string) (string, string) {
+	switch name {
+	case "timeout", "backoff_base", "backoff_max":
+		if d, err := time.ParseDuration(value); err == nil {
+			value = strconv.FormatInt(d.Milliseconds(), 10)
+		}
+		return name + "_ms", value
+	}
+	return name, value
 }
 
 // decodeBody reads a state-changing request's JSON body into v: the body

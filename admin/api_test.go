@@ -878,8 +878,8 @@ func TestAPIErrorShapeAndStatusCodes(t *testing.T) {
 	for _, c := range []struct{ method, path, allow string }{
 		{http.MethodGet, pause, "POST"},
 		{http.MethodPut, "api/tasks/report.minutely/trigger", "POST"},
-		{http.MethodPost, "api/tasks", "GET, HEAD"},
-		{http.MethodDelete, "api/tasks/report.minutely", "GET, HEAD"},
+		{http.MethodPatch, "api/tasks", "GET, HEAD, POST"},
+		{http.MethodPatch, "api/tasks/report.minutely", "DELETE, GET, HEAD, PUT"},
 		{http.MethodGet, "api/tasks/report.minutely/schedule", "DELETE, PUT"},
 		{http.MethodPatch, "api/tasks/report.minutely/schedule", "DELETE, PUT"},
 		{http.MethodPost, "api/executions/1", "GET, HEAD"},

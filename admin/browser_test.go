@@ -344,11 +344,12 @@ func TestBrowserReadOnlyConsoleOffersNoActions(t *testing.T) {
 	t.Parallel()
 	f := setup(t, fixtureOpts{admin: Options{ReadOnly: true}})
 	tb := openTab(t, f, tabOpts{})
-	for _, rel := range []string{"", "tasks/report.minutely", "tasks/report.minutely/schedule"} {
+	for _, rel := range []string{"", "tasks/report.minutely", "tasks/report.minutely/schedule", "tasks/new"} {
 		tb.open(rel)
 		require.Equal(t, "true", evalJS[string](tb, `document.body.dataset.readonly`), rel)
 		require.Equal(t, 0, tb.count("button[data-action]"), "page %q offers actions", rel)
 		require.Equal(t, 0, tb.count("button#save"), "page %q offers a save", rel)
+		require.Equal(t, 0, tb.count("a#new-task"), "page %q offers a new task", rel)
 	}
 }
 
@@ -363,6 +364,7 @@ func TestBrowserPagesLoadWithoutScriptErrors(t *testing.T) {
 		{"", rowSel("xss.task")},
 		{"tasks/billing.reconcile", "h1#task-code"},
 		{"tasks/billing.reconcile/schedule", "ol#preview-next li"},
+		{"tasks/new", "ol#preview-next li"},
 		{"executions", fmt.Sprintf(`tr[data-execution="%d"]`, id)},
 		{fmt.Sprintf("executions/%d", id), "#execution-status"},
 		{"replicas", `#replicas tbody tr[data-replica="replica-a"]`},
@@ -377,7 +379,8 @@ func TestBrowserPagesFitAPhoneScreen(t *testing.T) {
 	f := setup(t, fixtureOpts{})
 	id := insertHistory(t, f) // long errors, many rows
 	tb := openTab(t, f, tabOpts{viewport: phone})
-	for _, rel := range []string{"", "tasks/billing.reconcile", "tasks/billing.reconcile/schedule", "tasks/xss.task", "executions", fmt.Sprintf("executions/%d", id), "replicas"} {
+	createHook(t, f, "billing.hook")
+	for _, rel := range []string{"", "tasks/billing.reconcile", "tasks/billing.reconcile/schedule", "tasks/xss.task", "executions", fmt.Sprintf("executions/%d", id), "replicas", "tasks/new", "tasks/billing.hook", "tasks/billing.hook/edit"} {
 		tb.open(rel)
 		// A page without <meta name=viewport> lays out 980px wide and
 		// would pass the overflow check below without fitting anything.
@@ -410,7 +413,7 @@ func TestBrowserPagesFitAPhoneScreen(t *testing.T) {
 	}
 	tb.open("")
 	for _, sel := range []string{"td.state", "td.next", "td.acts", `button[data-action="trigger"]`, `a[data-action="edit"]`} {
-		require.Equal(t, len(defaultCodes), onScreen("#tasks tbody tr[data-task] "+sel), "every task's %s is on a phone's screen", sel)
+		require.Equal(t, len(defaultCodes)+1, onScreen("#tasks tbody tr[data-task] "+sel), "every task's %s is on a phone's screen", sel) // and billing.hook
 	}
 	tb.open("executions")
 	bad := tb.count("#executions tbody tr.bad")
@@ -569,6 +572,21 @@ func TestBrowserScreenshots(t *testing.T) {
 	tb.screenshot("schedule.png")
 	tb.open("replicas")
 	tb.screenshot("replicas.png")
+	tb.open("tasks/new")
+	tb.typeInto(`#task-form [name=code]`, "billing.callback")
+	tb.typeInto(`#task-form [name=name]`, "Reconcile through the billing API")
+	tb.typeInto(`#task-form [name=url]`, "https://billing.internal/reconcile")
+	tb.typeInto(`#task-form [data-field="target.headers[0].name"]`, "Authorization")
+	tb.click(`#task-form #headers .header-row:first-child [name=header_secret]`)
+	tb.typeInto(`#task-form [data-field="target.headers[0].value"]`, "Bearer token")
+	tb.typeInto(`#task-form [data-field="target.headers[1].name"]`, "Content-Type")
+	tb.typeInto(`#task-form [data-field="target.headers[1].value"]`, "application/json")
+	tb.typeInto(`#task-form [name=body]`, `{"since": "yesterday"}`)
+	tb.typeInto(`#task-form [name=success_codes]`, "200, 202")
+	tb.typeInto(`#task-form [name=max_attempts]`, "3")
+	tb.click(`button.preset[data-spec="0 9 * * 1-5"]`)
+	tb.waitPreview(previewTexts(t, f, "0 9 * * 1-5", "UTC"))
+	tb.screenshot("new-task.png")
 
 	onPhone := openTab(t, f, tabOpts{viewport: phone})
 	onPhone.open("")

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -17,7 +18,10 @@ import (
 //
 //	GET    api/apps
 //	GET    api/tasks?app=&status=&kind=&q=&after=&limit=
-//	GET    api/tasks/{code}?app=
+//	POST   api/tasks                  TaskEdit: creates an HTTP callback task (201)
+//	GET    api/tasks/{code}?app=      with "http", the target, for an HTTP task
+//	PUT    api/tasks/{code}           TaskEdit: changes an HTTP callback task
+//	DELETE api/tasks/{code}           {}: deletes an HTTP callback task
 //	POST   api/tasks/{code}/pause     {}
 //	POST   api/tasks/{code}/resume    {}
 //	POST   api/tasks/{code}/trigger   {}
@@ -28,14 +32,30 @@ import (
 //	GET    api/replicas?app=
 //	GET    api/preview?spec=&dialect=&tz=&n=
 //
+// TaskEdit, the body of POST api/tasks and PUT api/tasks/{code}
+// (durations in milliseconds; secrets write-only: "" or "••••••" on PUT
+// keeps the stored one):
+//
+//	{"code": "billing.reconcile", "name": "…", "description": "…", "owner": "…",
+//	 "spec": "0 9 * * *", "dialect": "cron", "zone": "Europe/Paris",
+//	 "target": {"method": "POST", "url": "https://billing.internal/reconcile",
+//	            "headers": [{"name": "Authorization", "value": "Bearer x", "secret": true}],
+//	            "body": "{}", "success_codes": [200, 202], "secret": "hmac-key"},
+//	 "timeout_ms": 30000, "max_attempts": 3, "backoff_base_ms": 1000, "backoff_max_ms": 60000,
+//	 "max_concurrent": 16, "paused": false}
+//
+// A wrong field answers 400 naming it as the body does ("target.url",
+// "target.headers[2].name", "timeout_ms"); a code taken, or a Go task
+// (defined in code, not in the console), 409.
+//
 // Reads may name any app sharing the database (app defaults to the
 // scheduler's); actions act on the scheduler's own app, whose replicas hold
 // the handlers.
 func (c *console) routeAPI(mux *http.ServeMux) {
 	api := c.prefix + "api/"
 	route(mux, api+"apps", map[string]http.HandlerFunc{"GET": c.apiApps})
-	route(mux, api+"tasks", map[string]http.HandlerFunc{"GET": c.apiTasks})
-	route(mux, api+"tasks/{code}", map[string]http.HandlerFunc{"GET": c.apiTask})
+	route(mux, api+"tasks", map[string]http.HandlerFunc{"GET": c.apiTasks, "POST": c.apiCreateTask})
+	route(mux, api+"tasks/{code}", map[string]http.HandlerFunc{"GET": c.apiTask, "PUT": c.apiUpdateTask, "DELETE": c.apiDeleteTask})
 	route(mux, api+"tasks/{code}/pause", map[string]http.HandlerFunc{"POST": c.apiPause})
 	route(mux, api+"tasks/{code}/resume", map[string]http.HandlerFunc{"POST": c.apiResume})
 	route(mux, api+"tasks/{code}/trigger", map[string]http.HandlerFunc{"POST": c.apiTrigger})
@@ -177,56 +197,56 @@ type ScheduleEdit struct {
 }
 
 func (c *console) apiPause(w http.ResponseWriter, r *http.Request) {
-	c.act(w, r, "pause", &emptyBody{}, func(ctx context.Context, code string) (any, string, error) {
-		return nil, "", c.s.Pause(ctx, code)
+	c.act(w, r, "pause", &emptyBody{}, func(ctx context.Context, code string) (outcome, error) {
+		return outcome{}, c.s.Pause(ctx, code)
 	})
 }
 
 func (c *console) apiResume(w http.ResponseWriter, r *http.Request) {
-	c.act(w, r, "resume", &emptyBody{}, func(ctx context.Context, code string) (any, string, error) {
-		return nil, "", c.s.Resume(ctx, code)
+	c.act(w, r, "resume", &emptyBody{}, func(ctx context.Context, code string) (outcome, error) {
+		return outcome{}, c.s.Resume(ctx, code)
 	})
 }
 
 func (c *console) apiTrigger(w http.ResponseWriter, r *http.Request) {
-	c.act(w, r, "trigger", &emptyBody{}, func(ctx context.Context, code string) (any, string, error) {
+	c.act(w, r, "trigger", &emptyBody{}, func(ctx context.Context, code string) (outcome, error) {
 		e, err := c.s.Trigger(ctx, code)
 		if err != nil {
-			return nil, "", err
+			return outcome{}, err
 		}
 		row, err := c.st.Execution(ctx, e.ID)
 		if err != nil {
-			return nil, "", err
+			return outcome{}, err
 		}
 		v := executionView(row, "", false)
-		return v, "execution " + strconv.FormatInt(e.ID, 10), nil
+		return outcome{status: http.StatusCreated, data: v, detail: "execution " + strconv.FormatInt(e.ID, 10)}, nil
 	})
 }
 
 func (c *console) apiSetSchedule(w http.ResponseWriter, r *http.Request) {
 	var edit ScheduleEdit
-	c.act(w, r, "set_schedule", &edit, func(ctx context.Context, code string) (any, string, error) {
+	c.act(w, r, "set_schedule", &edit, func(ctx context.Context, code string) (outcome, error) {
 		if err := checkDialect(edit.Dialect); err != nil {
-			return nil, "", err
+			return outcome{}, err
 		}
 		if strings.TrimSpace(edit.Spec) == "" {
-			return nil, "", fieldError("spec", edit.Spec, "empty: want a cron expression such as \"0 9 * * 1-5\"")
+			return outcome{}, fieldError("spec", edit.Spec, "empty: want a cron expression such as \"0 9 * * 1-5\"")
 		}
 		before := c.scheduleNow(ctx, code)
 		if err := c.s.SetSchedule(ctx, code, edit.Spec, xtimer.Dialect(edit.Dialect), edit.Zone); err != nil {
-			return nil, "", err
+			return outcome{}, err
 		}
-		return nil, before + " → " + c.scheduleNow(ctx, code), nil
+		return outcome{detail: before + " → " + c.scheduleNow(ctx, code)}, nil
 	})
 }
 
 func (c *console) apiResetSchedule(w http.ResponseWriter, r *http.Request) {
-	c.act(w, r, "reset_schedule", &emptyBody{}, func(ctx context.Context, code string) (any, string, error) {
+	c.act(w, r, "reset_schedule", &emptyBody{}, func(ctx context.Context, code string) (outcome, error) {
 		before := c.scheduleNow(ctx, code)
 		if err := c.s.ResetSchedule(ctx, code); err != nil {
-			return nil, "", err
+			return outcome{}, err
 		}
-		return nil, before + " → " + c.scheduleNow(ctx, code), nil
+		return outcome{detail: before + " → " + c.scheduleNow(ctx, code)}, nil
 	})
 }
 
@@ -242,11 +262,22 @@ func (c *console) scheduleNow(ctx context.Context, code string) string {
 	return fmt.Sprintf("%q (%s, %s)", v.Spec, v.Dialect, v.Zone)
 }
 
+// outcome is what an action did: what its history line says (never a
+// secret), and its answer.
+type outcome struct {
+	detail string
+	// status defaults to 200.
+	status int
+	// data defaults to the task's detail.
+	data any
+	// code is the task acted on when the path names none (create).
+	code string
+}
+
 // act runs one operator action on a task of the scheduler's app: it reads
-// the JSON body into body, calls do, records the action in the task's
-// history and the log, and answers with do's result, or the task's detail
-// when do returns none.
-func (c *console) act(w http.ResponseWriter, r *http.Request, action string, body any, do func(context.Context, string) (any, string, error)) {
+// the JSON body into body, calls do with the path's task code, records the
+// action in the task's history and the log, and answers with do's outcome.
+func (c *console) act(w http.ResponseWriter, r *http.Request, action string, body any, do func(context.Context, string) (outcome, error)) {
 	ctx := r.Context()
 	code := r.PathValue("code")
 	if err := decodeBody(r, body); err != nil {
@@ -261,30 +292,30 @@ func (c *console) act(w http.ResponseWriter, r *http.Request, action string, bod
 		writeError(w, r, err)
 		return
 	}
-	result, detail, err := do(ctx, code)
+	out, err := do(ctx, code)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
+	if out.code != "" {
+		code = out.code
+	}
 	who := principalOf(ctx).Name
-	c.log.Info("console action", "principal", who, "task", code, "action", action, "detail", detail, "app", c.sopts.App)
-	if _, err := c.st.RecordAction(ctx, store.Action{App: c.sopts.App, TaskCode: code, Principal: who, Action: action, Detail: detail}); err != nil {
+	c.log.Info("console action", "principal", who, "task", code, "action", action, "detail", out.detail, "app", c.sopts.App)
+	if _, err := c.st.RecordAction(ctx, store.Action{App: c.sopts.App, TaskCode: code, Principal: who, Action: action, Detail: out.detail}); err != nil {
 		// The action took effect; the history line is what failed. Say so
 		// rather than pretend the action failed.
 		c.log.Error("console action not written to the task's history", "task", code, "action", action, "err", err)
 	}
-	status := http.StatusOK
-	if result == nil {
+	if out.data == nil {
 		d, err := c.taskDetail(ctx, c.sopts.App, code)
 		if err != nil {
 			writeError(w, r, err)
 			return
 		}
-		result = d
-	} else {
-		status = http.StatusCreated
+		out.data = d
 	}
-	writeJSON(w, status, envelope{Data: result})
+	writeJSON(w, cmp.Or(out.status, http.StatusOK), envelope{Data: out.data})
 }
 
 // executionQuery reads the executions list's filters; from and to

@@ -96,6 +96,9 @@ type ExecutionView struct {
 	Output      *string    `json:"output,omitempty"`
 	Error       *string    `json:"error,omitempty"`
 	ErrorHead   string     `json:"error_head,omitempty"`
+	// HTTPStatus is the response status of an HTTP callback's last
+	// attempt; 0 for a Go task, or when no response came.
+	HTTPStatus int `json:"http_status,omitempty"`
 	// Zone is the task's zone, in which pages show RunTime on hover.
 	Zone string `json:"zone,omitempty"`
 }
@@ -118,6 +121,9 @@ type TaskDetail struct {
 	// Recent are the newest executions, newest first.
 	Recent  []ExecutionView `json:"recent"`
 	Actions []ActionView    `json:"actions"`
+	// HTTP is the target of an HTTP callback task of the scheduler's app,
+	// secrets masked.
+	HTTP *HTTPTargetView `json:"http,omitempty"`
 }
 
 // ReplicaView is one replica of the app.
@@ -170,7 +176,7 @@ func executionView(r store.Execution, zone string, whole bool) ExecutionView {
 		Status: r.Status, Reason: r.Reason, Source: r.Source, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
 		Replica: r.Replica, RecordedAt: msTime(r.ScheduledMs), StartedAt: msTime(r.StartedMs),
 		FinishedAt: msTime(r.FinishedMs), NextAttempt: msTime(r.NextAttemptMs),
-		LatenessMs: r.LatenessMs, DurationMs: r.DurationMs, ErrorHead: firstLine(r.Error, 200), Zone: zone,
+		LatenessMs: r.LatenessMs, DurationMs: r.DurationMs, ErrorHead: firstLine(r.Error, 200), HTTPStatus: r.HTTPStatus, Zone: zone,
 	}
 	if whole {
 		out, errText := r.Output, r.Error
@@ -325,6 +331,15 @@ func (c *console) taskDetail(ctx context.Context, app, code string) (TaskDetail,
 	actions, err := c.st.Actions(ctx, app, code, 50)
 	if err != nil {
 		return TaskDetail{}, err
+	}
+	if t.Kind == store.KindHTTP {
+		ht, ok, err := c.httpTask(ctx, app, code)
+		if err != nil {
+			return TaskDetail{}, err
+		}
+		if ok {
+			d.HTTP = httpTargetView(ht)
+		}
 	}
 	for _, a := range actions {
 		d.Actions = append(d.Actions, ActionView{At: time.UnixMilli(a.AtMs).UTC(), Principal: a.Principal, Action: a.Action, Detail: a.Detail})

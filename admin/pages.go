@@ -6,18 +6,22 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/xtimer-go/xtimer"
 	"github.com/xtimer-go/xtimer/store"
 )
 
 // The web console: server-rendered pages under the prefix, readable
 // without JavaScript; static/app.js adds the actions (pause, resume, run
-// now, schedule edits), which call the JSON API like any other client.
+// now, schedule edits, HTTP callback tasks), which call the JSON API like
+// any other client.
 // The pages render the views of model.go, so they never disagree with
 // the API; render.go draws them.
 //
 //	GET {prefix}                          tasks, with filters
 //	GET {prefix}tasks/{code}?app=         one task: config, next fires, chart, history
 //	GET {prefix}tasks/{code}/schedule     the schedule form
+//	GET {prefix}tasks/new                 the form of a new HTTP callback task (httptask.go)
+//	GET {prefix}tasks/{code}/edit         the form of an HTTP callback task
 //	GET {prefix}executions?app=&task=...  executions, with filters
 //	GET {prefix}executions/{id}           one execution, output and error whole
 //	GET {prefix}replicas?app=             the app's replicas
@@ -33,8 +37,10 @@ func (c *console) routePages(mux *http.ServeMux) {
 		}})
 	}
 	page("{$}", c.tasksPage)
+	page("tasks/"+newTaskPath, c.newTaskPage)
 	page("tasks/{code}", c.taskPage)
 	page("tasks/{code}/schedule", c.schedulePage)
+	page("tasks/{code}/edit", c.editTaskPage)
 	page("executions", c.executionsPage)
 	page("executions/{id}", c.executionPage)
 	page("replicas", c.replicasPage)
@@ -153,15 +159,38 @@ type scheduleForm struct {
 	Spec, Dialect, Zone string
 }
 
-type schedulePage struct {
-	layout
-	Task       TaskView
+// cronHelper is the schedule part of a form: presets, the expression,
+// its dialect and zone, and the preview of its next fires. The schedule
+// form and the task form share it, as the "cron-helper" template and
+// app.js's cronHelper.
+type cronHelper struct {
+	L          *layout
 	Form       scheduleForm
 	FormZones  []string
 	Presets    []preset
 	Preview    *PreviewView
 	PreviewErr *apiError
-	CanSave    bool
+}
+
+// newCronHelper previews form as the page loads, so that the form reads
+// without JavaScript; empty dialect and zone are cron and UTC.
+func newCronHelper(l *layout, form scheduleForm) cronHelper {
+	form.Dialect = cmp.Or(form.Dialect, string(xtimer.DialectCron))
+	form.Zone = cmp.Or(form.Zone, "UTC")
+	h := cronHelper{L: l, Form: form, FormZones: zonesWith(form.Zone), Presets: presets}
+	if pv, err := preview(form.Spec, form.Dialect, form.Zone, 3, l.Now); err != nil {
+		h.PreviewErr = asAPIError(err)
+	} else {
+		h.Preview = &pv
+	}
+	return h
+}
+
+type schedulePage struct {
+	layout
+	Task    TaskView
+	Cron    cronHelper
+	CanSave bool
 }
 
 func (c *console) schedulePage(w http.ResponseWriter, r *http.Request) {
@@ -176,23 +205,17 @@ func (c *console) schedulePage(w http.ResponseWriter, r *http.Request) {
 	now := c.now()
 	// Without live replicas: this page shows the schedule, not the state.
 	v := c.taskView(t, nil, nil, now)
-	p := &schedulePage{layout: c.layoutFor(r, "tasks", "Schedule of "+v.Code), Task: v, Presets: presets,
+	p := &schedulePage{layout: c.layoutFor(r, "tasks", "Schedule of "+v.Code), Task: v,
 		CanSave: !c.opts.ReadOnly && v.App == c.sopts.App}
 	if q.err != nil {
 		p.Err = asAPIError(q.err)
 		form = scheduleForm{}
 	}
-	p.Form = scheduleForm{
+	p.Cron = newCronHelper(&p.layout, scheduleForm{
 		Spec:    cmp.Or(form.Spec, v.Schedule.Spec),
 		Dialect: cmp.Or(form.Dialect, v.Schedule.Dialect),
 		Zone:    cmp.Or(form.Zone, v.Schedule.Zone),
-	}
-	p.FormZones = zonesWith(p.Form.Zone)
-	if pv, err := preview(p.Form.Spec, p.Form.Dialect, p.Form.Zone, 3, now); err != nil {
-		p.PreviewErr = asAPIError(err)
-	} else {
-		p.Preview = &pv
-	}
+	})
 	c.render(w, "schedule", p)
 }
 

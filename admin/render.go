@@ -31,6 +31,7 @@ var webFS embed.FS
 // pageTemplates are parsed once: they are part of the binary, so a parse
 // error is a bug in this package, which every page test shows.
 var pageTemplates = template.Must(template.New("pages").Funcs(template.FuncMap{
+	"httpBad":     httpBad,
 	"millis":      millis,
 	"options":     options,
 	"specMessage": specMessage,
@@ -252,14 +253,29 @@ func (l *layout) Actions(t TaskView) *taskActions {
 	if l.ReadOnly || t.App != l.App {
 		return nil
 	}
-	return &taskActions{Code: t.Code, Paused: t.Status == store.TaskPaused, EditURL: l.ScheduleURL(t.App, t.Code)}
+	a := &taskActions{Code: t.Code, Paused: t.Status == store.TaskPaused, EditURL: l.ScheduleURL(t.App, t.Code), HTTP: t.Kind == store.KindHTTP}
+	if a.HTTP {
+		a.EditTaskURL = l.Prefix + "tasks/" + url.PathEscape(t.Code) + "/edit"
+	}
+	return a
 }
 
 type taskActions struct {
 	Code    string
 	Paused  bool
 	EditURL string
+	// HTTP: an HTTP callback task, which the console edits and deletes
+	// whole at EditTaskURL.
+	HTTP        bool
+	EditTaskURL string
 }
+
+// NewTaskURL links the form of a new HTTP callback task.
+func (l *layout) NewTaskURL() string { return l.Prefix + "tasks/" + newTaskPath }
+
+// httpBad reports whether an HTTP status is a response outside 2xx, which
+// the pages mark red; 0 is no response (or a Go task).
+func httpBad(status int) bool { return status != 0 && (status < 200 || status > 299) }
 
 // option is one <option> of a select.
 type option struct {

@@ -1,5 +1,6 @@
-// xtimer console: the actions (pause, resume, run now, reset, schedule
-// edits) and the schedule form's live preview. Every page reads without
+// xtimer console: the actions (pause, resume, run now, reset, delete,
+// schedule edits), the HTTP callback task form, and the cron helper's
+// live preview that both forms share. Every page reads without
 // this file: lists, details and filters are server-rendered, and links
 // are real links. The actions call the JSON API under the console's
 // prefix (from <body data-prefix>), as any client would, with a JSON body
@@ -87,6 +88,19 @@
     var action = b.getAttribute('data-action');
     var path = 'tasks/' + encodeURIComponent(code) + '/';
     var method = 'POST';
+    if (action === 'delete') {
+      ev.preventDefault();
+      if (!window.confirm('Delete the task ' + code + '? Its executions stay; nothing fires any more.')) return;
+      b.disabled = true;
+      call('DELETE', 'tasks/' + encodeURIComponent(code), {}).then(function () {
+        try { sessionStorage.setItem(FLASH_KEY, 'Deleted ' + code + '.'); } catch (e) { /* no flash */ }
+        location.href = prefix;
+      }, function (err) {
+        flash(code + ': ' + err.message, true);
+        b.disabled = false;
+      });
+      return;
+    }
     if (action === 'reset') {
       path += 'schedule';
       method = 'DELETE';
@@ -202,12 +216,15 @@
 
   var scheduleForm = document.getElementById('schedule-form');
   if (scheduleForm) editSchedule(scheduleForm);
+  var taskForm = document.getElementById('task-form');
+  if (taskForm) editTask(taskForm);
 
-  // editSchedule runs the schedule form: presets, a preview as the user
-  // types (the API's own parser, so the form never disagrees with a
-  // save), and the save, which is offered only while the preview on show
-  // is the answer for what the form holds and that answer is valid.
-  function editSchedule(form) {
+  // cronHelper runs the schedule part of a form (the "cron-helper"
+  // template): presets, a preview as the user types (the API's own
+  // parser, so the form never disagrees with a save). ready() is true
+  // while the preview on show is the answer for what the form holds and
+  // that answer is valid; onChange is called whenever that may change.
+  function cronHelper(form, onChange) {
     var spec = document.getElementById('spec');
     var dialect = document.getElementById('dialect');
     var zone = document.getElementById('zone');
@@ -215,8 +232,6 @@
     var box = document.getElementById('preview');
     var desc = document.getElementById('preview-description');
     var list = document.getElementById('preview-next');
-    var save = document.getElementById('save');
-    var task = form.getAttribute('data-task');
     // seq numbers the edits: a preview answer for an older one is dropped.
     var seq = 0;
     var timer = 0;
@@ -224,11 +239,6 @@
     // form changed since, and the answer for it is awaited.
     var valid = !errEl.hasAttribute('data-field');
     var pending = false;
-
-    function sync() {
-      if (save) save.disabled = !valid || pending;
-    }
-    sync();
 
     function showError(e) {
       valid = false;
@@ -239,7 +249,7 @@
       box.hidden = true;
       desc.textContent = '';
       list.textContent = '';
-      sync();
+      onChange();
     }
 
     function showPreview(p) {
@@ -252,7 +262,7 @@
       desc.textContent = p.description;
       list.textContent = '';
       (p.next || []).forEach(function (iso) { list.appendChild(fireItem(iso, p.zone)); });
-      sync();
+      onChange();
     }
 
     function run() {
@@ -263,7 +273,7 @@
         return;
       }
       pending = true;
-      sync();
+      onChange();
       var q = new URLSearchParams({ spec: spec.value, dialect: dialect.value, tz: zone.value, n: '3' });
       call('GET', 'preview?' + q.toString()).then(function (json) {
         if (mine === seq) showPreview(json.data);
@@ -277,7 +287,7 @@
     spec.addEventListener('input', function () {
       seq++;
       pending = true;
-      sync();
+      onChange();
       desc.textContent = '…';
       list.textContent = '';
       clearTimeout(timer);
@@ -304,19 +314,181 @@
       spec.value = b.getAttribute('data-spec');
       run();
     });
+
+    return {
+      ready: function () { return valid && !pending; },
+      value: function () { return { spec: spec.value, dialect: dialect.value, zone: zone.value }; },
+      // owns says whether an API error is about the schedule; show puts
+      // it under the expression.
+      owns: function (e) { return e.field === 'spec' || e.field === 'dialect' || e.field === 'zone'; },
+      show: showError
+    };
+  }
+
+  // editSchedule runs the schedule form: the cron helper, and the save,
+  // which is offered only while the helper is ready.
+  function editSchedule(form) {
+    var save = document.getElementById('save');
+    var task = form.getAttribute('data-task');
+    var cron = cronHelper(form, sync);
+    function sync() {
+      if (save) save.disabled = !cron.ready();
+    }
+    sync();
     form.addEventListener('submit', function (ev) {
       ev.preventDefault();
       if (!save || save.disabled) return;
       save.disabled = true;
-      var edit = { spec: spec.value, dialect: dialect.value, zone: zone.value };
+      var edit = cron.value();
       call('PUT', 'tasks/' + encodeURIComponent(task) + '/schedule', edit).then(function () {
         try { sessionStorage.setItem(FLASH_KEY, 'Saved the schedule of ' + task + ': ' + edit.spec + ' (' + edit.dialect + ', ' + edit.zone + ').'); } catch (e) { /* no flash */ }
         location.href = form.getAttribute('data-task-url');
       }, function (err) {
         // A field the form holds is wrong: show it there. Anything else
         // (read-only, a lost connection) leaves the form as it was.
-        if (err.api && err.api.field) showError(err.api);
+        if (err.api && err.api.field) cron.show(err.api);
         flash('Not saved: ' + err.message, true);
+        sync();
+      });
+    });
+  }
+
+  // editTask runs the form of an HTTP callback task: the cron helper,
+  // header rows to add and remove, and the save (POST api/tasks for a new
+  // task, PUT api/tasks/{code} for a change), which goes to the task's
+  // page, or shows the API's error in #flash and marks the input whose
+  // data-field it names.
+  function editTask(form) {
+    var save = document.getElementById('save');
+    var edit = form.getAttribute('data-edit') === 'true';
+    var rows = document.getElementById('headers');
+    var add = document.getElementById('add-header');
+    var cron = cronHelper(form, sync);
+    function sync() {
+      if (save) save.disabled = !cron.ready();
+    }
+    sync();
+
+    // The rows' data-field follow their order, as the API numbers them.
+    function renumber() {
+      Array.prototype.forEach.call(rows.querySelectorAll('.header-row'), function (row, i) {
+        row.querySelector('[name=header_name]').setAttribute('data-field', 'target.headers[' + i + '].name');
+        row.querySelector('[name=header_value]').setAttribute('data-field', 'target.headers[' + i + '].value');
+      });
+    }
+    Array.prototype.forEach.call(form.querySelectorAll('button.remove-header'), function (b) { b.hidden = false; });
+    add.hidden = false;
+    add.addEventListener('click', function () {
+      var last = rows.querySelector('.header-row:last-child');
+      var row = last.cloneNode(true);
+      row.querySelectorAll('input').forEach(function (i) {
+        i.value = '';
+        i.checked = false;
+        i.removeAttribute('aria-invalid');
+        if (i.name === 'header_value') i.type = 'text';
+      });
+      rows.appendChild(row);
+      renumber();
+      row.querySelector('[name=header_name]').focus();
+    });
+    form.addEventListener('click', function (ev) {
+      var b = ev.target.closest ? ev.target.closest('button.remove-header') : null;
+      if (!b) return;
+      var row = b.closest('.header-row');
+      if (rows.querySelectorAll('.header-row').length > 1) {
+        row.remove();
+      } else {
+        row.querySelectorAll('input').forEach(function (i) { i.value = ''; i.checked = false; });
+      }
+      renumber();
+    });
+    // A secret header's value is typed unseen.
+    form.addEventListener('change', function (ev) {
+      if (ev.target.name !== 'header_secret') return;
+      ev.target.closest('.header-row').querySelector('[name=header_value]').type = ev.target.checked ? 'password' : 'text';
+    });
+
+    function field(name) { return form.elements[name] ? form.elements[name].value : ''; }
+    function number(name) {
+      var v = field(name).trim();
+      return v === '' ? 0 : Number(v);
+    }
+
+    // body is the TaskEdit the form holds. A text where a number belongs
+    // is sent as it is, for the API to name.
+    function body() {
+      var b = cron.value();
+      b.code = field('code').trim();
+      b.name = field('name');
+      b.description = field('description');
+      b.owner = field('owner');
+      b.target = { method: field('method'), url: field('url').trim(), headers: [], body: field('body'), success_codes: [] };
+      rows.querySelectorAll('.header-row').forEach(function (row) {
+        var name = row.querySelector('[name=header_name]').value.trim();
+        var value = row.querySelector('[name=header_value]').value;
+        if (!name && !value) return;
+        b.target.headers.push({ name: name, value: value, secret: row.querySelector('[name=header_secret]').checked });
+      });
+      field('success_codes').split(',').forEach(function (c) {
+        c = c.trim();
+        if (c) b.target.success_codes.push(/^\d+$/.test(c) ? Number(c) : c);
+      });
+      if (field('secret')) b.target.secret = field('secret');
+      b.timeout_ms = number('timeout_ms');
+      b.max_attempts = number('max_attempts');
+      b.backoff_base_ms = number('backoff_base_ms');
+      b.backoff_max_ms = number('backoff_max_ms');
+      b.max_concurrent = number('max_concurrent');
+      if (!edit) b.paused = !!(form.elements.paused && form.elements.paused.checked);
+      return b;
+    }
+
+    function unmark() {
+      form.querySelectorAll('[aria-invalid="true"][data-field]').forEach(function (el) { el.removeAttribute('aria-invalid'); });
+      var f = document.getElementById('flash');
+      if (f) f.removeAttribute('data-field');
+    }
+
+    // mark points at the input an error names: a header's field names the
+    // row among the non-empty ones the body was built from.
+    function mark(e, sent) {
+      var name = e.field.replace(/^(target\.success_codes)\[\d+\]$/, '$1');
+      var m = /^target\.headers\[(\d+)\]\.(name|value)$/.exec(name);
+      if (m && sent) {
+        var i = -1;
+        var n = Number(m[1]);
+        rows.querySelectorAll('.header-row').forEach(function (row, j) {
+          var empty = !row.querySelector('[name=header_name]').value.trim() && !row.querySelector('[name=header_value]').value;
+          if (!empty && n-- === 0 && i < 0) i = j;
+        });
+        if (i >= 0) name = 'target.headers[' + i + '].' + m[2];
+      } else if (/^target\.headers/.test(name)) {
+        name = 'target.headers[0].name';
+      }
+      var el = form.querySelector('[data-field="' + name.replace(/["\\]/g, '\\$&') + '"]');
+      if (!el) return;
+      el.setAttribute('aria-invalid', 'true');
+      el.focus();
+    }
+
+    form.addEventListener('submit', function (ev) {
+      ev.preventDefault();
+      if (!save || save.disabled) return;
+      save.disabled = true;
+      unmark();
+      var b = body();
+      var req = edit ? call('PUT', 'tasks/' + encodeURIComponent(form.getAttribute('data-task')), b) : call('POST', 'tasks', b);
+      req.then(function (json) {
+        var code = json.data && json.data.task ? json.data.task.code : b.code;
+        try { sessionStorage.setItem(FLASH_KEY, (edit ? 'Saved ' : 'Created ') + code + '.'); } catch (e) { /* no flash */ }
+        location.href = prefix + 'tasks/' + encodeURIComponent(code);
+      }, function (err) {
+        var e = err.api || { message: err.message };
+        flash('Not saved: ' + e.message, true);
+        var f = document.getElementById('flash');
+        if (f && e.field) f.setAttribute('data-field', e.field);
+        if (e.field && cron.owns(e)) cron.show(e);
+        else if (e.field) mark(e, b);
         sync();
       });
     });

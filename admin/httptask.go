@@ -1,0 +1,352 @@
+package admin
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/xtimer-go/xtimer"
+	"github.com/xtimer-go/xtimer/store"
+)
+
+// HTTP callback tasks in the console: the body of POST api/tasks and PUT
+// api/tasks/{code}, the handlers that create, change and delete them
+// (through the scheduler's HTTPTask API, which validates), and the view of
+// a target, which never carries a secret.
+
+// TaskEdit is the body of POST api/tasks (create an HTTP callback task)
+// and PUT api/tasks/{code} (change one). Durations are milliseconds;
+// zero takes the scheduler's default. Target.Secret and the values of
+// secret headers are write-only: on a change, "" or xtimer.Masked keeps
+// the stored one.
+type TaskEdit struct {
+	// Code names the task; on PUT it may be left out, and must otherwise
+	// be the path's.
+	Code          string            `json:"code"`
+	Name          string            `json:"name"`
+	Description   string            `json:"description"`
+	Owner         string            `json:"owner"`
+	Spec          string            `json:"spec"`
+	Dialect       string            `json:"dialect"`
+	Zone          string            `json:"zone"`
+	Target        xtimer.HTTPTarget `json:"target"`
+	TimeoutMs     int64             `json:"timeout_ms"`
+	MaxAttempts   int               `json:"max_attempts"`
+	BackoffBaseMs int64             `json:"backoff_base_ms"`
+	BackoffMaxMs  int64             `json:"backoff_max_ms"`
+	MaxConcurrent int               `json:"max_concurrent"`
+	// Paused creates the task paused; on PUT, when given, it pauses or
+	// resumes the task.
+	Paused *bool `json:"paused"`
+}
+
+// HTTPTargetView is the request an HTTP callback task sends, as the
+// console shows it: secret header values masked, the signing secret only
+// said to be set.
+type HTTPTargetView struct {
+	Method        string              `json:"method"`
+	URL           string              `json:"url"`
+	Headers       []xtimer.HTTPHeader `json:"headers"`
+	Body          string              `json:"body"`
+	SuccessCodes  []int               `json:"success_codes"`
+	SecretSet     bool                `json:"secret_set"`
+	TimeoutMs     int64               `json:"timeout_ms"`
+	MaxConcurrent int                 `json:"max_concurrent"`
+}
+
+// httpTargetView builds the view of a task read with Scheduler.HTTPTask.
+// It masks again what the scheduler already masked: a secret must not
+// reach a page or an answer even if a read forgot to.
+func httpTargetView(t xtimer.HTTPTask) *HTTPTargetView {
+	v := &HTTPTargetView{
+		Method: t.Target.Method, URL: t.Target.URL, Headers: []xtimer.HTTPHeader{}, Body: t.Target.Body,
+		SuccessCodes: slices.Clone(t.Target.SuccessCodes), SecretSet: t.Target.Secret != "",
+		TimeoutMs: t.Timeout.Milliseconds(), MaxConcurrent: t.MaxConcurrent,
+	}
+	if v.SuccessCodes == nil {
+		v.SuccessCodes = []int{}
+	}
+	for _, h := range t.Target.Headers {
+		if h.Secret {
+			h.Value = xtimer.Masked
+		}
+		v.Headers = append(v.Headers, h)
+	}
+	return v
+}
+
+// httpTask reads the HTTP task of the scheduler's app with its secrets
+// masked; ok is false for a func task, or a task of another app (whose
+// target only its own scheduler reads).
+func (c *console) httpTask(ctx context.Context, app, code string) (xtimer.HTTPTask, bool, error) {
+	if app != c.sopts.App {
+		return xtimer.HTTPTask{}, false, nil
+	}
+	t, err := c.s.HTTPTask(ctx, code)
+	switch {
+	case errors.Is(err, xtimer.ErrNotHTTPTask):
+		return xtimer.HTTPTask{}, false, nil
+	case err != nil:
+		return xtimer.HTTPTask{}, false, err
+	}
+	return t, true, nil
+}
+
+// task turns an edit into the scheduler's HTTPTask.
+func (e *TaskEdit) task() xtimer.HTTPTask {
+	return xtimer.HTTPTask{
+		Code: e.Code, Name: e.Name, Description: e.Description, Owner: e.Owner,
+		Spec: e.Spec, Dialect: xtimer.Dialect(e.Dialect), Zone: e.Zone, Target: e.Target,
+		Timeout: time.Duration(e.TimeoutMs) * time.Millisecond, MaxAttempts: e.MaxAttempts,
+		BackoffBase: time.Duration(e.BackoffBaseMs) * time.Millisecond, BackoffMax: time.Duration(e.BackoffMaxMs) * time.Millisecond,
+		MaxConcurrent: e.MaxConcurrent, Paused: e.Paused != nil && *e.Paused,
+	}
+}
+
+// check refuses what the console reserves; the scheduler validates the
+// rest, and names the field.
+func (e *TaskEdit) check() error {
+	if e.Code == newTaskPath {
+		return fieldError("code", e.Code, "reserved: tasks/"+newTaskPath+" is the console's form for a new task")
+	}
+	return nil
+}
+
+// secrets are the write-only values of an edit, which an error must not
+// repeat.
+func (e *TaskEdit) secrets() []string {
+	var out []string
+	if e.Target.Secret != "" && e.Target.Secret != xtimer.Masked {
+		out = append(out, e.Target.Secret)
+	}
+	for _, h := range e.Target.Headers {
+		if h.Secret && h.Value != "" && h.Value != xtimer.Masked {
+			out = append(out, h.Value)
+		}
+	}
+	return out
+}
+
+// scrub masks the edit's secrets in an error's message and value: the
+// scheduler names the value it refuses, and a refused secret is still a
+// secret.
+func (e *TaskEdit) scrub(err error) error {
+	secrets := e.secrets()
+	if err == nil || len(secrets) == 0 {
+		return err
+	}
+	a := *asAPIError(err)
+	for _, s := range secrets {
+		a.Message = strings.ReplaceAll(a.Message, s, xtimer.Masked)
+		a.Value = strings.ReplaceAll(a.Value, s, xtimer.Masked)
+	}
+	return &a
+}
+
+// describeTarget says what a task calls and when, for the history: the
+// URL without its credentials or query, which may hold tokens.
+func describeTarget(t xtimer.HTTPTask) string {
+	u := t.Target.URL
+	if p, err := url.Parse(u); err == nil {
+		p.User = nil
+		if p.RawQuery != "" {
+			p.RawQuery = "…"
+		}
+		p.Fragment = ""
+		u = p.String()
+	}
+	v := describe(t.Spec, string(t.Dialect), t.Zone)
+	return fmt.Sprintf("%s %s, %q (%s, %s)", t.Target.Method, u, v.Spec, v.Dialect, v.Zone)
+}
+
+// changedFields names what a change alters, for the history: never the
+// values of secrets, only that they changed.
+func changedFields(before xtimer.HTTPTask, edit *TaskEdit) []string {
+	after := edit.task()
+	var out []string
+	add := func(name string, changed bool) {
+		if changed {
+			out = append(out, name)
+		}
+	}
+	add("name", before.Name != cmp.Or(after.Name, after.Code)) // an empty name is the code
+	add("description", before.Description != after.Description)
+	add("owner", before.Owner != after.Owner)
+	add("spec", before.Spec != after.Spec)
+	add("dialect", after.Dialect != "" && before.Dialect != after.Dialect)
+	add("zone", after.Zone != "" && before.Zone != after.Zone)
+	add("target.method", before.Target.Method != after.Target.Method)
+	add("target.url", before.Target.URL != after.Target.URL)
+	headers := len(before.Target.Headers) != len(after.Target.Headers)
+	for i := 0; !headers && i < len(after.Target.Headers); i++ {
+		b, a := before.Target.Headers[i], after.Target.Headers[i]
+		kept := a.Secret && (a.Value == "" || a.Value == xtimer.Masked)
+		headers = b.Name != a.Name || b.Secret != a.Secret || !kept && b.Value != a.Value
+	}
+	add("target.headers", headers)
+	add("target.body", before.Target.Body != after.Target.Body)
+	add("target.success_codes", !slices.Equal(before.Target.SuccessCodes, after.Target.SuccessCodes))
+	add("target.secret", after.Target.Secret != "" && after.Target.Secret != xtimer.Masked)
+	add("timeout_ms", after.Timeout != 0 && before.Timeout != after.Timeout)
+	add("max_attempts", after.MaxAttempts != 0 && before.MaxAttempts != after.MaxAttempts)
+	add("backoff_base_ms", after.BackoffBase != 0 && before.BackoffBase != after.BackoffBase)
+	add("backoff_max_ms", after.BackoffMax != 0 && before.BackoffMax != after.BackoffMax)
+	add("max_concurrent", after.MaxConcurrent != 0 && before.MaxConcurrent != after.MaxConcurrent)
+	return out
+}
+
+func (c *console) apiCreateTask(w http.ResponseWriter, r *http.Request) {
+	var edit TaskEdit
+	c.act(w, r, "create", &edit, func(ctx context.Context, _ string) (outcome, error) {
+		if err := edit.check(); err != nil {
+			return outcome{}, err
+		}
+		if strings.TrimSpace(edit.Code) == "" {
+			return outcome{}, fieldError("code", edit.Code, `empty: want a code such as "billing.reconcile"`)
+		}
+		t := edit.task()
+		if err := c.s.CreateHTTPTask(ctx, t); err != nil {
+			return outcome{}, edit.scrub(err)
+		}
+		return outcome{code: edit.Code, status: http.StatusCreated, detail: describeTarget(t)}, nil
+	})
+}
+
+func (c *console) apiUpdateTask(w http.ResponseWriter, r *http.Request) {
+	var edit TaskEdit
+	c.act(w, r, "update", &edit, func(ctx context.Context, code string) (outcome, error) {
+		switch edit.Code {
+		case "":
+			edit.Code = code
+		case code:
+		default:
+			return outcome{}, fieldError("code", edit.Code, fmt.Sprintf("want the path's code %q: a task's code never changes", code))
+		}
+		if err := edit.check(); err != nil {
+			return outcome{}, err
+		}
+		before, err := c.s.HTTPTask(ctx, code)
+		if err != nil {
+			return outcome{}, err
+		}
+		if err := c.s.UpdateHTTPTask(ctx, edit.task()); err != nil {
+			return outcome{}, edit.scrub(err)
+		}
+		changed := changedFields(before, &edit)
+		if edit.Paused != nil {
+			row, err := c.st.Task(ctx, c.sopts.App, code)
+			if err != nil {
+				return outcome{}, err
+			}
+			switch {
+			case *edit.Paused && row.Status != store.TaskPaused:
+				err, changed = c.s.Pause(ctx, code), append(changed, "paused")
+			case !*edit.Paused && row.Status == store.TaskPaused:
+				err, changed = c.s.Resume(ctx, code), append(changed, "resumed")
+			}
+			if err != nil {
+				return outcome{}, err
+			}
+		}
+		detail := "no change"
+		if len(changed) > 0 {
+			detail = "changed " + strings.Join(changed, ", ")
+		}
+		return outcome{detail: detail}, nil
+	})
+}
+
+func (c *console) apiDeleteTask(w http.ResponseWriter, r *http.Request) {
+	c.act(w, r, "delete", &emptyBody{}, func(ctx context.Context, code string) (outcome, error) {
+		before, err := c.s.HTTPTask(ctx, code)
+		if err != nil {
+			return outcome{}, err
+		}
+		if err := c.s.DeleteTask(ctx, code); err != nil {
+			return outcome{}, err
+		}
+		return outcome{data: map[string]string{"deleted": code}, detail: describeTarget(before)}, nil
+	})
+}
+
+// newTaskPath is the page of the form for a new task, tasks/new, which
+// is why no task created in the console may be called "new".
+const newTaskPath = "new"
+
+// taskFormPage is the form of an HTTP callback task: empty for a new
+// one, filled (secrets masked) for a change.
+type taskFormPage struct {
+	layout
+	Cron cronHelper
+	// Edit is false for a new task.
+	Edit    bool
+	Task    xtimer.HTTPTask
+	Headers []xtimer.HTTPHeader // the task's, then empty rows
+	// SuccessCodes is the comma list the input holds.
+	SuccessCodes string
+	SecretSet    bool
+	Methods      []string
+	TimeoutMs    int64
+	BackoffBase  int64
+	BackoffMax   int64
+	CanSave      bool
+	CancelURL    string
+}
+
+// httpMethods are the methods the form offers, as HTTPTarget takes them.
+var httpMethods = []string{"POST", "GET", "PUT", "PATCH", "DELETE"}
+
+// minHeaderRows is how many header rows the form has at least, so that
+// headers can be added without JavaScript.
+const minHeaderRows = 3
+
+func (c *console) newTaskPage(w http.ResponseWriter, r *http.Request) {
+	if q := newQuery(r); q.err != nil {
+		c.fail(w, r, q.err)
+		return
+	}
+	t := xtimer.HTTPTask{Spec: "0 9 * * *", Dialect: xtimer.DialectCron, Zone: "UTC", Target: xtimer.HTTPTarget{Method: "POST"}, MaxAttempts: 1}
+	c.renderTaskForm(w, r, "New callback task", t, false)
+}
+
+func (c *console) editTaskPage(w http.ResponseWriter, r *http.Request) {
+	if q := newQuery(r); q.err != nil {
+		c.fail(w, r, q.err)
+		return
+	}
+	t, err := c.s.HTTPTask(r.Context(), r.PathValue("code"))
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	c.renderTaskForm(w, r, "Edit "+t.Code, t, true)
+}
+
+func (c *console) renderTaskForm(w http.ResponseWriter, r *http.Request, title string, t xtimer.HTTPTask, edit bool) {
+	l := c.layoutFor(r, "tasks", title)
+	p := &taskFormPage{layout: l, Edit: edit, Task: t, Methods: withValue(httpMethods, t.Target.Method),
+		SecretSet: t.Target.Secret != "", TimeoutMs: t.Timeout.Milliseconds(),
+		BackoffBase: t.BackoffBase.Milliseconds(), BackoffMax: t.BackoffMax.Milliseconds(),
+		CanSave: !c.opts.ReadOnly, CancelURL: c.prefix}
+	p.Task.Target.Secret = "" // the input stays empty: "set — leave empty to keep"
+	p.Headers = httpTargetView(t).Headers
+	for len(p.Headers) < minHeaderRows {
+		p.Headers = append(p.Headers, xtimer.HTTPHeader{})
+	}
+	codes := make([]string, len(t.Target.SuccessCodes))
+	for i, n := range t.Target.SuccessCodes {
+		codes[i] = fmt.Sprint(n)
+	}
+	p.SuccessCodes = strings.Join(codes, ", ")
+	if edit {
+		p.CancelURL = p.TaskURL(c.sopts.App, t.Code)
+	}
+	p.Cron = newCronHelper(&p.layout, scheduleForm{Spec: t.Spec, Dialect: string(t.Dialect), Zone: t.Zone})
+	c.render(w, "task-form", p)
+}
