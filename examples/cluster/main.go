@@ -27,7 +27,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/xtimer-go/xtimer"
-	"github.com/xtimer-go/xtimer/examples/internal/backend"
+	"github.com/xtimer-go/xtimer/internal/backend"
 )
 
 // Invocation is one handler call, recorded outside xtimer's own tables
@@ -70,13 +70,13 @@ func taskCode(i int) string { return fmt.Sprintf("cluster.task.%03d", i) }
 func runReplica(id, app, dsn, redisAddr string, tasks int) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	db, _, err := backend.OpenDB(dsn, "")
+	db, _, err := backend.OpenDB(dsn)
 	if err != nil {
-		return err
+		return fmt.Errorf("-dsn %w", err)
 	}
 	rdb, err := backend.OpenRedis(ctx, redisAddr)
 	if err != nil {
-		return err
+		return fmt.Errorf("-redis %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s, err := xtimer.New(xtimer.Options{DB: db, Redis: rdb, App: app, InstanceID: id, Logger: log})
@@ -108,9 +108,9 @@ func runParent(replicas, tasks int, runFor time.Duration, dsn, redisAddr, app st
 	if app == "" {
 		app = fmt.Sprintf("cluster-%d", time.Now().Unix())
 	}
-	db, where, err := backend.OpenDB(dsn, "")
+	db, where, err := backend.OpenDB(dsn)
 	if err != nil {
-		return err
+		return fmt.Errorf("-dsn %w", err)
 	}
 	if err := db.AutoMigrate(&Invocation{}); err != nil {
 		return fmt.Errorf("create cluster_invocations: %w", err)

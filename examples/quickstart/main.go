@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"sync/atomic"
 	"syscall"
@@ -28,7 +29,7 @@ import (
 
 	"github.com/xtimer-go/xtimer"
 	"github.com/xtimer-go/xtimer/admin"
-	"github.com/xtimer-go/xtimer/examples/internal/backend"
+	"github.com/xtimer-go/xtimer/internal/backend"
 	"github.com/xtimer-go/xtimer/store"
 )
 
@@ -59,13 +60,16 @@ func run(runFor time.Duration, redisAddr, dsn string, verbose bool, consoleAddr,
 		return err
 	}
 	defer os.RemoveAll(dir)
-	db, where, err := backend.OpenDB(dsn, dir)
+	if dsn == "" {
+		dsn = filepath.Join(dir, "xtimer.db")
+	}
+	db, where, err := backend.OpenDB(dsn)
 	if err != nil {
-		return err
+		return fmt.Errorf("-dsn %w", err)
 	}
 	rdb, err := backend.OpenRedis(ctx, redisAddr)
 	if err != nil {
-		return err
+		return fmt.Errorf("-redis %w", err)
 	}
 	level := slog.LevelWarn
 	if verbose {

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// config is the server's configuration: each field has a flag and an
+// environment variable, and the flag wins.
+type config struct {
+	DB            string   // -db, XTIMER_DB
+	Redis         string   // -redis, XTIMER_REDIS
+	Listen        string   // -listen, XTIMER_LISTEN
+	Token         string   // -token, XTIMER_TOKEN
+	App           string   // -app, XTIMER_APP
+	SigningSecret string   // -signing-secret, XTIMER_SIGNING_SECRET
+	Allow         []string // -allow, XTIMER_ALLOW
+	Instance      string   // -instance, XTIMER_INSTANCE
+	ReadOnly      bool     // -read-only, XTIMER_READ_ONLY
+}
+
+// Defaults of config.
+const (
+	defaultDB     = "./xtimer.db"
+	defaultListen = "127.0.0.1:8080"
+	defaultApp    = "platform"
+	// minTokenLen is admin.BearerToken's minimum.
+	minTokenLen = 16
+)
+
+// usageError is a bad flag or environment value: the process exits 2.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// parseConfig reads args, with getenv supplying the defaults the flags
+// override. It returns flag.ErrHelp for -h, and otherwise a usageError
+// that names the flag (or variable) and the value that is wrong.
+func parseConfig(args []string, getenv func(string) string, output io.Writer) (config, error) {
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	var c config
+	var allow string
+	fs := flag.NewFlagSet("xtimer-server", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.StringVar(&c.DB, "db", env("XTIMER_DB", defaultDB), "database: mysql://user:pass@host:port/db, postgres://user:pass@host:port/db?sslmode=disable, or a SQLite file path (env XTIMER_DB)")
+	fs.StringVar(&c.Redis, "redis", env("XTIMER_REDIS", ""), "Redis address host:port for the slot lock; empty: in-process lock, one instance only (env XTIMER_REDIS)")
+	fs.StringVar(&c.Listen, "listen", env("XTIMER_LISTEN", defaultListen), "address of the console and /healthz; without -token it must be loopback (env XTIMER_LISTEN)")
+	fs.StringVar(&c.Token, "token", env("XTIMER_TOKEN", ""), "protect the console: basic auth user admin with this password, or Authorization: Bearer <token>; at least 16 bytes (env XTIMER_TOKEN)")
+	fs.StringVar(&c.App, "app", env("XTIMER_APP", defaultApp), "xtimer App: namespaces tasks in a shared database (env XTIMER_APP)")
+	fs.StringVar(&c.SigningSecret, "signing-secret", env("XTIMER_SIGNING_SECRET", ""), "default HMAC secret that signs callbacks (X-Xtimer-Signature) of tasks without their own (env XTIMER_SIGNING_SECRET)")
+	fs.StringVar(&allow, "allow", env("XTIMER_ALLOW", ""), "comma-separated callback destinations allowed: host names, *.suffix, IPs, CIDRs; empty: any but link-local and metadata (env XTIMER_ALLOW)")
+	fs.StringVar(&c.Instance, "instance", env("XTIMER_INSTANCE", ""), "name of this instance in rows and logs; default host-pid-random (env XTIMER_INSTANCE)")
+	readOnly := false
+	if v := getenv("XTIMER_READ_ONLY"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return config{}, usagef("XTIMER_READ_ONLY=%q: want true or false", v)
+		}
+		readOnly = b
+	}
+	fs.BoolVar(&c.ReadOnly, "read-only", readOnly, "refuse every change through the console and its API (env XTIMER_READ_ONLY)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return config{}, err
+		}
+		return config{}, usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return config{}, usagef("unexpected argument %q: every setting is a flag (-h lists them)", fs.Arg(0))
+	}
+	for _, a := range strings.Split(allow, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			c.Allow = append(c.Allow, a)
+		}
+	}
+	return c, c.validate()
+}
+
+// validate checks what the libraries would otherwise refuse late or with
+// a panic (admin.BearerToken's token length), and the server's own rule:
+// no console for other hosts without a token.
+func (c config) validate() error {
+	if c.DB == "" {
+		return usagef("-db %q: want mysql://..., postgres://... or a SQLite file path", c.DB)
+	}
+	if c.Token != "" && len(c.Token) < minTokenLen {
+		// The value is a secret: say how long it is, not what it is.
+		return usagef("-token: %d bytes, want at least %d (e.g. openssl rand -hex 24)", len(c.Token), minTokenLen)
+	}
+	host, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return usagef("-listen %q: want host:port, e.g. %s: %v", c.Listen, defaultListen, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return usagef("-listen %q: port %q: want 0-65535", c.Listen, port)
+	}
+	if c.Token == "" && !isLoopback(host) {
+		return usagef("-listen %q is not a loopback address: without -token (XTIMER_TOKEN) the console serves only this host; set -token to listen on other addresses", c.Listen)
+	}
+	return nil
+}
+
+// isLoopback reports whether host names only this machine.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

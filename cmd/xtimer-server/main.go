@@ -1,0 +1,214 @@
+// Command xtimer-server runs xtimer as a central timer service: the
+// scheduler and the admin console, with no business code. Its tasks are
+// HTTP callbacks created at runtime, through the console ("New callback
+// task") or its JSON API (POST /xtimer/api/tasks), and every fire calls the
+// task's URL with signed X-Xtimer-* headers.
+//
+// It is a real server command, not an example: install it with
+//
+//	go install github.com/xtimer-go/xtimer/cmd/xtimer-server@latest
+//
+// and run it under systemd (or any supervisor). Every setting is a flag with
+// an environment variable; the flag wins:
+//
+//	-db XTIMER_DB                          mysql://…, postgres://… or a SQLite file path (default ./xtimer.db)
+//	-redis XTIMER_REDIS                    Redis address; empty: in-process lock, one instance only
+//	-listen XTIMER_LISTEN                  console and /healthz address (default 127.0.0.1:8080)
+//	-token XTIMER_TOKEN                    console auth: basic user admin or Bearer; required off loopback
+//	-app XTIMER_APP                        xtimer App (default platform)
+//	-signing-secret XTIMER_SIGNING_SECRET  default HMAC secret for X-Xtimer-Signature
+//	-allow XTIMER_ALLOW                    comma list of callback destinations allowed
+//	-instance XTIMER_INSTANCE              this instance's name (default host-pid-random)
+//	-read-only XTIMER_READ_ONLY            refuse changes through the console
+//
+// It serves the console at /xtimer/ (and redirects / there) and GET /healthz,
+// which answers 200 "ok" once the scheduler has started. SIGINT or SIGTERM
+// stops it gracefully: the HTTP server first, then the scheduler, which lets
+// running callbacks finish for up to 30 seconds. Bad flag values exit 2,
+// other failures 1.
+//
+//	go run ./cmd/xtimer-server
+//	xtimer-server -db 'postgres://xtimer@db:5432/xtimer' -redis 127.0.0.1:6379 -token "$TOKEN" -listen 0.0.0.0:8080
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+	_ "time/tzdata" // task zones work on hosts and images without a zone database
+
+	"github.com/xtimer-go/xtimer"
+	"github.com/xtimer-go/xtimer/admin"
+	"github.com/xtimer-go/xtimer/internal/backend"
+)
+
+// Timeouts of a graceful stop.
+const (
+	httpStopTimeout      = 10 * time.Second
+	schedulerStopTimeout = 30 * time.Second
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// run is the whole command; it returns the exit code: 0, 1 for a failure,
+// 2 for a bad flag or environment value.
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	cfg, err := parseConfig(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err == nil {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		log := slog.New(slog.NewTextHandler(stderr, nil))
+		err = serve(ctx, cfg, log, stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "xtimer-server:", err)
+		if errors.As(err, new(usageError)) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// serve runs the scheduler and the console until ctx is done, then stops
+// both.
+func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) error {
+	db, where, err := backend.OpenDB(cfg.DB)
+	if errors.Is(err, backend.ErrBadDSN) {
+		return usagef("-db %w", err)
+	}
+	if err != nil {
+		return fmt.Errorf("-db %w", err)
+	}
+	if sqlDB, err := db.DB(); err == nil {
+		defer sqlDB.Close()
+	}
+	rdb, err := backend.OpenRedis(ctx, cfg.Redis)
+	if err != nil {
+		return fmt.Errorf("-redis %w", err)
+	}
+	lock := "in-process lock"
+	if rdb != nil {
+		defer rdb.Close()
+		lock = "redis " + cfg.Redis
+	} else if db.Dialector.Name() != "sqlite" {
+		log.Warn("no -redis: the in-process lock is correct for one instance only; every instance sharing this database needs -redis (XTIMER_REDIS)",
+			"db", where)
+	}
+
+	s, err := xtimer.New(xtimer.Options{
+		DB: db, Redis: rdb, App: cfg.App, InstanceID: cfg.Instance, Version: version(), Logger: log,
+		HTTPAllow: cfg.Allow, HTTPSigningSecret: cfg.SigningSecret,
+	})
+	if err != nil {
+		return usageError{fmt.Errorf("%s%w", flagOf(err), err)}
+	}
+	opts := admin.Options{Prefix: "/xtimer/", ReadOnly: cfg.ReadOnly, Logger: log}
+	if cfg.Token != "" {
+		opts.Authorize = admin.AnyOf(admin.BasicAuth("admin", cfg.Token), admin.BearerToken(cfg.Token))
+	}
+	console, err := admin.New(s, opts)
+	if err != nil {
+		return err
+	}
+	var started atomic.Bool
+	mux := http.NewServeMux()
+	mux.Handle("/xtimer/", console)
+	mux.Handle("GET /{$}", http.RedirectHandler("/xtimer/", http.StatusFound))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if !started.Load() {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+
+	// Listen before Start, so that a taken port fails at once.
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("-listen %q: %w", cfg.Listen, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	if err := s.Start(ctx); err != nil {
+		_ = srv.Close()
+		return err
+	}
+	started.Store(true)
+	fmt.Fprintf(stdout, "xtimer-server: console %s (app %s, %s, %s)\n", consoleURL(ln.Addr()), cfg.App, where, lock)
+
+	select {
+	case <-ctx.Done():
+		log.Info("stopping: signal received")
+	case err = <-served:
+		log.Error("http server failed", "err", err)
+	}
+	httpCtx, cancel := context.WithTimeout(context.Background(), httpStopTimeout)
+	defer cancel()
+	_ = srv.Shutdown(httpCtx)
+	stopCtx, cancel := context.WithTimeout(context.Background(), schedulerStopTimeout)
+	defer cancel()
+	if stopErr := s.Stop(stopCtx); stopErr != nil {
+		return fmt.Errorf("stop: %w", stopErr)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("-listen %q: %w", cfg.Listen, err)
+	}
+	return nil
+}
+
+// consoleURL is the console's address to print: a wildcard listen
+// address is shown as 127.0.0.1, where a browser on this host finds it.
+func consoleURL(addr net.Addr) string {
+	host, port, _ := net.SplitHostPort(addr.String())
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/xtimer/"
+}
+
+// flagOf names the flag behind an xtimer.New error about an option the
+// server sets from a flag, as a prefix for the message.
+func flagOf(err error) string {
+	msg := err.Error()
+	for _, f := range []struct{ field, flag string }{
+		{"Options.App", "-app"},
+		{"Options.InstanceID", "-instance"},
+		{"HTTPAllow", "-allow"},
+		{"Allow entry", "-allow"},
+		{"HTTPSigningSecret", "-signing-secret"},
+	} {
+		if strings.Contains(msg, f.field) {
+			return f.flag + ": "
+		}
+	}
+	return ""
+}
+
+// version is the module version this binary was built from ("v1.2.3"
+// after go install …@v1.2.3), shown beside the instance in the console.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return ""
+}

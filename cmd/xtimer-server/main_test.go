@@ -1,0 +1,336 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+const testToken = "test-token-0123456789abcdef"
+
+// buildServer compiles the command into a temporary directory, so the
+// tests run it the way systemd does: a separate process, signals and all.
+func buildServer(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "xtimer-server")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return bin
+}
+
+// lockedBuffer collects a process's stderr for failure messages.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// server is a running xtimer-server process.
+type server struct {
+	cmd     *exec.Cmd
+	console string // http://127.0.0.1:port/xtimer/
+	base    string // http://127.0.0.1:port
+	stderr  *lockedBuffer
+	exited  chan struct{} // closed when the process has exited; cmd.ProcessState is then set
+}
+
+// startServer runs the binary with args and waits for the console URL it
+// prints once the scheduler has started. The process is killed at the end
+// of the test if it is still running.
+func startServer(t *testing.T, bin string, args ...string) *server {
+	t.Helper()
+	s := &server{cmd: exec.Command(bin, args...), stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	s.cmd.Env = append(os.Environ(), "XTIMER_TOKEN=", "XTIMER_DB=", "XTIMER_LISTEN=", "XTIMER_REDIS=")
+	s.cmd.Stderr = s.stderr
+	stdout, err := s.cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, s.cmd.Start())
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if _, rest, ok := strings.Cut(sc.Text(), "console "); ok {
+				url, _, _ := strings.Cut(rest, " ")
+				select {
+				case urls <- url:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		_ = s.cmd.Wait()
+		close(s.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-s.exited:
+		default:
+			_ = s.cmd.Process.Kill()
+			<-s.exited
+		}
+		if t.Failed() {
+			t.Logf("xtimer-server stderr:\n%s", s.stderr.String())
+		}
+	})
+	select {
+	case s.console = <-urls:
+	case <-s.exited:
+		t.Fatalf("xtimer-server exited before serving (%v):\n%s", s.cmd.ProcessState, s.stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("xtimer-server printed no console URL within 60s:\n%s", s.stderr.String())
+	}
+	s.base = strings.TrimSuffix(s.console, "/xtimer/")
+	return s
+}
+
+// request sends method to the server's path with an optional bearer
+// token and JSON body, and returns the status and body.
+func (s *server) request(t *testing.T, method, path, token, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.base+path, strings.NewReader(body))
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	client := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+// callback is one request the receiver got.
+type callback struct {
+	header http.Header
+	body   []byte
+	ok     bool // verify accepted its signature
+}
+
+func TestServerRunsCallbackTasksAndStopsOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	bin := buildServer(t)
+	const secret = "whsec-server-test-0123456789"
+	calls := make(chan callback, 100)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		select {
+		case calls <- callback{header: r.Header.Clone(), body: body, ok: verify(r, body, secret)}:
+		default:
+		}
+	}))
+	defer receiver.Close()
+
+	s := startServer(t, bin, "-db", filepath.Join(t.TempDir(), "xtimer.db"), "-listen", "127.0.0.1:0",
+		"-token", testToken, "-signing-secret", secret, "-app", "platform-test")
+	status, body := s.request(t, http.MethodGet, "/healthz", "", "")
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, "ok", body)
+	status, _ = s.request(t, http.MethodGet, "/", "", "")
+	require.Equal(t, http.StatusFound, status, "/ redirects to the console")
+
+	status, body = s.request(t, http.MethodGet, "/xtimer/api/tasks", "", "")
+	require.Equal(t, http.StatusUnauthorized, status, body)
+	status, body = s.request(t, http.MethodGet, "/xtimer/api/tasks", "wrong-token-0123456789", "")
+	require.Equal(t, http.StatusUnauthorized, status, body)
+	status, body = s.request(t, http.MethodGet, "/xtimer/api/tasks", testToken, "")
+	require.Equal(t, http.StatusOK, status, body)
+
+	task, err := json.Marshal(map[string]any{
+		"code": "platform.ping", "name": "Ping", "spec": "* * * * * *", "zone": "Europe/Paris",
+		"target": map[string]any{
+			"method": "POST", "url": receiver.URL + "/ping", "body": `{"day":"today"}`, "success_codes": []int{200},
+			"headers": []map[string]any{{"name": "Authorization", "value": "Bearer receiver-secret", "secret": true}},
+		},
+		"timeout_ms": 5000, "max_attempts": 3,
+	})
+	require.NoError(t, err)
+	status, body = s.request(t, http.MethodPost, "/xtimer/api/tasks", testToken, string(task))
+	require.Equal(t, http.StatusCreated, status, body)
+	require.NotContains(t, body, "receiver-secret", "a secret header's value is write-only")
+
+	select {
+	case c := <-calls:
+		require.Equal(t, "platform.ping", c.header.Get("X-Xtimer-Task"))
+		require.NotEmpty(t, c.header.Get("X-Xtimer-Execution"))
+		require.Equal(t, "1", c.header.Get("X-Xtimer-Attempt"))
+		require.Equal(t, "Bearer receiver-secret", c.header.Get("Authorization"))
+		require.Equal(t, `{"day":"today"}`, string(c.body))
+		require.True(t, c.ok, "the README's verify accepts the signature of -signing-secret")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the receiver was not called within 30s of creating a task that fires every second")
+	}
+
+	start := time.Now()
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-s.exited:
+	case <-time.After(schedulerStopTimeout + httpStopTimeout + 5*time.Second):
+		t.Fatal("xtimer-server did not exit after SIGTERM")
+	}
+	require.Equal(t, 0, s.cmd.ProcessState.ExitCode(), "exit after SIGTERM:\n%s", s.stderr.String())
+	t.Logf("stopped in %s", time.Since(start))
+}
+
+func TestServerRefusesBadFlagsWithExitCode2(t *testing.T) {
+	t.Parallel()
+	bin := buildServer(t)
+	dir := t.TempDir()
+	sqlite := filepath.Join(dir, "xtimer.db")
+	for _, c := range []struct {
+		name string
+		args []string
+		env  []string
+		code int
+		want []string // in stderr
+	}{
+		{"console on all interfaces without a token", []string{"-listen", "0.0.0.0:0", "-db", sqlite}, nil, 2,
+			[]string{"-listen", "0.0.0.0:0", "-token"}},
+		{"console on all interfaces from the environment", []string{"-db", sqlite}, []string{"XTIMER_LISTEN=:8080"}, 2,
+			[]string{"-listen", ":8080", "-token"}},
+		{"token too short", []string{"-token", "short", "-db", sqlite}, nil, 2,
+			[]string{"-token", "5 bytes", "at least 16"}},
+		{"listen without a port", []string{"-listen", "localhost", "-db", sqlite}, nil, 2,
+			[]string{"-listen", `"localhost"`}},
+		{"mysql DSN without a database", []string{"-db", "mysql://bad-dsn"}, nil, 2,
+			[]string{"-db", "mysql://bad-dsn", "database name required"}},
+		{"DSN with an unknown scheme", []string{"-db", "sqlserver://u:hunter2@host/db"}, nil, 2,
+			[]string{"-db", "unknown scheme"}},
+		{"read-only from the environment", []string{"-db", sqlite}, []string{"XTIMER_READ_ONLY=maybe"}, 2,
+			[]string{"XTIMER_READ_ONLY", "maybe"}},
+		{"unknown flag", []string{"-dsn", sqlite}, nil, 2, []string{"-dsn"}},
+		{"bad app", []string{"-db", sqlite, "-app", "Not An App"}, nil, 2, []string{"-app", "Not An App"}},
+		{"metadata address allowed", []string{"-db", sqlite, "-allow", "10.0.0.0/8, 169.254.169.254"}, nil, 2,
+			[]string{"-allow", "169.254.169.254"}},
+		{"database that does not answer", []string{"-db", "mysql://root:hunter2@127.0.0.1:1/xtimer"}, nil, 1,
+			[]string{"-db", "127.0.0.1:1"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(bin, c.args...)
+			cmd.Env = append(append(os.Environ(), "XTIMER_TOKEN=", "XTIMER_DB=", "XTIMER_LISTEN=", "XTIMER_REDIS=", "XTIMER_READ_ONLY="), c.env...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			done := make(chan error, 1)
+			require.NoError(t, cmd.Start())
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				var exit *exec.ExitError
+				require.True(t, errors.As(err, &exit), "want a failing exit, got %v:\n%s", err, stderr.String())
+			case <-time.After(30 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+				t.Fatalf("still running after 30s:\n%s", stderr.String())
+			}
+			require.Equal(t, c.code, cmd.ProcessState.ExitCode(), stderr.String())
+			for _, w := range c.want {
+				require.Contains(t, stderr.String(), w)
+			}
+			require.NotContains(t, stderr.String(), "hunter2", "passwords are masked in errors")
+		})
+	}
+}
+
+func TestFlagsOverrideEnvironmentOverrideDefaults(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"XTIMER_DB": "postgres://env@db:5432/xtimer", "XTIMER_REDIS": "env-redis:6379", "XTIMER_LISTEN": "0.0.0.0:9000",
+		"XTIMER_TOKEN": "env-token-0123456789", "XTIMER_APP": "env-app", "XTIMER_SIGNING_SECRET": "env-secret",
+		"XTIMER_ALLOW": "billing.internal, 10.0.0.0/8,", "XTIMER_INSTANCE": "env-instance", "XTIMER_READ_ONLY": "true",
+	}
+	getenv := func(k string) string { return env[k] }
+	none := func(string) string { return "" }
+
+	c, err := parseConfig(nil, none, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, config{DB: "./xtimer.db", Listen: "127.0.0.1:8080", App: "platform"}, c, "defaults")
+
+	c, err = parseConfig(nil, getenv, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, config{
+		DB: "postgres://env@db:5432/xtimer", Redis: "env-redis:6379", Listen: "0.0.0.0:9000", Token: "env-token-0123456789",
+		App: "env-app", SigningSecret: "env-secret", Allow: []string{"billing.internal", "10.0.0.0/8"},
+		Instance: "env-instance", ReadOnly: true,
+	}, c, "environment")
+
+	c, err = parseConfig([]string{
+		"-db", "flag.db", "-redis", "flag-redis:6379", "-listen", "[::1]:8081", "-token", "flag-token-0123456789",
+		"-app", "flag-app", "-signing-secret", "flag-secret", "-allow", "*.example.com", "-instance", "flag-instance",
+		"-read-only=false",
+	}, getenv, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, config{
+		DB: "flag.db", Redis: "flag-redis:6379", Listen: "[::1]:8081", Token: "flag-token-0123456789",
+		App: "flag-app", SigningSecret: "flag-secret", Allow: []string{"*.example.com"},
+		Instance: "flag-instance", ReadOnly: false,
+	}, c, "flags win")
+
+	// An empty flag is a value too: -redis "" turns the environment's off.
+	c, err = parseConfig([]string{"-redis", "", "-allow", ""}, getenv, io.Discard)
+	require.NoError(t, err)
+	require.Empty(t, c.Redis)
+	require.Empty(t, c.Allow)
+}
+
+func TestConsoleOffLoopbackNeedsToken(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		listen, token string
+		ok            bool
+	}{
+		{"127.0.0.1:8080", "", true},
+		{"localhost:8080", "", true},
+		{"[::1]:8080", "", true},
+		{"127.0.0.2:8080", "", true},
+		{"0.0.0.0:8080", "", false},
+		{":8080", "", false},
+		{"[::]:8080", "", false},
+		{"10.1.2.3:8080", "", false},
+		{"0.0.0.0:8080", testToken, true},
+		{":8080", testToken, true},
+	} {
+		t.Run(fmt.Sprintf("%s token=%t", c.listen, c.token != ""), func(t *testing.T) {
+			err := config{DB: defaultDB, Listen: c.listen, Token: c.token, App: defaultApp}.validate()
+			if c.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorAs(t, err, new(usageError))
+			require.ErrorContains(t, err, "-token")
+			require.ErrorContains(t, err, c.listen)
+		})
+	}
+}
