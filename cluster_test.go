@@ -68,7 +68,9 @@ func startFleet(t *testing.T, db *gorm.DB, n, tasks int, lock func(i int) redis.
 func (f *fleet) stop(t *testing.T, replicas ...*Scheduler) {
 	t.Helper()
 	for _, s := range replicas {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// Generous: a loaded CI machine has seen the last writes of a stop
+		// take over 10 s on MariaDB under -race.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		require.NoError(t, s.Stop(ctx))
 		cancel()
 	}
