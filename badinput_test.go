@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
 
 	"github.com/xtimer-go/xtimer/internal/fakeclock"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
@@ -31,53 +32,50 @@ var metachars = []string{
 // says it was cut; the replica goes on running tasks.
 func TestBadInputOutputOfTenMegabytesIsStoredCappedAndMarked(t *testing.T) {
 	t.Parallel()
-	for _, b := range testsvc.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			s := newScheduler(t, setupOpts{db: b.Open(t), app: testsvc.App(t)}, nil)
-			chunk := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
-			big, small := newInvocations(), newInvocations()
-			require.NoError(t, s.Register("big.output", "0 0 29 2 *", big.handler(func(r *Run) error {
-				r.Printf("header of %s", r.ID)
-				for range 10 {
-					n, err := r.Write(chunk)
-					if err != nil || n != len(chunk) {
-						return fmt.Errorf("Write returned %d, %v", n, err)
-					}
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		s := newScheduler(t, setupOpts{db: db, app: testsvc.App(t)}, nil)
+		chunk := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
+		big, small := newInvocations(), newInvocations()
+		require.NoError(t, s.Register("big.output", "0 0 29 2 *", big.handler(func(r *Run) error {
+			r.Printf("header of %s", r.ID)
+			for range 10 {
+				n, err := r.Write(chunk)
+				if err != nil || n != len(chunk) {
+					return fmt.Errorf("Write returned %d, %v", n, err)
 				}
-				r.Printf("trailer %d", 42) // beyond the cap: dropped
-				return nil
-			})))
-			require.NoError(t, s.Register("small.output", "0 0 29 2 *", small.handler(func(r *Run) error {
-				r.Printf("still here")
-				return nil
-			})))
-			ctx := context.Background()
-			require.NoError(t, s.Start(ctx))
-			stopOnCleanup(t, s)
+			}
+			r.Printf("trailer %d", 42) // beyond the cap: dropped
+			return nil
+		})))
+		require.NoError(t, s.Register("small.output", "0 0 29 2 *", small.handler(func(r *Run) error {
+			r.Printf("still here")
+			return nil
+		})))
+		ctx := context.Background()
+		require.NoError(t, s.Start(ctx))
+		stopOnCleanup(t, s)
 
-			exec, err := s.Trigger(ctx, "big.output")
-			require.NoError(t, err)
-			run := big.next(t, 5*time.Second)
-			row := waitRow(t, s, exec.ID, func(r store.Execution) bool { return r.Status == store.StatusSucceeded })
+		exec, err := s.Trigger(ctx, "big.output")
+		require.NoError(t, err)
+		run := big.next(t, 5*time.Second)
+		row := waitRow(t, s, exec.ID, func(r store.Execution) bool { return r.Status == store.StatusSucceeded })
 
-			marker := fmt.Sprintf("[output truncated at %d bytes]", DefaultMaxOutput)
-			require.Equal(t, "[output truncated at 65536 bytes]", marker)
-			header := "header of " + run.ID + "\n"
-			require.True(t, strings.HasPrefix(row.Output, header+"0123456789abcdef"), "output starts with what the handler wrote first: %.80q", row.Output)
-			require.True(t, strings.HasSuffix(row.Output, marker), "output ends with the truncation marker: ...%q", tail(row.Output, 80))
-			require.LessOrEqual(t, len(row.Output), DefaultMaxOutput+len(marker)+1)
-			require.LessOrEqual(t, len(row.Output), store.MaxTextBytes, "fits MySQL's TEXT")
-			require.NotContains(t, row.Output, "trailer")
-			require.Empty(t, row.Error)
+		marker := fmt.Sprintf("[output truncated at %d bytes]", DefaultMaxOutput)
+		require.Equal(t, "[output truncated at 65536 bytes]", marker)
+		header := "header of " + run.ID + "\n"
+		require.True(t, strings.HasPrefix(row.Output, header+"0123456789abcdef"), "output starts with what the handler wrote first: %.80q", row.Output)
+		require.True(t, strings.HasSuffix(row.Output, marker), "output ends with the truncation marker: ...%q", tail(row.Output, 80))
+		require.LessOrEqual(t, len(row.Output), DefaultMaxOutput+len(marker)+1)
+		require.LessOrEqual(t, len(row.Output), store.MaxTextBytes, "fits MySQL's TEXT")
+		require.NotContains(t, row.Output, "trailer")
+		require.Empty(t, row.Error)
 
-			exec, err = s.Trigger(ctx, "small.output")
-			require.NoError(t, err)
-			small.next(t, 5*time.Second)
-			row = waitRow(t, s, exec.ID, func(r store.Execution) bool { return r.Status == store.StatusSucceeded })
-			require.Equal(t, "still here\n", row.Output)
-		})
-	}
+		exec, err = s.Trigger(ctx, "small.output")
+		require.NoError(t, err)
+		small.next(t, 5*time.Second)
+		row = waitRow(t, s, exec.ID, func(r store.Execution) bool { return r.Status == store.StatusSucceeded })
+		require.Equal(t, "still here\n", row.Output)
+	})
 }
 
 func tail(s string, n int) string {
@@ -93,64 +91,60 @@ func tail(s string, n int) string {
 // characters is stored verbatim, and no table is harmed.
 func TestBadInputMetacharactersAreRefusedInCodesAndSpecsAndStoredVerbatimInText(t *testing.T) {
 	t.Parallel()
-	for _, b := range testsvc.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			app := testsvc.App(t)
-			s := newScheduler(t, setupOpts{db: b.Open(t), app: app}, nil)
-			ok := func(context.Context, *Run) error { return nil }
-			for _, v := range metachars {
-				err := s.Register(v, "* * * * *", ok)
-				require.ErrorContains(t, err, fmt.Sprintf("xtimer: task code %q: want 1-128 characters", v))
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		app := testsvc.App(t)
+		s := newScheduler(t, setupOpts{db: db, app: app}, nil)
+		ok := func(context.Context, *Run) error { return nil }
+		for _, v := range metachars {
+			err := s.Register(v, "* * * * *", ok)
+			require.ErrorContains(t, err, fmt.Sprintf("xtimer: task code %q: want 1-128 characters", v))
 
-				err = s.Register("metachar.spec", v, ok)
-				require.ErrorContains(t, err, fmt.Sprintf(`task "metachar.spec": spec %q`, v))
+			err = s.Register("metachar.spec", v, ok)
+			require.ErrorContains(t, err, fmt.Sprintf(`task "metachar.spec": spec %q`, v))
 
-				zoned := "CRON_TZ=" + v + " * * * * *"
-				err = s.Register("metachar.zone", zoned, ok)
-				require.ErrorContains(t, err, fmt.Sprintf(`task "metachar.zone": spec %q: time zone field %q`, zoned, strings.SplitN(v, " ", 2)[0]))
+			zoned := "CRON_TZ=" + v + " * * * * *"
+			err = s.Register("metachar.zone", zoned, ok)
+			require.ErrorContains(t, err, fmt.Sprintf(`task "metachar.zone": spec %q: time zone field %q`, zoned, strings.SplitN(v, " ", 2)[0]))
 
-				long := strings.Repeat(v, 300)
-				err = s.Register("metachar.name", "* * * * *", ok, WithName(long))
-				require.EqualError(t, err, fmt.Sprintf(`xtimer: task "metachar.name": WithName(%q): name must be 1-255 bytes`, long))
-			}
-			// A spec whose fields are fine but for one metacharacter field.
-			err := s.Register("metachar.field", "0 <script> * * *", ok)
-			require.ErrorContains(t, err, `task "metachar.field": spec "0 <script> * * *": hour field "<script>"`)
+			long := strings.Repeat(v, 300)
+			err = s.Register("metachar.name", "* * * * *", ok, WithName(long))
+			require.EqualError(t, err, fmt.Sprintf(`xtimer: task "metachar.name": WithName(%q): name must be 1-255 bytes`, long))
+		}
+		// A spec whose fields are fine but for one metacharacter field.
+		err := s.Register("metachar.field", "0 <script> * * *", ok)
+		require.ErrorContains(t, err, `task "metachar.field": spec "0 <script> * * *": hour field "<script>"`)
 
-			text := strings.Join(metachars, " | ")
-			owner := metachars[0] + " " + metachars[2]
-			require.NoError(t, s.Register("metachar.text", "0 0 29 2 *", ok,
-				WithName(metachars[1]), WithDescription(text), WithOwner(owner)))
-			ctx := context.Background()
-			require.NoError(t, s.Start(ctx))
-			stopOnCleanup(t, s)
+		text := strings.Join(metachars, " | ")
+		owner := metachars[0] + " " + metachars[2]
+		require.NoError(t, s.Register("metachar.text", "0 0 29 2 *", ok,
+			WithName(metachars[1]), WithDescription(text), WithOwner(owner)))
+		ctx := context.Background()
+		require.NoError(t, s.Start(ctx))
+		stopOnCleanup(t, s)
 
-			row, err := s.Store().Task(ctx, app, "metachar.text")
-			require.NoError(t, err)
-			require.Equal(t, text, row.Description)
-			require.Equal(t, owner, row.Owner)
-			require.Equal(t, metachars[1], row.Name)
+		row, err := s.Store().Task(ctx, app, "metachar.text")
+		require.NoError(t, err)
+		require.Equal(t, text, row.Description)
+		require.Equal(t, owner, row.Owner)
+		require.Equal(t, metachars[1], row.Name)
 
-			tasks, err := s.Store().Tasks(ctx, app)
-			require.NoError(t, err)
-			require.Len(t, tasks, 1, "only the valid task is stored")
-			require.Equal(t, "metachar.text", tasks[0].Code)
+		tasks, err := s.Store().Tasks(ctx, app)
+		require.NoError(t, err)
+		require.Len(t, tasks, 1, "only the valid task is stored")
+		require.Equal(t, "metachar.text", tasks[0].Code)
 
-			db := s.Store().DB()
-			for _, table := range []string{"xtimer_tasks", "xtimer_executions", "xtimer_slots", "xtimer_replicas"} {
-				require.True(t, db.Migrator().HasTable(table), table)
-			}
-			var n int64
-			require.NoError(t, db.Table("xtimer_tasks").Where("app = ?", app).Count(&n).Error)
-			require.Equal(t, int64(1), n)
+		for _, table := range []string{"xtimer_tasks", "xtimer_executions", "xtimer_slots", "xtimer_replicas"} {
+			require.True(t, db.Migrator().HasTable(table), table)
+		}
+		var n int64
+		require.NoError(t, db.Table("xtimer_tasks").Where("app = ?", app).Count(&n).Error)
+		require.Equal(t, int64(1), n)
 
-			// The text survives a manual run and the console's view of it.
-			exec, err := s.Trigger(ctx, "metachar.text")
-			require.NoError(t, err)
-			waitRow(t, s, exec.ID, func(r store.Execution) bool { return r.Status == store.StatusSucceeded })
-		})
-	}
+		// The text survives a manual run and the console's view of it.
+		exec, err := s.Trigger(ctx, "metachar.text")
+		require.NoError(t, err)
+		waitRow(t, s, exec.ID, func(r store.Execution) bool { return r.Status == store.StatusSucceeded })
+	})
 }
 
 // A spec that never fires (30 February) is a valid task: Start works, the

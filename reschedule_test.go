@@ -250,25 +250,22 @@ func once(lines []string) map[string]int {
 // instants, those run.
 func TestRescheduleSkipsRecordedFiresTheNewScheduleLacks(t *testing.T) {
 	t.Parallel()
-	for _, b := range testsvc.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			ctx, end := context.Background(), hms(2, 0)
-			f := newEditFleet(t, b.Open(t))
-			s := f.start(map[string]string{"report.daily": "0 * * * * *", "report.even": "0 * * * * *"})
-			f.runUntil(hms(0, 55))
-			f.waitRows("report.daily", end, "12:01:00 scheduled schedule")
-			f.waitRows("report.even", end, "12:01:00 scheduled schedule")
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx, end := context.Background(), hms(2, 0)
+		f := newEditFleet(t, db)
+		s := f.start(map[string]string{"report.daily": "0 * * * * *", "report.even": "0 * * * * *"})
+		f.runUntil(hms(0, 55))
+		f.waitRows("report.daily", end, "12:01:00 scheduled schedule")
+		f.waitRows("report.even", end, "12:01:00 scheduled schedule")
 
-			require.NoError(t, s.SetSchedule(ctx, "report.daily", "0 0 9 * * *", "", ""))
-			require.NoError(t, s.SetSchedule(ctx, "report.even", "0 */2 * * * *", "", ""))
-			f.runUntil(end.Add(time.Second))
-			f.waitRows("report.daily", end, "12:01:00 skipped schedule rescheduled")
-			f.waitRows("report.even", end, "12:01:00 skipped schedule rescheduled", "12:02:00 succeeded schedule")
-			require.Empty(t, f.callsOf("report.daily"))
-			require.Equal(t, map[string]int{"12:02:00": 1}, f.callsOf("report.even"))
-		})
-	}
+		require.NoError(t, s.SetSchedule(ctx, "report.daily", "0 0 9 * * *", "", ""))
+		require.NoError(t, s.SetSchedule(ctx, "report.even", "0 */2 * * * *", "", ""))
+		f.runUntil(end.Add(time.Second))
+		f.waitRows("report.daily", end, "12:01:00 skipped schedule rescheduled")
+		f.waitRows("report.even", end, "12:01:00 skipped schedule rescheduled", "12:02:00 succeeded schedule")
+		require.Empty(t, f.callsOf("report.daily"))
+		require.Equal(t, map[string]int{"12:02:00": 1}, f.callsOf("report.even"))
+	})
 }
 
 // Two tasks edited to every 10 seconds at 12:00:55, after the 12:01 slots
@@ -280,27 +277,24 @@ func TestRescheduleRecordsTheNewFiresOfMinutesAlreadyPlanned(t *testing.T) {
 	t.Parallel()
 	require.NotEqual(t, bucketOf("sync.minutely", DefaultBuckets), bucketOf("sync.daily", DefaultBuckets),
 		"the two tasks must be in different slots")
-	for _, b := range testsvc.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			ctx, end := context.Background(), hms(2, 0)
-			f := newEditFleet(t, b.Open(t))
-			s := f.start(map[string]string{"sync.minutely": "0 * * * * *", "sync.daily": "0 0 9 * * *"})
-			f.runUntil(hms(0, 55))
-			f.waitRows("sync.minutely", end, "12:01:00 scheduled schedule")
-			f.waitRows("sync.daily", end)
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx, end := context.Background(), hms(2, 0)
+		f := newEditFleet(t, db)
+		s := f.start(map[string]string{"sync.minutely": "0 * * * * *", "sync.daily": "0 0 9 * * *"})
+		f.runUntil(hms(0, 55))
+		f.waitRows("sync.minutely", end, "12:01:00 scheduled schedule")
+		f.waitRows("sync.daily", end)
 
-			for _, code := range []string{"sync.minutely", "sync.daily"} {
-				require.NoError(t, s.SetSchedule(ctx, code, "*/10 * * * * *", DialectCron, "UTC"))
-			}
-			f.runUntil(end.Add(time.Second))
-			want := lines(hms(1, 0), end, 10*time.Second, "succeeded schedule")
-			for _, code := range []string{"sync.minutely", "sync.daily"} {
-				f.waitRows(code, end, want...)
-				require.Equal(t, once(want), f.callsOf(code), code)
-			}
-		})
-	}
+		for _, code := range []string{"sync.minutely", "sync.daily"} {
+			require.NoError(t, s.SetSchedule(ctx, code, "*/10 * * * * *", DialectCron, "UTC"))
+		}
+		f.runUntil(end.Add(time.Second))
+		want := lines(hms(1, 0), end, 10*time.Second, "succeeded schedule")
+		for _, code := range []string{"sync.minutely", "sync.daily"} {
+			f.waitRows(code, end, want...)
+			require.Equal(t, once(want), f.callsOf(code), code)
+		}
+	})
 }
 
 // Three replicas share the database and the lock; one of them edits six
@@ -309,45 +303,42 @@ func TestRescheduleRecordsTheNewFiresOfMinutesAlreadyPlanned(t *testing.T) {
 // exactly once across the replicas, and no fire of the old schedule runs.
 func TestRescheduleAcrossReplicasRunsEveryNewFireOnce(t *testing.T) {
 	t.Parallel()
-	for _, b := range testsvc.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			ctx, end := context.Background(), hms(2, 0)
-			f := newEditFleet(t, b.Open(t))
-			specs := map[string]string{}
-			for i := range 6 {
-				specs[fmt.Sprintf("fleet.%d", i)] = "0 * * * * *"
-			}
-			for range 3 {
-				f.start(specs)
-			}
-			f.runUntil(hms(0, 55))
-			for code := range specs {
-				f.waitRows(code, end, "12:01:00 scheduled schedule")
-			}
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx, end := context.Background(), hms(2, 0)
+		f := newEditFleet(t, db)
+		specs := map[string]string{}
+		for i := range 6 {
+			specs[fmt.Sprintf("fleet.%d", i)] = "0 * * * * *"
+		}
+		for range 3 {
+			f.start(specs)
+		}
+		f.runUntil(hms(0, 55))
+		for code := range specs {
+			f.waitRows(code, end, "12:01:00 scheduled schedule")
+		}
 
-			editor := f.replicas[1]
-			for i := range 6 {
-				spec := "*/10 * * * * *"
-				if i%2 == 1 {
-					spec = "0 0 9 * * *"
-				}
-				require.NoError(t, editor.SetSchedule(ctx, fmt.Sprintf("fleet.%d", i), spec, "", ""))
+		editor := f.replicas[1]
+		for i := range 6 {
+			spec := "*/10 * * * * *"
+			if i%2 == 1 {
+				spec = "0 0 9 * * *"
 			}
-			f.runUntil(end.Add(time.Second))
-			want := lines(hms(1, 0), end, 10*time.Second, "succeeded schedule")
-			for i := range 6 {
-				code := fmt.Sprintf("fleet.%d", i)
-				if i%2 == 1 {
-					f.waitRows(code, end, "12:01:00 skipped schedule rescheduled")
-					require.Empty(t, f.callsOf(code), code)
-					continue
-				}
-				f.waitRows(code, end, want...)
-				require.Equal(t, once(want), f.callsOf(code), code)
+			require.NoError(t, editor.SetSchedule(ctx, fmt.Sprintf("fleet.%d", i), spec, "", ""))
+		}
+		f.runUntil(end.Add(time.Second))
+		want := lines(hms(1, 0), end, 10*time.Second, "succeeded schedule")
+		for i := range 6 {
+			code := fmt.Sprintf("fleet.%d", i)
+			if i%2 == 1 {
+				f.waitRows(code, end, "12:01:00 skipped schedule rescheduled")
+				require.Empty(t, f.callsOf(code), code)
+				continue
 			}
-		})
-	}
+			f.waitRows(code, end, want...)
+			require.Equal(t, once(want), f.callsOf(code), code)
+		}
+	})
 }
 
 // ResetSchedule at 12:00:55 brings the code-defined spec back over an
@@ -358,31 +349,28 @@ func TestResetScheduleRestoresTheCodeSpecInMinutesAlreadyPlanned(t *testing.T) {
 	t.Parallel()
 	require.NotEqual(t, bucketOf("digest", DefaultBuckets), bucketOf("digest.off", DefaultBuckets),
 		"the two tasks must be in different slots")
-	for _, b := range testsvc.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			ctx, end := context.Background(), hms(2, 0)
-			f := newEditFleet(t, b.Open(t))
-			s := f.start(map[string]string{"digest": "0 * * * * *", "digest.off": "*/30 * * * * *"})
-			require.NoError(t, s.SetSchedule(ctx, "digest", "*/20 * * * * *", "", ""))
-			require.NoError(t, s.SetSchedule(ctx, "digest.off", "0 0 9 * * *", "", ""))
-			f.runUntil(hms(0, 55))
-			f.waitRows("digest", end, "12:00:20 succeeded schedule", "12:00:40 succeeded schedule",
-				"12:01:00 scheduled schedule", "12:01:20 scheduled schedule", "12:01:40 scheduled schedule")
-			f.waitRows("digest.off", end)
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx, end := context.Background(), hms(2, 0)
+		f := newEditFleet(t, db)
+		s := f.start(map[string]string{"digest": "0 * * * * *", "digest.off": "*/30 * * * * *"})
+		require.NoError(t, s.SetSchedule(ctx, "digest", "*/20 * * * * *", "", ""))
+		require.NoError(t, s.SetSchedule(ctx, "digest.off", "0 0 9 * * *", "", ""))
+		f.runUntil(hms(0, 55))
+		f.waitRows("digest", end, "12:00:20 succeeded schedule", "12:00:40 succeeded schedule",
+			"12:01:00 scheduled schedule", "12:01:20 scheduled schedule", "12:01:40 scheduled schedule")
+		f.waitRows("digest.off", end)
 
-			require.NoError(t, s.ResetSchedule(ctx, "digest"))
-			require.NoError(t, s.ResetSchedule(ctx, "digest.off"))
-			f.runUntil(end.Add(time.Second))
-			f.waitRows("digest", end, "12:00:20 succeeded schedule", "12:00:40 succeeded schedule",
-				"12:01:00 succeeded schedule", "12:01:20 skipped schedule rescheduled",
-				"12:01:40 skipped schedule rescheduled", "12:02:00 succeeded schedule")
-			require.Equal(t, map[string]int{"12:00:20": 1, "12:00:40": 1, "12:01:00": 1, "12:02:00": 1}, f.callsOf("digest"))
-			want := lines(hms(1, 0), end, 30*time.Second, "succeeded schedule")
-			f.waitRows("digest.off", end, want...)
-			require.Equal(t, once(want), f.callsOf("digest.off"))
-		})
-	}
+		require.NoError(t, s.ResetSchedule(ctx, "digest"))
+		require.NoError(t, s.ResetSchedule(ctx, "digest.off"))
+		f.runUntil(end.Add(time.Second))
+		f.waitRows("digest", end, "12:00:20 succeeded schedule", "12:00:40 succeeded schedule",
+			"12:01:00 succeeded schedule", "12:01:20 skipped schedule rescheduled",
+			"12:01:40 skipped schedule rescheduled", "12:02:00 succeeded schedule")
+		require.Equal(t, map[string]int{"12:00:20": 1, "12:00:40": 1, "12:01:00": 1, "12:02:00": 1}, f.callsOf("digest"))
+		want := lines(hms(1, 0), end, 30*time.Second, "succeeded schedule")
+		f.waitRows("digest.off", end, want...)
+		require.Equal(t, once(want), f.callsOf("digest.off"))
+	})
 }
 
 // A redeploy that changes a task's spec in code (UpsertTasks bumps the
@@ -391,22 +379,19 @@ func TestResetScheduleRestoresTheCodeSpecInMinutesAlreadyPlanned(t *testing.T) {
 // fires in the minute it had planned already.
 func TestRedeployWithANewSpecAppliesToMinutesAlreadyPlanned(t *testing.T) {
 	t.Parallel()
-	for _, b := range testsvc.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			end := hms(2, 0)
-			f := newEditFleet(t, b.Open(t))
-			f.start(map[string]string{"export": "*/30 * * * * *"})
-			f.runUntil(hms(0, 55))
-			f.waitRows("export", end, "12:00:30 succeeded schedule", "12:01:00 scheduled schedule", "12:01:30 scheduled schedule")
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		end := hms(2, 0)
+		f := newEditFleet(t, db)
+		f.start(map[string]string{"export": "*/30 * * * * *"})
+		f.runUntil(hms(0, 55))
+		f.waitRows("export", end, "12:00:30 succeeded schedule", "12:01:00 scheduled schedule", "12:01:30 scheduled schedule")
 
-			f.start(map[string]string{"export": "*/15 * * * * *"}) // the new build
-			f.runUntil(end.Add(time.Second))
-			want := append([]string{"12:00:30 succeeded schedule"}, lines(hms(1, 0), end, 15*time.Second, "succeeded schedule")...)
-			f.waitRows("export", end, want...)
-			require.Equal(t, once(want), f.callsOf("export"))
-		})
-	}
+		f.start(map[string]string{"export": "*/15 * * * * *"}) // the new build
+		f.runUntil(end.Add(time.Second))
+		want := append([]string{"12:00:30 succeeded schedule"}, lines(hms(1, 0), end, 15*time.Second, "succeeded schedule")...)
+		f.waitRows("export", end, want...)
+		require.Equal(t, once(want), f.callsOf("export"))
+	})
 }
 
 // A task paused while its next minute was planned and resumed at 12:00:55
@@ -414,26 +399,23 @@ func TestRedeployWithANewSpecAppliesToMinutesAlreadyPlanned(t *testing.T) {
 // paused stays skipped.
 func TestResumeRunsTheFiresOfMinutesPlannedWhilePaused(t *testing.T) {
 	t.Parallel()
-	for _, b := range testsvc.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			ctx, end := context.Background(), hms(2, 0)
-			f := newEditFleet(t, b.Open(t))
-			s := f.start(map[string]string{"poll": "*/10 * * * * *"})
-			f.runUntil(hms(0, 45))
-			require.NoError(t, s.Pause(ctx, "poll"))
-			f.runUntil(hms(0, 55))
-			f.waitRows("poll", end, append(lines(hms(0, 10), hms(0, 40), 10*time.Second, "succeeded schedule"),
-				"12:00:50 skipped schedule paused")...)
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx, end := context.Background(), hms(2, 0)
+		f := newEditFleet(t, db)
+		s := f.start(map[string]string{"poll": "*/10 * * * * *"})
+		f.runUntil(hms(0, 45))
+		require.NoError(t, s.Pause(ctx, "poll"))
+		f.runUntil(hms(0, 55))
+		f.waitRows("poll", end, append(lines(hms(0, 10), hms(0, 40), 10*time.Second, "succeeded schedule"),
+			"12:00:50 skipped schedule paused")...)
 
-			require.NoError(t, s.Resume(ctx, "poll"))
-			f.runUntil(end.Add(time.Second))
-			want := append(lines(hms(0, 10), hms(0, 40), 10*time.Second, "succeeded schedule"), "12:00:50 skipped schedule paused")
-			want = append(want, lines(hms(1, 0), end, 10*time.Second, "succeeded schedule")...)
-			f.waitRows("poll", end, want...)
-			require.Equal(t, once(append(want[:4:4], want[5:]...)), f.callsOf("poll"))
-		})
-	}
+		require.NoError(t, s.Resume(ctx, "poll"))
+		f.runUntil(end.Add(time.Second))
+		want := append(lines(hms(0, 10), hms(0, 40), 10*time.Second, "succeeded schedule"), "12:00:50 skipped schedule paused")
+		want = append(want, lines(hms(1, 0), end, 10*time.Second, "succeeded schedule")...)
+		f.waitRows("poll", end, want...)
+		require.Equal(t, once(append(want[:4:4], want[5:]...)), f.callsOf("poll"))
+	})
 }
 
 // A task a new replica registers at 12:00:55, in a slot another replica
@@ -447,49 +429,43 @@ func TestTaskAddedByAnotherReplicaRunsInMinutesAlreadyPlanned(t *testing.T) {
 			added = code
 		}
 	}
-	for _, b := range testsvc.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			end := hms(2, 0)
-			f := newEditFleet(t, b.Open(t))
-			f.start(map[string]string{"resident": "0 * * * * *"})
-			f.runUntil(hms(0, 55))
-			f.waitRows("resident", end, "12:01:00 scheduled schedule")
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		end := hms(2, 0)
+		f := newEditFleet(t, db)
+		f.start(map[string]string{"resident": "0 * * * * *"})
+		f.runUntil(hms(0, 55))
+		f.waitRows("resident", end, "12:01:00 scheduled schedule")
 
-			f.start(map[string]string{"resident": "0 * * * * *", added: "*/10 * * * * *"})
-			f.runUntil(end.Add(time.Second))
-			want := lines(hms(1, 0), end, 10*time.Second, "succeeded schedule")
-			f.waitRows(added, end, want...)
-			require.Equal(t, once(want), f.callsOf(added))
-			f.waitRows("resident", end, "12:01:00 succeeded schedule", "12:02:00 succeeded schedule")
-		})
-	}
+		f.start(map[string]string{"resident": "0 * * * * *", added: "*/10 * * * * *"})
+		f.runUntil(end.Add(time.Second))
+		want := lines(hms(1, 0), end, 10*time.Second, "succeeded schedule")
+		f.waitRows(added, end, want...)
+		require.Equal(t, once(want), f.callsOf(added))
+		f.waitRows("resident", end, "12:01:00 succeeded schedule", "12:02:00 succeeded schedule")
+	})
 }
 
 // Manual runs are the operator's own: they run whatever the schedule says,
 // at instants it never had, before and after an edit.
 func TestManualRunIsNeverSkippedAsRescheduled(t *testing.T) {
 	t.Parallel()
-	for _, b := range testsvc.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			ctx, end := context.Background(), hms(0, 30)
-			f := newEditFleet(t, b.Open(t))
-			s := f.start(map[string]string{"adhoc": "0 0 9 * * *"})
-			// A manual run recorded for 12:00:30, then the schedule edited.
-			rows, err := s.Store().InsertFires(ctx, []store.Execution{{App: f.app, TaskCode: "adhoc",
-				RunTime: end.UnixMilli(), Source: store.SourceManual}})
-			require.NoError(t, err)
-			require.Len(t, rows, 1)
-			require.NoError(t, s.SetSchedule(ctx, "adhoc", "0 0 10 * * *", "", ""))
-			exec, err := s.Trigger(ctx, "adhoc")
-			require.NoError(t, err)
-			require.Equal(t, SourceManual, exec.Source)
-			f.runUntil(end.Add(time.Second))
-			f.waitRows("adhoc", end, "12:00:00 succeeded manual", "12:00:30 succeeded manual")
-			require.Equal(t, map[string]int{"12:00:00": 1, "12:00:30": 1}, f.callsOf("adhoc"))
-		})
-	}
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx, end := context.Background(), hms(0, 30)
+		f := newEditFleet(t, db)
+		s := f.start(map[string]string{"adhoc": "0 0 9 * * *"})
+		// A manual run recorded for 12:00:30, then the schedule edited.
+		rows, err := s.Store().InsertFires(ctx, []store.Execution{{App: f.app, TaskCode: "adhoc",
+			RunTime: end.UnixMilli(), Source: store.SourceManual}})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+		require.NoError(t, s.SetSchedule(ctx, "adhoc", "0 0 10 * * *", "", ""))
+		exec, err := s.Trigger(ctx, "adhoc")
+		require.NoError(t, err)
+		require.Equal(t, SourceManual, exec.Source)
+		f.runUntil(end.Add(time.Second))
+		f.waitRows("adhoc", end, "12:00:00 succeeded manual", "12:00:30 succeeded manual")
+		require.Equal(t, map[string]int{"12:00:00": 1, "12:00:30": 1}, f.callsOf("adhoc"))
+	})
 }
 
 // firesAt, the check that keeps a fire of an old schedule from running,

@@ -158,103 +158,100 @@ func TestRegisterRejectsBadInput(t *testing.T) {
 // timeouts and panics are recorded, manual runs and pauses work.
 func TestSchedulerLifecycle(t *testing.T) {
 	t.Parallel()
-	for _, b := range testsvc.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			s := newScheduler(t, setupOpts{db: b.Open(t), app: testsvc.App(t)}, nil)
-			ticks, flaky, slow, boom := newInvocations(), newInvocations(), newInvocations(), newInvocations()
-			require.NoError(t, s.Register("tick", "* * * * * *", ticks.handler(func(r *Run) error {
-				r.Printf("hello from %s", r.ID)
-				return nil
-			})))
-			require.NoError(t, s.Register("flaky", "0 0 29 2 *", flaky.handler(func(r *Run) error {
-				if r.Attempt < 3 {
-					return errors.New("not yet")
-				}
-				return nil
-			}), WithRetry(3), WithBackoff(10*time.Millisecond, 20*time.Millisecond)))
-			require.NoError(t, s.Register("slow", "0 0 29 2 *", func(ctx context.Context, r *Run) error {
-				slow.handler(nil)(ctx, r)
-				time.Sleep(2 * time.Second) // ignores ctx on purpose
-				return nil
-			}, WithTimeout(200*time.Millisecond)))
-			require.NoError(t, s.Register("boom", "0 0 29 2 *", func(ctx context.Context, r *Run) error {
-				boom.handler(nil)(ctx, r)
-				var m map[string]int
-				m["x"] = 1 // panics
-				return nil
-			}))
-			ctx := context.Background()
-			require.NoError(t, s.Start(ctx))
-			stopOnCleanup(t, s)
-
-			// A scheduled fire: on time, its row settles succeeded with the output.
-			run := ticks.next(t, 5*time.Second)
-			require.Equal(t, SourceSchedule, run.Source)
-			row := waitRow(t, s, run.ExecutionID, func(r store.Execution) bool { return r.Status == store.StatusSucceeded })
-			require.Equal(t, "hello from "+run.ID+"\n", row.Output)
-			require.Equal(t, 1, row.Attempt)
-			require.Equal(t, s.InstanceID(), row.Replica)
-
-			// Retries: two failures, then success, all on one row with one ID.
-			exec, err := s.Trigger(ctx, "flaky")
-			require.NoError(t, err)
-			require.Equal(t, SourceManual, exec.Source)
-			first := flaky.next(t, 5*time.Second)
-			second := flaky.next(t, 5*time.Second)
-			third := flaky.next(t, 5*time.Second)
-			require.Equal(t, []int{1, 2, 3}, []int{first.Attempt, second.Attempt, third.Attempt})
-			require.Equal(t, first.ID, third.ID)
-			row = waitRow(t, s, exec.ID, func(r store.Execution) bool { return r.Status == store.StatusSucceeded })
-			require.Equal(t, 3, row.Attempt)
-
-			// A handler that ignores its context is recorded timed_out at the deadline.
-			exec, err = s.Trigger(ctx, "slow")
-			require.NoError(t, err)
-			slow.next(t, 5*time.Second)
-			row = waitRow(t, s, exec.ID, func(r store.Execution) bool { return r.Status == store.StatusTimedOut })
-			require.Contains(t, row.Error, "did not return before its timeout (200ms)")
-
-			// A panic is a failure with the stack; the process lives on.
-			exec, err = s.Trigger(ctx, "boom")
-			require.NoError(t, err)
-			boom.next(t, 5*time.Second)
-			row = waitRow(t, s, exec.ID, func(r store.Execution) bool { return r.Status == store.StatusFailed })
-			require.Contains(t, row.Error, "panic: assignment to entry in nil map")
-			require.Contains(t, row.Error, "scheduler_test.go")
-
-			// Pause stops the fires; Resume brings them back.
-			require.NoError(t, s.Pause(ctx, "tick"))
-			_, err = s.Trigger(ctx, "nope")
-			require.ErrorIs(t, err, ErrTaskNotFound)
-			require.ErrorIs(t, s.Pause(ctx, "nope"), ErrTaskNotFound)
-			time.Sleep(1500 * time.Millisecond) // let a fire armed before the pause ring
-			for len(ticks.ch) > 0 {
-				<-ticks.ch
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		s := newScheduler(t, setupOpts{db: db, app: testsvc.App(t)}, nil)
+		ticks, flaky, slow, boom := newInvocations(), newInvocations(), newInvocations(), newInvocations()
+		require.NoError(t, s.Register("tick", "* * * * * *", ticks.handler(func(r *Run) error {
+			r.Printf("hello from %s", r.ID)
+			return nil
+		})))
+		require.NoError(t, s.Register("flaky", "0 0 29 2 *", flaky.handler(func(r *Run) error {
+			if r.Attempt < 3 {
+				return errors.New("not yet")
 			}
-			select {
-			case r := <-ticks.ch:
-				t.Fatalf("paused task ran: %+v", r)
-			case <-time.After(2 * time.Second):
-			}
-			require.NoError(t, s.Resume(ctx, "tick"))
-			ticks.next(t, 5*time.Second)
+			return nil
+		}), WithRetry(3), WithBackoff(10*time.Millisecond, 20*time.Millisecond)))
+		require.NoError(t, s.Register("slow", "0 0 29 2 *", func(ctx context.Context, r *Run) error {
+			slow.handler(nil)(ctx, r)
+			time.Sleep(2 * time.Second) // ignores ctx on purpose
+			return nil
+		}, WithTimeout(200*time.Millisecond)))
+		require.NoError(t, s.Register("boom", "0 0 29 2 *", func(ctx context.Context, r *Run) error {
+			boom.handler(nil)(ctx, r)
+			var m map[string]int
+			m["x"] = 1 // panics
+			return nil
+		}))
+		ctx := context.Background()
+		require.NoError(t, s.Start(ctx))
+		stopOnCleanup(t, s)
 
-			next, err := s.NextRuns("tick", 3)
-			require.NoError(t, err)
-			require.Len(t, next, 3)
-			require.Equal(t, time.Second, next[1].Sub(next[0]))
-			_, err = s.NextRuns("tick", 0)
-			require.ErrorContains(t, err, "n must be 1-1000")
+		// A scheduled fire: on time, its row settles succeeded with the output.
+		run := ticks.next(t, 5*time.Second)
+		require.Equal(t, SourceSchedule, run.Source)
+		row := waitRow(t, s, run.ExecutionID, func(r store.Execution) bool { return r.Status == store.StatusSucceeded })
+		require.Equal(t, "hello from "+run.ID+"\n", row.Output)
+		require.Equal(t, 1, row.Attempt)
+		require.Equal(t, s.InstanceID(), row.Replica)
 
-			// Every fire ran once.
-			ticks.mu.Lock()
-			defer ticks.mu.Unlock()
-			for id, starts := range ticks.calls {
-				require.Len(t, starts, 1, id)
-			}
-		})
-	}
+		// Retries: two failures, then success, all on one row with one ID.
+		exec, err := s.Trigger(ctx, "flaky")
+		require.NoError(t, err)
+		require.Equal(t, SourceManual, exec.Source)
+		first := flaky.next(t, 5*time.Second)
+		second := flaky.next(t, 5*time.Second)
+		third := flaky.next(t, 5*time.Second)
+		require.Equal(t, []int{1, 2, 3}, []int{first.Attempt, second.Attempt, third.Attempt})
+		require.Equal(t, first.ID, third.ID)
+		row = waitRow(t, s, exec.ID, func(r store.Execution) bool { return r.Status == store.StatusSucceeded })
+		require.Equal(t, 3, row.Attempt)
+
+		// A handler that ignores its context is recorded timed_out at the deadline.
+		exec, err = s.Trigger(ctx, "slow")
+		require.NoError(t, err)
+		slow.next(t, 5*time.Second)
+		row = waitRow(t, s, exec.ID, func(r store.Execution) bool { return r.Status == store.StatusTimedOut })
+		require.Contains(t, row.Error, "did not return before its timeout (200ms)")
+
+		// A panic is a failure with the stack; the process lives on.
+		exec, err = s.Trigger(ctx, "boom")
+		require.NoError(t, err)
+		boom.next(t, 5*time.Second)
+		row = waitRow(t, s, exec.ID, func(r store.Execution) bool { return r.Status == store.StatusFailed })
+		require.Contains(t, row.Error, "panic: assignment to entry in nil map")
+		require.Contains(t, row.Error, "scheduler_test.go")
+
+		// Pause stops the fires; Resume brings them back.
+		require.NoError(t, s.Pause(ctx, "tick"))
+		_, err = s.Trigger(ctx, "nope")
+		require.ErrorIs(t, err, ErrTaskNotFound)
+		require.ErrorIs(t, s.Pause(ctx, "nope"), ErrTaskNotFound)
+		time.Sleep(1500 * time.Millisecond) // let a fire armed before the pause ring
+		for len(ticks.ch) > 0 {
+			<-ticks.ch
+		}
+		select {
+		case r := <-ticks.ch:
+			t.Fatalf("paused task ran: %+v", r)
+		case <-time.After(2 * time.Second):
+		}
+		require.NoError(t, s.Resume(ctx, "tick"))
+		ticks.next(t, 5*time.Second)
+
+		next, err := s.NextRuns("tick", 3)
+		require.NoError(t, err)
+		require.Len(t, next, 3)
+		require.Equal(t, time.Second, next[1].Sub(next[0]))
+		_, err = s.NextRuns("tick", 0)
+		require.ErrorContains(t, err, "n must be 1-1000")
+
+		// Every fire ran once.
+		ticks.mu.Lock()
+		defer ticks.mu.Unlock()
+		for id, starts := range ticks.calls {
+			require.Len(t, starts, 1, id)
+		}
+	})
 }
 
 // Every replica was down for ten minutes: on start, each task's misfire
@@ -450,4 +447,16 @@ func TestLateReplicaDoesNotRunAFireTakenOver(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "replica-that-stayed-awake", got.Replica)
 	require.Equal(t, store.StatusRunning, got.Status)
+}
+
+// eachBackend runs body in parallel on SQLite, MySQL/MariaDB and
+// PostgreSQL, each on a fresh database.
+func eachBackend(t *testing.T, body func(t *testing.T, db *gorm.DB)) {
+	t.Helper()
+	for _, b := range testsvc.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			body(t, b.Open(t))
+		})
+	}
 }
