@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
@@ -98,6 +99,29 @@ type Options struct {
 	// HTTPMaxBody caps the request body of an HTTPTarget. Defaults to
 	// DefaultHTTPMaxBody (64 KiB); at most 1 MiB.
 	HTTPMaxBody int
+	// Metrics receives the scheduler's Prometheus collectors (metrics.go),
+	// labelled app=App so that several apps may share one registry. Nil,
+	// the default, registers nothing: importing xtimer never adds to a
+	// service's registry. New fails, naming this field, when registration
+	// does (a second Scheduler of the same App on one registry); Stop
+	// unregisters them.
+	Metrics prometheus.Registerer
+	// Retention is how long executions are kept: final executions whose
+	// run time is older are deleted by a sweep on one replica at a time
+	// (retention.go). Negative keeps them forever. Defaults to
+	// DefaultRetention (30 days); at least 1 hour.
+	Retention time.Duration
+	// RetentionPerTask also caps each task's history: final executions
+	// older than the task's RetentionPerTask newest are deleted. Defaults
+	// to 0, no cap.
+	RetentionPerTask int
+	// RetentionBatch is the most rows one DELETE of the sweep removes, in
+	// its own short transaction. Defaults to DefaultRetentionBatch (1000);
+	// 1-100000.
+	RetentionBatch int
+	// RetentionInterval is how often the sweep runs. Defaults to
+	// DefaultRetentionInterval (1 minute); at least 1 second.
+	RetentionInterval time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -143,6 +167,15 @@ func (o Options) withDefaults() Options {
 	if o.HTTPMaxBody == 0 {
 		o.HTTPMaxBody = DefaultHTTPMaxBody
 	}
+	if o.Retention == 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.RetentionBatch == 0 {
+		o.RetentionBatch = DefaultRetentionBatch
+	}
+	if o.RetentionInterval == 0 {
+		o.RetentionInterval = DefaultRetentionInterval
+	}
 	return o
 }
 
@@ -175,6 +208,14 @@ func (o Options) validate() error {
 		return bad("HTTPWorkers", o.HTTPWorkers, "want at least 1")
 	case o.HTTPMaxBody < 1 || o.HTTPMaxBody > 1<<20:
 		return bad("HTTPMaxBody", o.HTTPMaxBody, "want 1 byte to 1 MiB")
+	case o.Retention >= 0 && o.Retention < time.Hour:
+		return bad("Retention", o.Retention, "want at least 1h, or negative to keep executions forever")
+	case o.RetentionPerTask < 0:
+		return bad("RetentionPerTask", o.RetentionPerTask, "want 0 (no cap) or more")
+	case o.RetentionBatch < 1 || o.RetentionBatch > 100_000:
+		return bad("RetentionBatch", o.RetentionBatch, "want 1-100000")
+	case o.RetentionInterval < time.Second:
+		return bad("RetentionInterval", o.RetentionInterval, "want at least 1s")
 	case len(o.HTTPSigningSecret) > 1024:
 		return bad("HTTPSigningSecret", fmt.Sprintf("%d bytes", len(o.HTTPSigningSecret)), "want at most 1024 bytes")
 	}
@@ -230,6 +271,8 @@ type Scheduler struct {
 	cancelHandler context.CancelFunc
 
 	updates *updateQueue
+	metrics *metrics    // nil without Options.Metrics
+	health  healthState // health.go
 }
 
 const (
@@ -272,6 +315,9 @@ func New(opts Options) (*Scheduler, error) {
 		s.locker = NewLocalLocker(s.clock)
 	}
 	s.updates = newUpdateQueue(s)
+	if s.metrics, err = newMetrics(opts.Metrics, opts.App); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -415,6 +461,8 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	go s.tickLoop(loopCtx)
 	go s.dispatchLoop(loopCtx)
 	go s.keepLocks(loopCtx)
+	s.loops.Add(1)
+	go s.retentionLoop(loopCtx)
 	mode := "redis"
 	if s.opts.Redis == nil && s.opts.Locker == nil {
 		mode = "in-process (one process only: start a second replica only with Options.Redis)"
@@ -462,6 +510,7 @@ func (s *Scheduler) registered() []*taskConfig {
 // ends (then cancels their contexts), writes the last status updates and
 // releases its locks. A stopped Scheduler cannot start again.
 func (s *Scheduler) Stop(ctx context.Context) error {
+	defer s.metrics.unregister()
 	s.mu.Lock()
 	if s.state != stateRunning {
 		s.state = stateStopped

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -124,6 +125,15 @@ func (s *Store) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 		err = s.db.WithContext(ctx).Transaction(fn)
 		if err == nil || !retryable(err) || ctx.Err() != nil {
 			return err
+		}
+		// Back off a little, jittered: two transactions that deadlocked and
+		// retry at once tend to deadlock again (seen on MariaDB while
+		// retention deletes in batches beside the engine's updates).
+		wait := time.Duration(mrand.Int64N(int64(5*time.Millisecond) << try))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
 		}
 	}
 	return err

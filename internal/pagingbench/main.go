@@ -46,8 +46,9 @@ import (
 	"github.com/xtimer-go/xtimer/store"
 )
 
-// dbName is the database the bench owns on the MySQL and PostgreSQL servers.
-const dbName = "xtimer_paging"
+// dbName is the database the bench owns on the MySQL and PostgreSQL
+// servers; -retention works in xtimer_retention instead (retention.go).
+var dbName = "xtimer_paging"
 
 func main() {
 	backend := flag.String("db", "sqlite", "backend: postgres, mysql or sqlite")
@@ -55,7 +56,16 @@ func main() {
 	pages := flag.Int("pages", 50, "page loads (or calls) measured per query")
 	reuse := flag.Bool("reuse", false, "keep the xtimer_paging database when it holds -rows rows already")
 	seed := flag.Uint64("seed", 1, "seed of the random tasks, days and cursors")
+	retention := flag.Bool("retention", false, "measure the retention sweep instead of paging (see retention.go)")
 	flag.Parse()
+
+	if *retention {
+		if err := runRetention(*backend, *rows); err != nil {
+			fmt.Fprintln(os.Stderr, "pagingbench -retention:", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	if err := run(*backend, *rows, *pages, *reuse, *seed); err != nil {
 		fmt.Fprintln(os.Stderr, "pagingbench:", err)

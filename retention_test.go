@@ -1,0 +1,220 @@
+package xtimer
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xtimer-go/xtimer/internal/fakeclock"
+	"github.com/xtimer-go/xtimer/internal/testsvc"
+	"github.com/xtimer-go/xtimer/store"
+)
+
+// retentionT0 is the fake clock's start in the retention tests.
+var retentionT0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+
+// seedRetention records, 40 days before now, a succeeded, a failed and a
+// retrying execution (its next attempt a year away), and one succeeded a day before now.
+func seedRetention(t *testing.T, s *Scheduler) {
+	t.Helper()
+	old := retentionT0.Add(-40 * 24 * time.Hour).UnixMilli()
+	rows := []store.Execution{
+		{App: s.App(), TaskCode: "report", RunTime: old, Status: store.StatusSucceeded},
+		{App: s.App(), TaskCode: "report", RunTime: old + 1000, Status: store.StatusFailed},
+		{App: s.App(), TaskCode: "report", RunTime: old + 2000, Status: store.StatusRetrying, NextAttemptMs: retentionT0.AddDate(1, 0, 0).UnixMilli()},
+		{App: s.App(), TaskCode: "report", RunTime: retentionT0.Add(-24 * time.Hour).UnixMilli(), Status: store.StatusSucceeded},
+	}
+	require.NoError(t, s.Store().DB().Create(&rows).Error)
+}
+
+// statuses returns the statuses of the app's executions, oldest first.
+func statuses(t *testing.T, s *Scheduler) []string {
+	t.Helper()
+	var got []string
+	require.NoError(t, s.Store().DB().Raw("SELECT status FROM xtimer_executions WHERE app = ? ORDER BY run_time", s.App()).Scan(&got).Error)
+	return got
+}
+
+// waitStatuses polls until the app's executions have the statuses want.
+func waitStatuses(t *testing.T, s *Scheduler, want []string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		got := statuses(t, s)
+		if len(got) == len(want) {
+			require.Equal(t, want, got)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("executions are %v, want %v", got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestRetentionDeletesOldFinalExecutionsOnly(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(retentionT0)
+	ctx := context.Background()
+	s := newScheduler(t, setupOpts{db: testsvc.SQLite(t), app: testsvc.App(t), clock: clock}, nil)
+	require.NoError(t, s.Start(ctx))
+	stopOnCleanup(t, s)
+	seedRetention(t, s)
+	old := store.MinuteOf(retentionT0.Add(-40 * 24 * time.Hour).UnixMilli())
+	require.NoError(t, s.Store().DB().Create(&store.Slot{App: s.App(), Minute: old, Done: true}).Error)
+
+	require.NoError(t, clock.BlockUntil(ctx, 4))
+	require.Equal(t, 4, len(statuses(t, s)), "nothing is deleted before the first interval")
+	clock.Advance(DefaultRetentionInterval)
+
+	waitStatuses(t, s, []string{store.StatusRetrying, store.StatusSucceeded})
+	var slots int64
+	require.NoError(t, s.Store().DB().Raw("SELECT COUNT(*) FROM xtimer_slots WHERE app = ? AND minute = ?", s.App(), old).Scan(&slots).Error)
+	require.Zero(t, slots, "slots past the retention are deleted")
+}
+
+func TestRetentionPerTaskKeepsTheNewest(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(retentionT0)
+	ctx := context.Background()
+	s := newScheduler(t, setupOpts{db: testsvc.SQLite(t), app: testsvc.App(t), clock: clock}, func(o *Options) {
+		o.Retention = -1 // forever: only the count applies
+		o.RetentionPerTask = 2
+		o.RetentionBatch = 2
+		o.Metrics = prometheus.NewRegistry()
+	})
+	require.NoError(t, s.Register("report", "0 0 * * * *", func(context.Context, *Run) error { return nil }))
+	require.NoError(t, s.Start(ctx))
+	stopOnCleanup(t, s)
+	var rows []store.Execution
+	for i := 1; i <= 7; i++ {
+		rows = append(rows, store.Execution{App: s.App(), TaskCode: "report", RunTime: retentionT0.Add(-time.Duration(i) * time.Hour).UnixMilli(), Status: store.StatusSucceeded})
+	}
+	require.NoError(t, s.Store().DB().Create(&rows).Error)
+
+	require.NoError(t, clock.BlockUntil(ctx, 4))
+	clock.Advance(DefaultRetentionInterval)
+	waitStatuses(t, s, []string{store.StatusSucceeded, store.StatusSucceeded})
+	var times []int64
+	require.NoError(t, s.Store().DB().Raw("SELECT run_time FROM xtimer_executions WHERE app = ? ORDER BY run_time", s.App()).Scan(&times).Error)
+	require.Equal(t, []int64{rows[1].RunTime, rows[0].RunTime}, times)
+	require.Equal(t, 5.0, testutil.ToFloat64(s.metrics.retention), "xtimer_retention_deleted_total")
+}
+
+// countingLocker records the holders of the retention lock.
+type countingLocker struct {
+	Locker
+	key      string
+	attempts atomic.Int64
+	mu       sync.Mutex
+	holders  int
+	most     int
+}
+
+func (c *countingLocker) Obtain(ctx context.Context, key string, ttl time.Duration) (Lock, error) {
+	l, err := c.Locker.Obtain(ctx, key, ttl)
+	if key != c.key {
+		return l, err
+	}
+	c.attempts.Add(1)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.holders++
+	c.most = max(c.most, c.holders)
+	c.mu.Unlock()
+	return &countedLock{Lock: l, c: c}, nil
+}
+
+type countedLock struct {
+	Lock
+	c *countingLocker
+}
+
+func (l *countedLock) Release(ctx context.Context) error {
+	l.c.mu.Lock()
+	l.c.holders--
+	l.c.mu.Unlock()
+	return l.Lock.Release(ctx)
+}
+
+func TestRetentionSweepsOnOneReplicaAtATime(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(retentionT0)
+	ctx := context.Background()
+	db, app := testsvc.SQLite(t), testsvc.App(t)
+	locker := &countingLocker{Locker: NewLocalLocker(clock), key: "xtimer:" + app + ":retention"}
+	var replicas []*Scheduler
+	for range 2 {
+		s := newScheduler(t, setupOpts{db: db, app: app, clock: clock}, func(o *Options) { o.Locker = locker })
+		require.NoError(t, s.Start(ctx))
+		stopOnCleanup(t, s)
+		replicas = append(replicas, s)
+	}
+	seedRetention(t, replicas[0])
+
+	// Someone else sweeps: both replicas skip the round.
+	held, err := locker.Locker.Obtain(ctx, locker.key, time.Hour)
+	require.NoError(t, err)
+	require.NoError(t, clock.BlockUntil(ctx, 8))
+	clock.Advance(DefaultRetentionInterval)
+	require.Eventually(t, func() bool { return locker.attempts.Load() == 2 }, 15*time.Second, 10*time.Millisecond)
+	require.Len(t, statuses(t, replicas[0]), 4, "a replica without the lock deletes nothing")
+
+	require.NoError(t, held.Release(ctx))
+	for round := 0; round < 3; round++ {
+		require.Eventually(t, func() bool { return clock.Timers() >= 8 }, 15*time.Second, 10*time.Millisecond)
+		clock.Advance(DefaultRetentionInterval)
+	}
+	waitStatuses(t, replicas[0], []string{store.StatusRetrying, store.StatusSucceeded})
+	locker.mu.Lock()
+	defer locker.mu.Unlock()
+	require.Equal(t, 1, locker.most, "two replicas never sweep at once")
+}
+
+func TestStopEndsRetention(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(retentionT0)
+	ctx := context.Background()
+	s := newScheduler(t, setupOpts{db: testsvc.SQLite(t), app: testsvc.App(t), clock: clock}, nil)
+	require.NoError(t, s.Start(ctx))
+	require.NoError(t, clock.BlockUntil(ctx, 4))
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, s.Stop(stopCtx))
+	require.Zero(t, clock.Timers(), "every loop, retention included, stopped its timer")
+}
+
+func TestRetentionOptionsAreValidated(t *testing.T) {
+	t.Parallel()
+	db := testsvc.SQLite(t)
+	for _, c := range []struct {
+		mod  func(*Options)
+		want string
+	}{
+		{func(o *Options) { o.Retention = time.Minute }, "xtimer: Options.Retention = 1m0s: want at least 1h"},
+		{func(o *Options) { o.RetentionPerTask = -1 }, "xtimer: Options.RetentionPerTask = -1"},
+		{func(o *Options) { o.RetentionBatch = -1 }, "xtimer: Options.RetentionBatch = -1: want 1-100000"},
+		{func(o *Options) { o.RetentionInterval = time.Millisecond }, "xtimer: Options.RetentionInterval = 1ms: want at least 1s"},
+	} {
+		opts := Options{DB: db}
+		c.mod(&opts)
+		_, err := New(opts)
+		require.ErrorContains(t, err, c.want)
+	}
+	s, err := New(Options{DB: db, Retention: -1})
+	require.NoError(t, err)
+	require.Equal(t, time.Duration(-1), s.Options().Retention, "negative keeps executions forever")
+	s, err = New(Options{DB: db})
+	require.NoError(t, err)
+	require.Equal(t, DefaultRetention, s.Options().Retention)
+	require.Equal(t, DefaultRetentionBatch, s.Options().RetentionBatch)
+	require.Equal(t, DefaultRetentionInterval, s.Options().RetentionInterval)
+}
