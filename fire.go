@@ -225,6 +225,7 @@ func (s *Scheduler) startAttempt(r store.Execution, now time.Time) {
 	work, submit, timeout := s.attemptWork(r, run, &status)
 	submit(func() {
 		defer s.attempts.Done()
+		s.attemptBegins(r, s.clock.Now())
 		late := func(err error) {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				s.log.Debug("handler stopped at its timeout", "task", r.TaskCode, "execution", r.ID)
@@ -249,6 +250,7 @@ func (s *Scheduler) startAttempt(r store.Execution, now time.Time) {
 			fin.FinishedMs = max(fin.FinishedMs, started)
 		}
 		s.updates.finished(fin)
+		s.attemptEnds(r, out, fin)
 		attrs := []any{"task", r.TaskCode, "execution", r.ID, "attempt", r.Attempt, "status", fin.Status,
 			"duration", out.Finished.Sub(out.Started), "lateness", out.Started.Sub(time.UnixMilli(r.RunTime))}
 		switch {
@@ -325,6 +327,7 @@ func (q *updateQueue) finished(f store.Finish) {
 
 func (q *updateQueue) skip(r store.Execution, reason string, at time.Time) {
 	q.s.log.Info("fire skipped", "task", r.TaskCode, "execution", r.ID, "run_time", time.UnixMilli(r.RunTime).UTC(), "reason", reason)
+	q.s.metrics.fireEnded(r.TaskCode, store.StatusSkipped)
 	q.mu.Lock()
 	q.skips = append(q.skips, skipUpdate{r, reason, at})
 	q.mu.Unlock()

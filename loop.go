@@ -285,6 +285,7 @@ func (s *Scheduler) tickLoop(ctx context.Context) {
 }
 
 func (s *Scheduler) tick(ctx context.Context, now time.Time) {
+	s.health.tick(now)
 	err := s.syncTasks(ctx)
 	if err == nil && now.Sub(s.lastBeatAt()) >= s.opts.HeartbeatInterval {
 		if err = s.heartbeat(ctx, now); err == nil {
@@ -313,6 +314,9 @@ func (s *Scheduler) lastBeatAt() time.Time {
 func (s *Scheduler) noteDB(err error) {
 	if err != nil && errors.Is(err, context.Canceled) {
 		return
+	}
+	if err != nil {
+		s.metrics.dbError()
 	}
 	changed := s.flip(&s.dbDown, err != nil)
 	switch {
@@ -605,12 +609,14 @@ func (s *Scheduler) claimSlot(ctx context.Context, now time.Time, k slotKey, st 
 	switch {
 	case err == nil:
 		s.noteRedis(nil)
+		s.metrics.slotClaim(claimWon)
 		s.mu.Lock()
 		st.lock, st.recheck = lock, time.Time{}
 		s.mu.Unlock()
 		return true
 	case errors.Is(err, ErrLockHeld):
 		s.noteRedis(nil)
+		s.metrics.slotClaim(claimLost)
 		s.mu.Lock()
 		st.recheck = now.Add(time.Second) // take over within a tick of the owner's lock expiring
 		s.mu.Unlock()
@@ -699,9 +705,13 @@ func (s *Scheduler) keepLocks(ctx context.Context) {
 				continue
 			}
 			err := h.lock.Refresh(ctx, slotLockTTL)
+			if err == nil {
+				s.metrics.slotClaim(claimRefreshed)
+			}
 			if err == nil || errors.Is(err, ErrLockUnavailable) {
 				continue // unavailable: the database's unique key guards meanwhile
 			}
+			s.metrics.slotClaim(claimLostWhileHeld)
 			s.log.Info("slot lock lost; another replica may take the slot over", "minute", time.Unix(h.k.minute*60, 0).UTC(),
 				"bucket", h.k.bucket, "err", err)
 			s.mu.Lock()
@@ -726,6 +736,7 @@ func (s *Scheduler) flip(flag *bool, down bool) bool {
 
 func (s *Scheduler) noteRedis(err error) {
 	changed := s.flip(&s.redisDown, err != nil)
+	s.metrics.lockFallback(err != nil)
 	switch {
 	case err != nil && changed:
 		s.log.Warn("slot lock unavailable: claims fall back to the database unique key", "err", err)
@@ -779,6 +790,7 @@ func (s *Scheduler) record(ctx context.Context, now time.Time, fires []fire) err
 		}
 	}
 	for code, n := range skipped { // one line per task, not one per fire of a long outage
+		s.metrics.firesSkipped(code, n)
 		s.log.Info("missed fires recorded skipped", "task", code, "fires", n, "reason", store.ReasonMisfire)
 	}
 	return nil
@@ -915,6 +927,8 @@ func (s *Scheduler) rescueLost(ctx context.Context, now time.Time) error {
 	oks, err := s.store.FinishAttempts(ctx, finishes)
 	for i, ok := range oks {
 		if ok {
+			s.metrics.rescue(1)
+			s.metrics.fireEnded(lost[i].TaskCode, finishes[i].Status)
 			s.log.Warn("execution rescued from a lost replica", "task", lost[i].TaskCode, "execution", lost[i].ID,
 				"replica", lost[i].Replica, "status", finishes[i].Status)
 		}

@@ -31,6 +31,7 @@ import (
 //	GET    api/executions/{id}
 //	GET    api/replicas?app=
 //	GET    api/preview?spec=&dialect=&tz=&n=
+//	GET    api/health                 Scheduler.Health: 200 when OK, 503 (same body) when not
 //
 // TaskEdit, the body of POST api/tasks and PUT api/tasks/{code}
 // (durations in milliseconds; secrets write-only: "" or "••••••" on PUT
@@ -64,6 +65,7 @@ func (c *console) routeAPI(mux *http.ServeMux) {
 	route(mux, api+"executions/{id}", map[string]http.HandlerFunc{"GET": c.apiExecution})
 	route(mux, api+"replicas", map[string]http.HandlerFunc{"GET": c.apiReplicas})
 	route(mux, api+"preview", map[string]http.HandlerFunc{"GET": c.apiPreview})
+	route(mux, api+"health", map[string]http.HandlerFunc{"GET": c.apiHealth})
 	mux.HandleFunc(api, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, apiErrorf(http.StatusNotFound, codeNotFound, "no API endpoint %s %s", r.Method, r.URL.Path))
 	})
