@@ -46,9 +46,12 @@ import (
 	"github.com/xtimer-go/xtimer/store"
 )
 
-// dbName is the database the bench owns on the MySQL and PostgreSQL
-// servers; -retention works in xtimer_retention instead (retention.go).
-var dbName = "xtimer_paging"
+// The databases the bench owns on the MySQL and PostgreSQL servers (for
+// SQLite, files in os.TempDir()): one for paging, one for -retention.
+const (
+	pagingDB    = "xtimer_paging"
+	retentionDB = "xtimer_retention"
+)
 
 func main() {
 	backend := flag.String("db", "sqlite", "backend: postgres, mysql or sqlite")
@@ -78,36 +81,49 @@ func run(backend string, rows int64, pages int, reuse bool, seed uint64) error {
 		return fmt.Errorf("-pages %d: want 1 or more", pages)
 	}
 	ctx := context.Background()
-	db, err := open(ctx, backend, reuse)
+	db, st, p, seeded, err := prepare(ctx, backend, pagingDB, reuse, rows)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if sqlDB, err := db.DB(); err == nil {
-			_ = sqlDB.Close()
-		}
-	}()
-	st := store.New(db, store.WithQueryTimeout(10*time.Minute))
-	if err := st.Migrate(ctx); err != nil {
-		return err
-	}
-	p, err := newPlan(rows)
-	if err != nil {
-		return err
-	}
-	seeded, err := seedIfNeeded(ctx, db, p)
-	if err != nil {
-		return err
-	}
+	defer closeDB(db)
 	if err := seedTasks(ctx, st); err != nil {
 		return err
 	}
 	return measure(ctx, st, p, seeded, pages, seed)
 }
 
-// open creates (or, with reuse, keeps) the bench's database and returns a
+// prepare opens the database name, migrates it and seeds rows executions
+// (unless reuse finds them there), and says how long seeding took.
+func prepare(ctx context.Context, backend, name string, reuse bool, rows int64) (*gorm.DB, *store.Store, plan, time.Duration, error) {
+	db, err := open(ctx, backend, name, reuse)
+	if err != nil {
+		return nil, nil, plan{}, 0, err
+	}
+	st := store.New(db, store.WithQueryTimeout(10*time.Minute))
+	p, err := newPlan(rows)
+	if err == nil {
+		err = st.Migrate(ctx)
+	}
+	var seeded time.Duration
+	if err == nil {
+		seeded, err = seedIfNeeded(ctx, db, p)
+	}
+	if err != nil {
+		closeDB(db)
+		return nil, nil, plan{}, 0, err
+	}
+	return db, st, p, seeded, nil
+}
+
+func closeDB(db *gorm.DB) {
+	if sqlDB, err := db.DB(); err == nil {
+		_ = sqlDB.Close()
+	}
+}
+
+// open creates (or, with reuse, keeps) the database name and returns a
 // pool on it.
-func open(ctx context.Context, backend string, reuse bool) (*gorm.DB, error) {
+func open(ctx context.Context, backend, dbName string, reuse bool) (*gorm.DB, error) {
 	// Discard, not Silent: the SQLite migrator logs GetIndexes through Debug().
 	cfg := &gorm.Config{Logger: logger.Discard}
 	switch backend {

@@ -25,35 +25,17 @@ import (
 	"time"
 
 	"github.com/xtimer-go/xtimer"
-	"github.com/xtimer-go/xtimer/store"
 )
 
 const retentionTasks = 50
 
 func runRetention(backend string, rows int64) error {
-	dbName = "xtimer_retention"
 	ctx := context.Background()
-	db, err := open(ctx, backend, false)
+	db, _, _, took, err := prepare(ctx, backend, retentionDB, false, rows)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if sqlDB, err := db.DB(); err == nil {
-			_ = sqlDB.Close()
-		}
-	}()
-	st := store.New(db, store.WithQueryTimeout(10*time.Minute))
-	if err := st.Migrate(ctx); err != nil {
-		return err
-	}
-	p, err := newPlan(rows)
-	if err != nil {
-		return err
-	}
-	took, err := seedIfNeeded(ctx, db, p)
-	if err != nil {
-		return err
-	}
+	defer closeDB(db)
 	logf("seeded %d rows in %s", rows, took.Round(time.Second))
 
 	var (
