@@ -65,3 +65,18 @@ func ExampleScheduler_Register() {
 	// <nil>
 	// 09:00 UTC
 }
+
+func ExampleNextFires() {
+	sched, err := xtimer.ParseSchedule("0 9 * * 1-5")
+	if err != nil {
+		panic(err)
+	}
+	from := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC) // a Friday
+	for _, at := range xtimer.NextFires(sched, from, 3, time.Time{}) {
+		fmt.Println(at.Format("Mon 2006-01-02 15:04"))
+	}
+	// Output:
+	// Mon 2026-11-30 09:00
+	// Tue 2026-12-01 09:00
+	// Wed 2026-12-02 09:00
+}

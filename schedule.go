@@ -665,6 +665,20 @@ func floorDiv(a, b int64) int64 {
 
 func floorMod(a, b int64) int64 { return a - floorDiv(a, b)*b }
 
+// NextFires returns up to n fire times of sched after after, stopping
+// before endAt when it is not zero. NextRuns and the admin console list
+// fires through it.
+func NextFires(sched Schedule, after time.Time, n int, endAt time.Time) []time.Time {
+	out := make([]time.Time, 0, n)
+	for at := after; len(out) < n; {
+		if at = sched.Next(at); at.IsZero() || !endAt.IsZero() && !at.Before(endAt) {
+			break
+		}
+		out = append(out, at)
+	}
+	return out
+}
+
 // ScheduleOf parses the schedule that applies to a stored task: its console
 // override when set, the code-defined spec, dialect and zone otherwise. The
 // engine and the admin console both read a task's fire times through it.

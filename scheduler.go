@@ -722,16 +722,7 @@ func (s *Scheduler) NextRuns(code string, n int) ([]time.Time, error) {
 	default:
 		return nil, fmt.Errorf("%w: %q", ErrTaskNotFound, code)
 	}
-	out := make([]time.Time, 0, n)
-	at := s.clock.Now()
-	for len(out) < n {
-		at = sched.Next(at)
-		if at.IsZero() || !endAt.IsZero() && !at.Before(endAt) {
-			break
-		}
-		out = append(out, at)
-	}
-	return out, nil
+	return NextFires(sched, s.clock.Now(), n, endAt), nil
 }
 
 // Execution returns one execution by its ID.

@@ -207,12 +207,13 @@ func describe(spec, dialect, zone string) ScheduleView {
 // nextFires lists up to n fires of sched after now, in UTC, stopping
 // before endMs (Unix milliseconds; 0 for no end).
 func nextFires(sched xtimer.Schedule, now time.Time, n int, endMs int64) []time.Time {
-	out := []time.Time{}
-	for at := now; len(out) < n; {
-		if at = sched.Next(at); at.IsZero() || endMs != 0 && at.UnixMilli() >= endMs {
-			break
-		}
-		out = append(out, at.UTC())
+	var endAt time.Time
+	if endMs != 0 {
+		endAt = time.UnixMilli(endMs)
+	}
+	out := xtimer.NextFires(sched, now, n, endAt)
+	for i := range out {
+		out[i] = out[i].UTC()
 	}
 	return out
 }
