@@ -225,7 +225,9 @@ func (s *Scheduler) startAttempt(r store.Execution, now time.Time) {
 	work, submit, timeout := s.attemptWork(r, run, &status)
 	submit(func() {
 		defer s.attempts.Done()
-		s.attemptBegins(r, s.clock.Now())
+		began := s.clock.Now()
+		s.attemptBegins(r, began)
+		s.alerts.attemptBegan(r, began)
 		late := func(err error) {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				s.log.Debug("handler stopped at its timeout", "task", r.TaskCode, "execution", r.ID)
@@ -233,7 +235,8 @@ func (s *Scheduler) startAttempt(r store.Execution, now time.Time) {
 			}
 			s.log.Warn("handler returned after its timeout; result ignored", "task", r.TaskCode, "execution", r.ID, "err", err)
 		}
-		out := executor.Call(s.handlerCtx, s.clock, timeout, work, late)
+		ctx, endSpan := s.startSpan(r)
+		out := executor.Call(ctx, s.clock, timeout, work, late)
 		s.mu.Lock()
 		s.running[r.TaskCode]--
 		s.mu.Unlock()
@@ -242,15 +245,13 @@ func (s *Scheduler) startAttempt(r store.Execution, now time.Time) {
 		fin.HTTPStatus = int(status.Load())
 		if started := out.Started.UnixMilli(); started > now.UnixMilli() {
 			// It waited in this replica's queues after its start was recorded.
-			due := r.RunTime
-			if r.Attempt > 1 {
-				due = r.NextAttemptMs
-			}
-			fin.StartedMs, fin.LatenessMs = started, started-due
+			fin.StartedMs, fin.LatenessMs = started, started-attemptDue(r)
 			fin.FinishedMs = max(fin.FinishedMs, started)
 		}
 		s.updates.finished(fin)
 		s.attemptEnds(r, out, fin)
+		endSpan(out, fin)
+		s.alerts.settled(r, fin)
 		attrs := []any{"task", r.TaskCode, "execution", r.ID, "attempt", r.Attempt, "status", fin.Status,
 			"duration", out.Finished.Sub(out.Started), "lateness", out.Started.Sub(time.UnixMilli(r.RunTime))}
 		switch {
@@ -328,6 +329,7 @@ func (q *updateQueue) finished(f store.Finish) {
 func (q *updateQueue) skip(r store.Execution, reason string, at time.Time) {
 	q.s.log.Info("fire skipped", "task", r.TaskCode, "execution", r.ID, "run_time", time.UnixMilli(r.RunTime).UTC(), "reason", reason)
 	q.s.metrics.fireEnded(r.TaskCode, store.StatusSkipped)
+	q.s.alerts.skipped(r, reason, at)
 	q.mu.Lock()
 	q.skips = append(q.skips, skipUpdate{r, reason, at})
 	q.mu.Unlock()

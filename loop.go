@@ -737,6 +737,9 @@ func (s *Scheduler) flip(flag *bool, down bool) bool {
 func (s *Scheduler) noteRedis(err error) {
 	changed := s.flip(&s.redisDown, err != nil)
 	s.metrics.lockFallback(err != nil)
+	if changed {
+		s.alerts.fallback(err != nil, err)
+	}
 	switch {
 	case err != nil && changed:
 		s.log.Warn("slot lock unavailable: claims fall back to the database unique key", "err", err)
@@ -929,6 +932,7 @@ func (s *Scheduler) rescueLost(ctx context.Context, now time.Time) error {
 		if ok {
 			s.metrics.rescue(1)
 			s.metrics.fireEnded(lost[i].TaskCode, finishes[i].Status)
+			s.alerts.settled(lost[i], finishes[i])
 			s.log.Warn("execution rescued from a lost replica", "task", lost[i].TaskCode, "execution", lost[i].ID,
 				"replica", lost[i].Replica, "status", finishes[i].Status)
 		}

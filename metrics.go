@@ -33,6 +33,7 @@ type metrics struct {
 	dbErrors      prometheus.Counter
 	rescued       prometheus.Counter
 	retention     prometheus.Counter
+	alerts        *prometheus.CounterVec // kind, result
 }
 
 // newMetrics registers the collectors on reg under the const label
@@ -65,6 +66,8 @@ func newMetrics(reg prometheus.Registerer, app string) (*metrics, error) {
 			Help: "Running executions of lost replicas settled by this replica."}),
 		retention: prometheus.NewCounter(prometheus.CounterOpts{Name: "xtimer_retention_deleted_total",
 			Help: "Execution rows deleted by retention."}),
+		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xtimer_alerts_total",
+			Help: "Alerts by kind and result: sent, damped (counted into a later alert), failed (to be tried again), dropped."}, []string{"kind", "result"}),
 	}
 	var done []prometheus.Collector
 	for _, c := range m.collectors() {
@@ -85,7 +88,7 @@ func newMetrics(reg prometheus.Registerer, app string) (*metrics, error) {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.fires, m.attempts, m.lateness, m.duration, m.running,
-		m.slotClaims, m.redisFallback, m.dbErrors, m.rescued, m.retention}
+		m.slotClaims, m.redisFallback, m.dbErrors, m.rescued, m.retention, m.alerts}
 }
 
 // unregister removes the collectors at Stop, so that a new Scheduler of
@@ -161,6 +164,14 @@ func (m *metrics) retentionDeleted(n int) {
 		return
 	}
 	m.retention.Add(float64(n))
+}
+
+// alert counts an alert's result (alert.go).
+func (m *metrics) alert(kind, result string) {
+	if m == nil {
+		return
+	}
+	m.alerts.WithLabelValues(kind, result).Inc()
 }
 
 // attemptBegins is called as the work of an attempt starts on its pool, at

@@ -41,6 +41,11 @@ type editFleet struct {
 	locker   Locker
 	replicas []*Scheduler
 
+	// mod, when set, adjusts the options of replica i before it starts.
+	mod func(i int, o *Options)
+	// fail, when set, makes the handler of the codes it holds fail.
+	fail map[string]bool
+
 	mu    sync.Mutex
 	calls map[string]map[string]int // code → "15:04:05" run time → handler calls
 }
@@ -61,6 +66,9 @@ func (f *editFleet) start(specs map[string]string) *Scheduler {
 	s := newScheduler(f.t, setupOpts{db: pool, app: f.app, clock: f.clock}, func(o *Options) {
 		o.Locker = f.locker
 		o.InstanceID = fmt.Sprintf("replica-%d", len(f.replicas))
+		if f.mod != nil {
+			f.mod(len(f.replicas), o)
+		}
 	})
 	for _, code := range slices.Sorted(maps.Keys(specs)) {
 		require.NoError(f.t, s.Register(code, specs[code], f.handle))
@@ -78,6 +86,9 @@ func (f *editFleet) handle(_ context.Context, run *Run) error {
 		f.calls[run.Code] = map[string]int{}
 	}
 	f.calls[run.Code][run.ScheduledAt.UTC().Format("15:04:05")]++
+	if f.fail[run.Code] {
+		return fmt.Errorf("%s fails", run.Code)
+	}
 	return nil
 }
 
@@ -192,6 +203,18 @@ func (c *lockstepClock) idle(loops int) bool {
 		}
 	}
 	return len(c.timers) >= loops
+}
+
+// forgetStopped drops the loop timers that are stopped: right after a
+// replica stopped, with the others idle, those are the stopped replica's.
+func (c *lockstepClock) forgetStopped() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for t := range c.timers {
+		if t.due.IsZero() {
+			delete(c.timers, t)
+		}
+	}
 }
 
 // arm replaces the fake timer. c.mu is held.

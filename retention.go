@@ -3,8 +3,11 @@ package xtimer
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"time"
+
+	"github.com/xtimer-go/xtimer/store"
 )
 
 // This file is retention: every RetentionInterval one replica of the app
@@ -22,6 +25,19 @@ import (
 // retrying), however old; and xtimer_actions, the operators' audit log,
 // which is small (one row per operator action) and which audits need for
 // longer than executions: it is never deleted by xtimer.
+//
+// Roll-ups (unless Options.NoRollups; store/rollup.go): the sweep first
+// rolls up, oldest first, every UTC day of the app that has executions, is
+// not rolled up yet and is settled: it ended at least CatchUpHorizon (and
+// a minute) ago, so that no catch-up can record a fire on it any more, and
+// every execution of it is final. A day with an execution still live is
+// tried again on the next sweep. Executions the sweep deletes from a day
+// not rolled up yet (the per-task cap, a day with a stuck row) are counted
+// by the transaction that deletes them. Either way each final execution
+// is counted once and never lost.
+//
+// The executions past Retention are deleted oldest first with a cursor:
+// each batch starts at the run_time where the previous one stopped.
 
 // Defaults of the retention options.
 const (
@@ -37,6 +53,9 @@ const (
 	// retentionPause is the breath between two batches: real time, not the
 	// scheduler's clock, since it is there for the database's sake.
 	retentionPause = 20 * time.Millisecond
+	// rollupMargin is added to CatchUpHorizon before a day counts as
+	// settled: the catch-up's own clock may be a little ahead.
+	rollupMargin = time.Minute
 )
 
 func (s *Scheduler) retentionKey() string { return "xtimer:" + s.opts.App + ":retention" }
@@ -57,8 +76,9 @@ func (s *Scheduler) retentionLoop(ctx context.Context) {
 	}
 }
 
-// sweepStats is what one sweep deleted.
+// sweepStats is what one sweep rolled up and deleted.
 type sweepStats struct {
+	days              int
 	executions, slots int64
 }
 
@@ -85,9 +105,9 @@ func (s *Scheduler) sweep(ctx context.Context) {
 	took := s.clock.Now().Sub(start)
 	switch {
 	case err != nil && ctx.Err() == nil:
-		s.log.Warn("retention sweep stopped", "err", err, "executions", stats.executions, "slots", stats.slots, "took", took)
-	case stats.executions > 0 || stats.slots > 0:
-		s.log.Info("retention sweep", "executions", stats.executions, "slots", stats.slots, "took", took)
+		s.log.Warn("retention sweep stopped", "err", err, "rolled_up_days", stats.days, "executions", stats.executions, "slots", stats.slots, "took", took)
+	case stats.executions > 0 || stats.slots > 0 || stats.days > 0:
+		s.log.Info("retention sweep", "rolled_up_days", stats.days, "executions", stats.executions, "slots", stats.slots, "took", took)
 	default:
 		s.log.Debug("retention sweep found nothing to delete", "took", took)
 	}
@@ -104,10 +124,20 @@ func (sw *sweeper) run(ctx context.Context, now time.Time) (sweepStats, error) {
 	s := sw.s
 	app, batch := s.opts.App, s.opts.RetentionBatch
 	var st sweepStats
+	if !s.opts.NoRollups {
+		var err error
+		if st.days, err = sw.rollup(ctx, now); err != nil {
+			return st, err
+		}
+	}
 	if s.opts.Retention >= 0 {
 		cut := now.Add(-s.opts.Retention).UnixMilli()
+		from := int64(math.MinInt64)
 		n, err := sw.drain(ctx, func(ctx context.Context) (int64, error) {
-			n, err := s.store.DeleteExecutionsBefore(ctx, app, cut, batch)
+			n, last, err := s.store.DeleteExecutionsBefore(ctx, app, from, cut, batch)
+			if n > 0 {
+				from = last
+			}
 			s.metrics.retentionDeleted(int(n))
 			return n, err
 		})
@@ -148,6 +178,71 @@ func (sw *sweeper) run(ctx context.Context, now time.Time) (sweepStats, error) {
 	return st, nil
 }
 
+// rollup rolls up the settled days of the app that are not yet, oldest
+// first (see the top of this file), and returns how many it rolled up.
+func (sw *sweeper) rollup(ctx context.Context, now time.Time) (int, error) {
+	s := sw.s
+	app := s.opts.App
+	// The last settled day ended CatchUpHorizon and a margin ago.
+	last := store.DayOf(now.Add(-s.opts.CatchUpHorizon-rollupMargin).UnixMilli()) - 1
+	day, ok, err := s.store.NextExecutionDay(ctx, app, math.MinInt32) // from the oldest
+	if err != nil || !ok || day > last {
+		return 0, err
+	}
+	done, err := s.store.RolledUpDays(ctx, app, day, last)
+	if err != nil {
+		return 0, err
+	}
+	var rolled int
+	for day <= last {
+		if _, found := slices.BinarySearch(done, day); found {
+			day++
+			continue
+		}
+		next, ok, err := s.store.NextExecutionDay(ctx, app, day)
+		if err != nil || !ok || next > last {
+			return rolled, err
+		}
+		if next != day {
+			day = next
+			continue
+		}
+		counted, err := s.store.RollupDay(ctx, app, day)
+		switch {
+		case errors.Is(err, store.ErrDayNotFinal):
+			s.log.Debug("retention rolls up a day later: executions not final", "day", dayName(day), "err", err)
+		case err != nil:
+			return rolled, err
+		default:
+			rolled++
+			s.log.Debug("retention rolled up a day", "day", dayName(day), "executions", counted)
+		}
+		if err := sw.keepLock(ctx); err != nil {
+			return rolled, err
+		}
+		day++
+	}
+	return rolled, nil
+}
+
+// dayName writes a Unix day number as a date, for the logs.
+func dayName(day int64) string {
+	return time.UnixMilli(store.DayStartMs(day)).UTC().Format(time.DateOnly)
+}
+
+// keepLock refreshes the sweep's lock when a third of its TTL has passed.
+func (sw *sweeper) keepLock(ctx context.Context) error {
+	now := sw.s.clock.Now()
+	if now.Sub(sw.refreshed) < retentionLockTTL/3 {
+		return nil
+	}
+	if err := sw.lock.Refresh(ctx, retentionLockTTL); err != nil {
+		return err
+	}
+	sw.refreshed = now
+	return nil
+}
+
 // drain calls del until it deletes less than a batch, pausing between
 // calls and refreshing the lock. It stops when the lock is lost: another
 // replica may be sweeping by then.
@@ -159,11 +254,8 @@ func (sw *sweeper) drain(ctx context.Context, del func(context.Context) (int64, 
 		if err != nil || n < int64(sw.s.opts.RetentionBatch) {
 			return total, err
 		}
-		if now := sw.s.clock.Now(); now.Sub(sw.refreshed) >= retentionLockTTL/3 {
-			if err := sw.lock.Refresh(ctx, retentionLockTTL); err != nil {
-				return total, err
-			}
-			sw.refreshed = now
+		if err := sw.keepLock(ctx); err != nil {
+			return total, err
 		}
 		pause := time.NewTimer(retentionPause)
 		select {

@@ -218,3 +218,139 @@ func TestRetentionOptionsAreValidated(t *testing.T) {
 	require.Equal(t, DefaultRetentionBatch, s.Options().RetentionBatch)
 	require.Equal(t, DefaultRetentionInterval, s.Options().RetentionInterval)
 }
+
+// The retention sweep on every database: it rolls up each settled day
+// before deleting it, counts what it deletes from a day it cannot roll up
+// yet, and a second sweep doubles nothing.
+func TestRetentionRollsUpEveryDayItDeletes(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testsvc.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			clock := fakeclock.New(retentionT0)
+			ctx := context.Background()
+			s := newScheduler(t, setupOpts{db: backend.Open(t), app: testsvc.App(t), clock: clock}, nil)
+			require.NoError(t, s.Start(ctx))
+			stopOnCleanup(t, s)
+
+			day := func(daysAgo int, hour int) int64 {
+				return time.Date(2026, 11, 30-daysAgo, hour, 0, 0, 0, time.UTC).UnixMilli()
+			}
+			var rows []store.Execution
+			add := func(code string, at int64, status string, n int) {
+				for range n {
+					rows = append(rows, store.Execution{App: s.App(), TaskCode: code, RunTime: at + int64(len(rows))*1000, Status: status})
+				}
+			}
+			// 40 days ago: final rows and one stuck retrying: the day is
+			// never rolled up, its final rows are counted as deleted.
+			add("report", day(40, 3), store.StatusSucceeded, 5)
+			add("report", day(40, 3), store.StatusFailed, 2)
+			add("report", day(40, 3), store.StatusTimedOut, 1)
+			add("report", day(40, 3), store.StatusSkipped, 1)
+			rows = append(rows, store.Execution{App: s.App(), TaskCode: "report", RunTime: day(40, 4), Status: store.StatusRetrying,
+				NextAttemptMs: retentionT0.AddDate(1, 0, 0).UnixMilli()})
+			// 35 days ago, all final: rolled up, then deleted.
+			add("report", day(35, 12), store.StatusSucceeded, 4)
+			add("report", day(35, 12), store.StatusFailed, 1)
+			add("sync", day(35, 13), store.StatusSucceeded, 2)
+			// 30 days ago, across the cut (10:00): rolled up whole, the
+			// morning deleted, the afternoon kept.
+			add("report", day(30, 8), store.StatusSucceeded, 3)
+			add("report", day(30, 14), store.StatusSucceeded, 2)
+			// Recent days: rolled up and kept; today: neither.
+			add("report", day(2, 9), store.StatusSucceeded, 3)
+			add("report", day(2, 9), store.StatusFailed, 1)
+			add("report", day(0, 9), store.StatusSucceeded, 2)
+			require.NoError(t, s.Store().DB().Create(&rows).Error)
+
+			require.NoError(t, clock.BlockUntil(ctx, 4))
+			clock.Advance(DefaultRetentionInterval)
+			// Left: the retrying row, the afternoon of day 30, days 2 and 0.
+			waitCount(t, s, 1+2+4+2)
+
+			want := []store.Rollup{
+				{TaskCode: "", Day: 35, Count: 7},
+				{TaskCode: "", Day: 30, Count: 5},
+				{TaskCode: "", Day: 2, Count: 4},
+				{TaskCode: "report", Day: 40, Status: store.StatusFailed, Count: 2},
+				{TaskCode: "report", Day: 40, Status: store.StatusSkipped, Count: 1},
+				{TaskCode: "report", Day: 40, Status: store.StatusSucceeded, Count: 5},
+				{TaskCode: "report", Day: 40, Status: store.StatusTimedOut, Count: 1},
+				{TaskCode: "report", Day: 35, Status: store.StatusFailed, Count: 1},
+				{TaskCode: "report", Day: 35, Status: store.StatusSucceeded, Count: 4},
+				{TaskCode: "report", Day: 30, Status: store.StatusSucceeded, Count: 5},
+				{TaskCode: "report", Day: 2, Status: store.StatusFailed, Count: 1},
+				{TaskCode: "report", Day: 2, Status: store.StatusSucceeded, Count: 3},
+				{TaskCode: "sync", Day: 35, Status: store.StatusSucceeded, Count: 2},
+			}
+			require.Equal(t, want, rollupRows(t, s))
+
+			// The console's daily counts: roll-ups, and today live.
+			today := store.DayOf(retentionT0.UnixMilli())
+			daily, err := s.Store().DailyCounts(ctx, s.App(), "report", today-45, today)
+			require.NoError(t, err)
+			got := map[int64]map[string]int64{}
+			for _, r := range daily {
+				if got[today-r.Day] == nil {
+					got[today-r.Day] = map[string]int64{}
+				}
+				got[today-r.Day][r.Status] = r.Count
+			}
+			require.Equal(t, map[int64]map[string]int64{
+				40: {store.StatusSucceeded: 5, store.StatusFailed: 2, store.StatusTimedOut: 1, store.StatusSkipped: 1},
+				35: {store.StatusSucceeded: 4, store.StatusFailed: 1},
+				30: {store.StatusSucceeded: 5},
+				2:  {store.StatusSucceeded: 3, store.StatusFailed: 1},
+				0:  {store.StatusSucceeded: 2},
+			}, got)
+
+			// The stuck row finishes: the second sweep rolls its day up,
+			// which counts it (the marker's 1), then deletes it; nothing
+			// else changes.
+			require.NoError(t, s.Store().DB().Model(&store.Execution{}).Where("app = ? AND status = ?", s.App(), store.StatusRetrying).
+				Update("status", store.StatusFailed).Error)
+			require.Eventually(t, func() bool { return clock.Timers() >= 4 }, 15*time.Second, 10*time.Millisecond)
+			clock.Advance(DefaultRetentionInterval)
+			waitCount(t, s, 2+4+2)
+			want[3].Count = 3 // report, day 40, failed
+			want = append([]store.Rollup{{TaskCode: "", Day: 40, Count: 1}}, want...)
+			require.Equal(t, want, rollupRows(t, s), "the day is rolled up now; nothing is counted twice")
+		})
+	}
+}
+
+// waitCount polls until the app has n executions.
+func waitCount(t *testing.T, s *Scheduler, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(statuses(t, s)) == n }, 15*time.Second, 10*time.Millisecond,
+		"want %d executions", n)
+}
+
+// rollupRows returns the app's roll-ups, markers first, days as days
+// before retentionT0, newest last within each task.
+func rollupRows(t *testing.T, s *Scheduler) []store.Rollup {
+	t.Helper()
+	var rows []store.Rollup
+	require.NoError(t, s.Store().DB().Where("app = ?", s.App()).Order("task_code, day, status").Find(&rows).Error)
+	today := store.DayOf(retentionT0.UnixMilli())
+	for i := range rows {
+		rows[i].App, rows[i].Day = "", today-rows[i].Day
+	}
+	return rows
+}
+
+func TestRetentionWithNoRollupsWritesNone(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(retentionT0)
+	ctx := context.Background()
+	s := newScheduler(t, setupOpts{db: testsvc.SQLite(t), app: testsvc.App(t), clock: clock}, func(o *Options) { o.NoRollups = true })
+	require.NoError(t, s.Start(ctx))
+	stopOnCleanup(t, s)
+	seedRetention(t, s)
+
+	require.NoError(t, clock.BlockUntil(ctx, 4))
+	clock.Advance(DefaultRetentionInterval)
+	waitStatuses(t, s, []string{store.StatusRetrying, store.StatusSucceeded})
+	require.Empty(t, rollupRows(t, s), "no day rolled up, no deletion counted")
+}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	"github.com/xtimer-go/xtimer/executor"
@@ -122,6 +124,49 @@ type Options struct {
 	// RetentionInterval is how often the sweep runs. Defaults to
 	// DefaultRetentionInterval (1 minute); at least 1 second.
 	RetentionInterval time.Duration
+	// NoRollups turns off the daily roll-ups that the retention sweep
+	// writes (retention.go, store/rollup.go): per task, UTC day and final
+	// status, how many executions there were, so that the task page's
+	// daily chart outlives the executions. They cost a few rows a task a
+	// day. Defaults to false: roll-ups on whenever the sweep runs, that is
+	// unless Retention is negative and RetentionPerTask 0.
+	NoRollups bool
+	// Notifier receives alerts (alert.go, notify.go): executions failed or
+	// timed out after their last attempt, fires skipped as misfires or
+	// overlaps, attempts late past AlertLateAfter, silent tasks, lost
+	// replicas, the slot lock falling back. Each is sent by one replica,
+	// damped to one per AlertWindow for a kind and task. Nil, the default,
+	// sends nothing; NewLogNotifier and NewWebhookNotifier are built in.
+	Notifier Notifier
+	// AlertWindow damps alerts: after an alert of a kind and task (or
+	// replica), the next ones within the window are counted, not sent; the
+	// next alert carries the count. Defaults to DefaultAlertWindow (10
+	// minutes); at least 1 second.
+	AlertWindow time.Duration
+	// AlertLateAfter raises EventLate for an attempt starting later than
+	// this after it was due. Defaults to DefaultAlertLateAfter (30s);
+	// negative raises none.
+	AlertLateAfter time.Duration
+	// AlertMissedRuns is the dead man's switch: EventSilent when a task's
+	// last AlertMissedRuns fires have no success among them. Defaults to
+	// DefaultAlertMissedRuns (3); negative turns the switch off; at most
+	// 1000.
+	AlertMissedRuns int
+	// TracerProvider makes one OpenTelemetry span per attempt (trace.go),
+	// "xtimer.run <task code>", with the execution ID, task code and the
+	// final status as xtimer.* attributes. The handler's ctx carries the
+	// span, and HTTP callbacks carry its context to the receiver (see
+	// Propagator). Nil, the default, makes no spans and costs nothing per
+	// fire. The global otel.GetTracerProvider() is not used unless passed
+	// here: a library that starts tracing because a process set a global
+	// would surprise more than it helps.
+	TracerProvider trace.TracerProvider
+	// Propagator writes the span's context into the headers of HTTP
+	// callbacks, after the target's own headers. Defaults, when
+	// TracerProvider is set, to W3C Trace Context (propagation.TraceContext:
+	// traceparent and tracestate); pass otel.GetTextMapPropagator() for the
+	// process's own. Unused without TracerProvider.
+	Propagator propagation.TextMapPropagator
 }
 
 func (o Options) withDefaults() Options {
@@ -176,6 +221,18 @@ func (o Options) withDefaults() Options {
 	if o.RetentionInterval == 0 {
 		o.RetentionInterval = DefaultRetentionInterval
 	}
+	if o.AlertWindow == 0 {
+		o.AlertWindow = DefaultAlertWindow
+	}
+	if o.AlertLateAfter == 0 {
+		o.AlertLateAfter = DefaultAlertLateAfter
+	}
+	if o.AlertMissedRuns == 0 {
+		o.AlertMissedRuns = DefaultAlertMissedRuns
+	}
+	if o.TracerProvider != nil && o.Propagator == nil {
+		o.Propagator = propagation.TraceContext{}
+	}
 	return o
 }
 
@@ -216,6 +273,10 @@ func (o Options) validate() error {
 		return bad("RetentionBatch", o.RetentionBatch, "want 1-100000")
 	case o.RetentionInterval < time.Second:
 		return bad("RetentionInterval", o.RetentionInterval, "want at least 1s")
+	case o.AlertWindow < time.Second:
+		return bad("AlertWindow", o.AlertWindow, "want at least 1s")
+	case o.AlertMissedRuns > 1000:
+		return bad("AlertMissedRuns", o.AlertMissedRuns, "want at most 1000, or negative to turn the dead man's switch off")
 	case len(o.HTTPSigningSecret) > 1024:
 		return bad("HTTPSigningSecret", fmt.Sprintf("%d bytes", len(o.HTTPSigningSecret)), "want at most 1024 bytes")
 	}
@@ -271,8 +332,10 @@ type Scheduler struct {
 	cancelHandler context.CancelFunc
 
 	updates *updateQueue
-	metrics *metrics    // nil without Options.Metrics
-	health  healthState // health.go
+	metrics *metrics     // nil without Options.Metrics
+	tracer  trace.Tracer // nil without Options.TracerProvider (trace.go)
+	alerts  *alerter     // nil without Options.Notifier (alert.go)
+	health  healthState  // health.go
 }
 
 const (
@@ -287,7 +350,7 @@ func New(opts Options) (*Scheduler, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	caller, err := executor.NewHTTPCaller(executor.HTTPOptions{Allow: opts.HTTPAllow, MaxResponse: opts.MaxOutput})
+	caller, err := executor.NewHTTPCaller(executor.HTTPOptions{Allow: opts.HTTPAllow, MaxResponse: opts.MaxOutput, Propagator: callbackPropagator(opts)})
 	if err != nil {
 		return nil, errors.New(strings.Replace(err.Error(), "HTTPOptions.Allow", "Options.HTTPAllow", 1))
 	}
@@ -298,6 +361,7 @@ func New(opts Options) (*Scheduler, error) {
 		pool:     executor.NewPool(opts.Workers),
 		httpPool: executor.NewPool(opts.HTTPWorkers),
 		caller:   caller,
+		tracer:   newTracer(opts),
 		handlers: map[string]*taskConfig{},
 		tasks:    map[string]*taskState{},
 		slots:    map[slotKey]*slotState{},
@@ -305,7 +369,7 @@ func New(opts Options) (*Scheduler, error) {
 		armedIDs: map[int64]bool{},
 		wake:     make(chan struct{}, 1),
 	}
-	s.store = store.New(opts.DB, store.WithNow(s.clock.Now))
+	s.store = store.New(opts.DB, store.WithNow(s.clock.Now), store.WithRollups(!opts.NoRollups))
 	switch {
 	case opts.Locker != nil:
 		s.locker = opts.Locker
@@ -315,6 +379,7 @@ func New(opts Options) (*Scheduler, error) {
 		s.locker = NewLocalLocker(s.clock)
 	}
 	s.updates = newUpdateQueue(s)
+	s.alerts = newAlerter(s)
 	if s.metrics, err = newMetrics(opts.Metrics, opts.App); err != nil {
 		return nil, err
 	}
@@ -463,6 +528,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	go s.keepLocks(loopCtx)
 	s.loops.Add(1)
 	go s.retentionLoop(loopCtx)
+	s.alerts.start(loopCtx)
 	mode := "redis"
 	if s.opts.Redis == nil && s.opts.Locker == nil {
 		mode = "in-process (one process only: start a second replica only with Options.Redis)"
@@ -556,6 +622,9 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	s.cancelHandler()
 	s.caller.CloseIdleConnections()
 	if err := s.updates.stop(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.alerts.stop(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	if err := s.store.DeleteReplica(ctx, s.opts.App, s.opts.InstanceID); err != nil {

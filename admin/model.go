@@ -119,8 +119,11 @@ type TaskDetail struct {
 	// Counts are the executions of the last 24 hours by status.
 	Counts map[string]int64 `json:"counts_24h"`
 	// Recent are the newest executions, newest first.
-	Recent  []ExecutionView `json:"recent"`
-	Actions []ActionView    `json:"actions"`
+	Recent []ExecutionView `json:"recent"`
+	// Days are the final executions of the last 30 UTC days by status,
+	// oldest first, today included (daily.go); they outlive retention.
+	Days    []DayView    `json:"days"`
+	Actions []ActionView `json:"actions"`
 	// HTTP is the target of an HTTP callback task of the scheduler's app,
 	// secrets masked.
 	HTTP *HTTPTargetView `json:"http,omitempty"`
@@ -324,6 +327,9 @@ func (c *console) taskDetail(ctx context.Context, app, code string) (TaskDetail,
 		d.NextRuns = nextFires(sched, now, 10, t.EndAtMs)
 	}
 	if d.Counts, err = c.st.StatusCounts(ctx, app, code, now.Add(-24*time.Hour).UnixMilli(), now.UnixMilli()+1); err != nil {
+		return TaskDetail{}, err
+	}
+	if d.Days, err = c.dailyViews(ctx, app, code, now); err != nil {
 		return TaskDetail{}, err
 	}
 	for _, r := range recent {

@@ -105,6 +105,7 @@ type taskPage struct {
 	layout
 	D      TaskDetail
 	Chart  chartView
+	Daily  dailyView
 	Counts []statusCount
 }
 
@@ -127,6 +128,7 @@ func (c *console) taskPage(w http.ResponseWriter, r *http.Request) {
 	}
 	p := &taskPage{layout: c.layoutFor(r, "tasks", d.Task.Code), D: d}
 	p.Chart = newChart(d.Recent, p.Zone.Loc)
+	p.Daily = newDaily(d.Days)
 	for _, s := range executionStatuses {
 		if n := d.Counts[s]; n > 0 {
 			p.Counts = append(p.Counts, statusCount{s, n})

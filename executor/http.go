@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // Defaults of HTTPOptions.
@@ -68,6 +70,11 @@ type HTTPOptions struct {
 	// MaxConnsPerHost bounds connections per destination host. Defaults to
 	// DefaultMaxConnsPerHost (64).
 	MaxConnsPerHost int
+	// Propagator writes the trace context of a call's ctx into its request
+	// headers (propagation.TraceContext: traceparent, tracestate), after
+	// the call's own headers, so the receiver's spans join the caller's
+	// trace. Nil, the default, writes none.
+	Propagator propagation.TextMapPropagator
 }
 
 // HTTPCaller sends HTTP callbacks. It holds one client whose dialer checks
@@ -80,6 +87,7 @@ type HTTPCaller struct {
 	transport   *http.Transport
 	client      *http.Client
 	resolver    *net.Resolver
+	propagator  propagation.TextMapPropagator // nil: no trace headers
 
 	// extraForbidden lets tests forbid loopback to exercise the dial check
 	// through DNS resolution; always nil outside tests.
@@ -105,7 +113,7 @@ func NewHTTPCaller(o HTTPOptions) (*HTTPCaller, error) {
 	if o.MaxConnsPerHost == 0 {
 		o.MaxConnsPerHost = DefaultMaxConnsPerHost
 	}
-	c := &HTTPCaller{allow: allow, maxResponse: o.MaxResponse, resolver: net.DefaultResolver}
+	c := &HTTPCaller{allow: allow, maxResponse: o.MaxResponse, resolver: net.DefaultResolver, propagator: o.Propagator}
 	c.transport = &http.Transport{
 		// No proxy, not even from the environment: a proxy would dial the
 		// destination for us, and the Control hook would only see the
@@ -228,6 +236,9 @@ func (c *HTTPCaller) Do(ctx context.Context, call HTTPCall) (HTTPResponse, error
 	}
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", userAgent)
+	}
+	if c.propagator != nil {
+		c.propagator.Inject(req.Context(), propagation.HeaderCarrier(req.Header))
 	}
 	req.Header.Set(headerExecution, strconv.FormatInt(call.Execution, 10))
 	req.Header.Set(headerTask, call.Task)

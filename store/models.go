@@ -246,4 +246,6 @@ type Action struct {
 func (Action) TableName() string { return "xtimer_actions" }
 
 // models lists every table, in migration order.
-func models() []any { return []any{&Task{}, &Execution{}, &Slot{}, &Replica{}, &Action{}} }
+func models() []any {
+	return []any{&Task{}, &Execution{}, &Slot{}, &Replica{}, &Action{}, &Alert{}, &Rollup{}}
+}

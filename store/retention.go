@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"gorm.io/gorm"
 )
@@ -18,18 +19,29 @@ import (
 // FinalStatuses are the statuses an execution never leaves.
 var FinalStatuses = []string{StatusSucceeded, StatusFailed, StatusTimedOut, StatusSkipped}
 
-// DeleteExecutionsBefore deletes up to limit final executions of app whose
-// run_time is before beforeMs, oldest first, and returns how many it
-// deleted. Fewer than limit means none is left.
-func (s *Store) DeleteExecutionsBefore(ctx context.Context, app string, beforeMs int64, limit int) (int64, error) {
+// DeleteExecutionsBefore deletes up to limit final executions of app
+// whose run_time is in [fromMs, beforeMs), oldest first, and returns how
+// many it deleted and the run_time of the newest of them. Fewer than limit
+// means none is left in the range.
+//
+// A sweep passes lastMs back as the next call's fromMs: each batch then
+// starts where the previous one stopped, instead of reading again, from
+// the start of the range, the index entries of the rows already deleted
+// (dead until vacuum on PostgreSQL, purged later on InnoDB) and of the
+// non-final rows it passed. Without that cursor, on 5 million rows, the
+// batches got slower and slower (14,000 rows/s down to 3,000). fromMs is
+// inclusive: rows of that run_time the previous batch left (more rows than
+// limit at one instant) are not skipped. Pass math.MinInt64 to start at
+// the oldest.
+func (s *Store) DeleteExecutionsBefore(ctx context.Context, app string, fromMs, beforeMs int64, limit int) (n, lastMs int64, err error) {
 	if limit < 1 {
-		return 0, fmt.Errorf("store: delete executions: limit %d: want at least 1", limit)
+		return 0, 0, fmt.Errorf("store: delete executions: limit %d: want at least 1", limit)
 	}
-	n, err := s.deleteFinal(ctx, "app = ? AND run_time < ?", []any{app, beforeMs}, limit)
+	n, lastMs, err = s.deleteFinal(ctx, "app = ? AND run_time < ?", []any{app, beforeMs}, fromMs, limit)
 	if err != nil {
-		return 0, fmt.Errorf("store: delete executions of %q before %d: %w", app, beforeMs, err)
+		return 0, 0, fmt.Errorf("store: delete executions of %q from %d before %d: %w", app, fromMs, beforeMs, err)
 	}
-	return n, nil
+	return n, lastMs, nil
 }
 
 // DeleteBeyondCount keeps the keep newest executions of a task (by
@@ -56,34 +68,63 @@ func (s *Store) DeleteBeyondCount(ctx context.Context, app, code string, keep, l
 	if len(cut) == 0 {
 		return 0, nil // keep rows or fewer
 	}
-	n, err := s.deleteFinal(ctx, "app = ? AND task_code = ? AND run_time < ?", []any{app, code, cut[0]}, limit)
+	n, _, err := s.deleteFinal(ctx, "app = ? AND task_code = ? AND run_time < ?", []any{app, code, cut[0]}, math.MinInt64, limit)
 	if err != nil {
 		return 0, fmt.Errorf("store: delete executions of %q/%q beyond %d: %w", app, code, keep, err)
 	}
 	return n, nil
 }
 
-// deleteFinal deletes up to limit final executions matching where, in
-// run_time order. MySQL/MariaDB take ORDER BY and LIMIT on DELETE and walk
-// the (app, run_time) or (app, task_code, run_time) index; PostgreSQL and
-// SQLite do not, and delete the ids a limited sub-select picks along the
-// same index.
-func (s *Store) deleteFinal(ctx context.Context, where string, args []any, limit int) (int64, error) {
+// deleteFinal deletes up to limit final executions matching where (whose
+// first argument is the app) and run_time >= fromMs, in run_time order,
+// along the (app, run_time) or (app, task_code, run_time) index, and counts
+// them in their days' roll-ups (rollup.go) in the same transaction. It
+// returns how many it deleted and the greatest run_time among them.
+// PostgreSQL and SQLite delete the ids a limited sub-select picks and
+// return the rows. MySQL has no RETURNING: the transaction reads the batch
+// FOR UPDATE, then deletes the same rows, which the read locked, by range.
+func (s *Store) deleteFinal(ctx context.Context, where string, args []any, fromMs int64, limit int) (n, lastMs int64, err error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	args = append(args, FinalStatuses, limit)
-	sql := "DELETE FROM xtimer_executions WHERE id IN (SELECT id FROM xtimer_executions WHERE " + where +
-		" AND status IN ? ORDER BY run_time LIMIT ?)"
-	if s.db.Dialector.Name() == "mysql" {
-		sql = "DELETE FROM xtimer_executions WHERE " + where + " AND status IN ? ORDER BY run_time LIMIT ?"
-	}
-	var n int64
-	err := s.tx(ctx, func(tx *gorm.DB) error {
-		res := tx.Exec(sql, args...)
-		n = res.RowsAffected
-		return res.Error
+	app := args[0].(string)
+	bounds := len(args)
+	pick := "SELECT %s FROM xtimer_executions WHERE " + where + " AND run_time >= ? AND status IN ? ORDER BY run_time LIMIT ?"
+	args = append(args, fromMs, FinalStatuses, limit)
+	mysql := s.db.Dialector.Name() == "mysql"
+	err = s.tx(ctx, func(tx *gorm.DB) error {
+		var rows []deletedRow
+		n, lastMs = 0, 0
+		if !mysql {
+			sql := "DELETE FROM xtimer_executions WHERE id IN (" + fmt.Sprintf(pick, "id") + ") RETURNING task_code, run_time, status"
+			if err := tx.Raw(sql, args...).Scan(&rows).Error; err != nil {
+				return err
+			}
+		} else {
+			if err := tx.Raw(fmt.Sprintf(pick, "task_code, run_time, status")+" FOR UPDATE", args...).Scan(&rows).Error; err != nil {
+				return err
+			}
+			if len(rows) == 0 {
+				return nil
+			}
+			del := "DELETE FROM xtimer_executions WHERE " + where + " AND run_time >= ? AND run_time <= ? AND status IN ? ORDER BY run_time LIMIT ?"
+			res := tx.Exec(del, append(args[:bounds:bounds], fromMs, rows[len(rows)-1].RunTime, FinalStatuses, limit)...)
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected != int64(len(rows)) {
+				return fmt.Errorf("deleted %d rows, but read %d", res.RowsAffected, len(rows))
+			}
+		}
+		if n = int64(len(rows)); n == 0 {
+			return nil
+		}
+		lastMs = rows[0].RunTime
+		for _, r := range rows {
+			lastMs = max(lastMs, r.RunTime)
+		}
+		return s.countDeleted(tx, app, rows)
 	})
-	return n, err
+	return n, lastMs, err
 }
 
 // DeleteSlotsBefore deletes up to limit rows of xtimer_slots of app whose

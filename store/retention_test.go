@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -47,15 +48,15 @@ func TestDeleteExecutionsBeforeDeletesOnlyOldFinalRowsInBoundedBatches(t *testin
 		retentionRows(t, b)
 		before := t0 - 3*60_000 // rows at t0-10m..t0-4m are old; 7 of them, 4 final
 
-		n, err := b.store.DeleteExecutionsBefore(b.ctx, b.app, before, 3)
+		n, _, err := b.store.DeleteExecutionsBefore(b.ctx, b.app, math.MinInt64, before, 3)
 		require.NoError(t, err)
 		require.Equal(t, int64(3), n, "a call deletes at most limit rows")
 		require.Equal(t, []int64{10, 9, 8, 4, 3, 2, 1}, runTimes(t, b, b.app, "a"), "oldest final rows first")
 
-		n, err = b.store.DeleteExecutionsBefore(b.ctx, b.app, before, 3)
+		n, _, err = b.store.DeleteExecutionsBefore(b.ctx, b.app, math.MinInt64, before, 3)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n)
-		n, err = b.store.DeleteExecutionsBefore(b.ctx, b.app, before, 3)
+		n, _, err = b.store.DeleteExecutionsBefore(b.ctx, b.app, math.MinInt64, before, 3)
 		require.NoError(t, err)
 		require.Zero(t, n)
 
@@ -127,5 +128,57 @@ func TestDeleteSlotsBeforeDeletesOldSlotsInBoundedBatches(t *testing.T) {
 		var other int64
 		require.NoError(t, b.db.Raw("SELECT COUNT(*) FROM xtimer_slots WHERE app = ?", b.app+"-other").Scan(&other).Error)
 		require.Equal(t, int64(1), other)
+	})
+}
+
+// A sweep passes each batch's last run_time to the next as its cursor;
+// over many batches, with many rows at each instant and live rows among
+// them, it deletes exactly the old final rows.
+func TestDeleteExecutionsBeforeWithACursorDeletesExactlyTheOldFinalRows(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		statuses := []string{store.StatusSucceeded, store.StatusFailed, store.StatusRunning, store.StatusTimedOut, store.StatusSkipped, store.StatusRetrying}
+		var rows []store.Execution
+		var oldFinal, kept int
+		for m := int64(1); m <= 40; m++ { // 40 instants, a minute apart, the last 10 recent
+			for task := range 7 { // 7 rows at each instant
+				status := statuses[(int(m)+task)%len(statuses)]
+				rows = append(rows, store.Execution{App: b.app, TaskCode: string(rune('a' + task)), RunTime: t0 - (41-m)*60_000, Status: status})
+				if m <= 30 && status != store.StatusRunning && status != store.StatusRetrying {
+					oldFinal++
+				} else {
+					kept++
+				}
+			}
+		}
+		rows = append(rows, store.Execution{App: b.app + "-other", TaskCode: "a", RunTime: t0 - 40*60_000, Status: store.StatusSucceeded})
+		require.NoError(t, b.db.Create(&rows).Error)
+		require.Equal(t, 140, oldFinal)
+
+		before := t0 - 10*60_000 // instants 1-30 are before it
+		from, total, batches := int64(math.MinInt64), int64(0), 0
+		for {
+			n, last, err := b.store.DeleteExecutionsBefore(b.ctx, b.app, from, before, 9)
+			require.NoError(t, err)
+			require.LessOrEqual(t, n, int64(9))
+			total += n
+			batches++
+			if n < 9 {
+				break
+			}
+			require.GreaterOrEqual(t, last, from, "the cursor never goes back")
+			require.Less(t, last, before)
+			from = last
+		}
+		require.Equal(t, int64(oldFinal), total)
+		require.Equal(t, 16, batches, "140 rows in batches of 9, and the last short one")
+
+		var left []store.Execution
+		require.NoError(t, b.db.Where("app = ?", b.app).Order("run_time, task_code").Find(&left).Error)
+		require.Len(t, left, kept)
+		for _, r := range left {
+			require.True(t, r.RunTime >= before || r.Status == store.StatusRunning || r.Status == store.StatusRetrying,
+				"%s at %d is %s", r.TaskCode, r.RunTime, r.Status)
+		}
+		require.Equal(t, []int64{40}, runTimes(t, b, b.app+"-other", "a"), "other apps are left alone")
 	})
 }

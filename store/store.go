@@ -43,6 +43,8 @@ type Store struct {
 	db      *gorm.DB
 	now     func() time.Time
 	timeout time.Duration
+	// noRollups: deletions leave xtimer_rollups alone (WithRollups).
+	noRollups bool
 }
 
 // Option changes a Store made by New.

@@ -5,9 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/xtimer-go/xtimer"
 )
 
 // config is the server's configuration: each field has a flag and an
@@ -22,6 +25,9 @@ type config struct {
 	Allow         []string // -allow, XTIMER_ALLOW
 	Instance      string   // -instance, XTIMER_INSTANCE
 	ReadOnly      bool     // -read-only, XTIMER_READ_ONLY
+	Metrics       bool     // -metrics, XTIMER_METRICS
+	AlertWebhook  string   // -alert-webhook, XTIMER_ALERT_WEBHOOK
+	AlertSecret   string   // -alert-secret, XTIMER_ALERT_SECRET
 }
 
 // Defaults of config.
@@ -64,6 +70,8 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.StringVar(&c.SigningSecret, "signing-secret", env("XTIMER_SIGNING_SECRET", ""), "default HMAC secret that signs callbacks (X-Xtimer-Signature) of tasks without their own (env XTIMER_SIGNING_SECRET)")
 	fs.StringVar(&allow, "allow", env("XTIMER_ALLOW", ""), "comma-separated callback destinations allowed: host names, *.suffix, IPs, CIDRs; empty: any but link-local and metadata (env XTIMER_ALLOW)")
 	fs.StringVar(&c.Instance, "instance", env("XTIMER_INSTANCE", ""), "name of this instance in rows and logs; default host-pid-random (env XTIMER_INSTANCE)")
+	fs.StringVar(&c.AlertWebhook, "alert-webhook", env("XTIMER_ALERT_WEBHOOK", ""), "URL that receives alerts (failed, timed out, skipped, late, silent tasks, lost instances) as signed JSON POSTs; empty: alerts are logged (env XTIMER_ALERT_WEBHOOK)")
+	fs.StringVar(&c.AlertSecret, "alert-secret", env("XTIMER_ALERT_SECRET", ""), "HMAC secret that signs the alert webhook's requests (X-Xtimer-Signature) (env XTIMER_ALERT_SECRET)")
 	readOnly := false
 	if v := getenv("XTIMER_READ_ONLY"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -73,6 +81,15 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 		readOnly = b
 	}
 	fs.BoolVar(&c.ReadOnly, "read-only", readOnly, "refuse every change through the console and its API (env XTIMER_READ_ONLY)")
+	metrics := true
+	if v := getenv("XTIMER_METRICS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return config{}, usagef("XTIMER_METRICS=%q: want true or false", v)
+		}
+		metrics = b
+	}
+	fs.BoolVar(&c.Metrics, "metrics", metrics, "serve Prometheus metrics at GET /metrics, behind -token when set; -metrics=false turns it off (env XTIMER_METRICS)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return config{}, err
@@ -101,6 +118,14 @@ func (c config) validate() error {
 		// The value is a secret: say how long it is, not what it is.
 		return usagef("-token: %d bytes, want at least %d (e.g. openssl rand -hex 24)", len(c.Token), minTokenLen)
 	}
+	if c.AlertSecret != "" && c.AlertWebhook == "" {
+		return usagef("-alert-secret is set without -alert-webhook: it signs the webhook's requests")
+	}
+	if c.AlertWebhook != "" {
+		if _, err := c.notifier(nil); err != nil {
+			return usagef("-alert-webhook: %w", err)
+		}
+	}
 	host, port, err := net.SplitHostPort(c.Listen)
 	if err != nil {
 		return usagef("-listen %q: want host:port, e.g. %s: %v", c.Listen, defaultListen, err)
@@ -112,6 +137,15 @@ func (c config) validate() error {
 		return usagef("-listen %q is not a loopback address: without -token (XTIMER_TOKEN) the console serves only this host; set -token to listen on other addresses", c.Listen)
 	}
 	return nil
+}
+
+// notifier returns the alerts' notifier: the webhook of -alert-webhook,
+// or a log notifier on log.
+func (c config) notifier(log *slog.Logger) (xtimer.Notifier, error) {
+	if c.AlertWebhook == "" {
+		return xtimer.NewLogNotifier(log), nil
+	}
+	return xtimer.NewWebhookNotifier(xtimer.WebhookOptions{URL: c.AlertWebhook, Secret: c.AlertSecret})
 }
 
 // isLoopback reports whether host names only this machine.

@@ -20,9 +20,15 @@
 //	-allow XTIMER_ALLOW                    comma list of callback destinations allowed
 //	-instance XTIMER_INSTANCE              this instance's name (default host-pid-random)
 //	-read-only XTIMER_READ_ONLY            refuse changes through the console
+//	-metrics XTIMER_METRICS                serve Prometheus metrics at GET /metrics (default true)
+//	-alert-webhook XTIMER_ALERT_WEBHOOK    URL receiving alerts as JSON POSTs (default: alerts are logged)
+//	-alert-secret XTIMER_ALERT_SECRET      HMAC secret signing the alert webhook's requests
 //
-// It serves the console at /xtimer/ (and redirects / there) and GET /healthz,
-// which answers 200 "ok" once the scheduler has started. SIGINT or SIGTERM
+// It serves the console at /xtimer/ (and redirects / there), GET /healthz,
+// which answers 200 "ok" once the scheduler has started, and GET /metrics:
+// the scheduler's xtimer_* series, the Go runtime's, the process's and the
+// database pool's, behind the console's -token (Prometheus scrapes with
+// authorization.credentials set to the token). SIGINT or SIGTERM
 // stops it gracefully: the HTTP server first, then the scheduler, which lets
 // running callbacks finish for up to 30 seconds. Bad flag values exit 2,
 // other failures 1.
@@ -48,6 +54,8 @@ import (
 	"syscall"
 	"time"
 	_ "time/tzdata" // task zones work on hosts and images without a zone database
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xtimer-go/xtimer"
 	"github.com/xtimer-go/xtimer/admin"
@@ -113,9 +121,20 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 			"db", where)
 	}
 
+	var reg *prometheus.Registry // nil with -metrics=false
+	var metrics prometheus.Registerer
+	if cfg.Metrics {
+		sqlDB, _ := db.DB()
+		reg = newRegistry(sqlDB)
+		metrics = reg
+	}
+	notifier, err := cfg.notifier(log)
+	if err != nil {
+		return usagef("-alert-webhook: %w", err)
+	}
 	s, err := xtimer.New(xtimer.Options{
 		DB: db, Redis: rdb, App: cfg.App, InstanceID: cfg.Instance, Version: version(), Logger: log,
-		HTTPAllow: cfg.Allow, HTTPSigningSecret: cfg.SigningSecret,
+		HTTPAllow: cfg.Allow, HTTPSigningSecret: cfg.SigningSecret, Metrics: metrics, Notifier: notifier,
 	})
 	if err != nil {
 		return usageError{fmt.Errorf("%s%w", flagOf(err), err)}
@@ -139,6 +158,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		}
 		_, _ = io.WriteString(w, "ok")
 	})
+	if reg != nil {
+		mux.Handle("GET /metrics", metricsHandler(reg, opts.Authorize, log))
+	}
 
 	// Listen before Start, so that a taken port fails at once.
 	ln, err := net.Listen("tcp", cfg.Listen)

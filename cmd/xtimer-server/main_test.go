@@ -66,7 +66,8 @@ type server struct {
 func startServer(t *testing.T, bin string, args ...string) *server {
 	t.Helper()
 	s := &server{cmd: exec.Command(bin, args...), stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	s.cmd.Env = append(os.Environ(), "XTIMER_TOKEN=", "XTIMER_DB=", "XTIMER_LISTEN=", "XTIMER_REDIS=")
+	s.cmd.Env = append(os.Environ(), "XTIMER_TOKEN=", "XTIMER_DB=", "XTIMER_LISTEN=", "XTIMER_REDIS=", "XTIMER_METRICS=",
+		"XTIMER_ALERT_WEBHOOK=", "XTIMER_ALERT_SECRET=")
 	s.cmd.Stderr = s.stderr
 	stdout, err := s.cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -204,6 +205,92 @@ func TestServerRunsCallbackTasksAndStopsOnSIGTERM(t *testing.T) {
 	t.Logf("stopped in %s", time.Since(start))
 }
 
+func TestServerServesMetricsBehindTheToken(t *testing.T) {
+	t.Parallel()
+	bin := buildServer(t)
+	calls := make(chan struct{}, 100)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case calls <- struct{}{}:
+		default:
+		}
+	}))
+	defer receiver.Close()
+	s := startServer(t, bin, "-db", filepath.Join(t.TempDir(), "xtimer.db"), "-listen", "127.0.0.1:0",
+		"-token", testToken, "-app", "metrics-test")
+
+	status, body := s.request(t, http.MethodGet, "/metrics", "", "")
+	require.Equal(t, http.StatusUnauthorized, status, body)
+	require.NotContains(t, body, "xtimer_", "nothing is served without the token")
+	status, _ = s.request(t, http.MethodGet, "/metrics", "wrong-token-0123456789", "")
+	require.Equal(t, http.StatusUnauthorized, status)
+
+	task := `{"code":"metrics.ping","spec":"* * * * * *","target":{"method":"POST","url":"` + receiver.URL + `/ping"}}`
+	status, body = s.request(t, http.MethodPost, "/xtimer/api/tasks", testToken, task)
+	require.Equal(t, http.StatusCreated, status, body)
+	select {
+	case <-calls:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the receiver was not called within 30s of creating a task that fires every second")
+	}
+	const fired = `xtimer_fires_total{app="metrics-test",status="succeeded",task="metrics.ping"}`
+	require.Eventually(t, func() bool {
+		status, body = s.request(t, http.MethodGet, "/metrics", testToken, "")
+		return status == http.StatusOK && strings.Contains(body, fired)
+	}, 15*time.Second, 100*time.Millisecond, "GET /metrics: %d\n%s", status, body)
+	for _, series := range []string{
+		`xtimer_attempts_total{app="metrics-test",outcome="succeeded",task="metrics.ping"}`,
+		`xtimer_running_handlers{app="metrics-test"}`,
+		"go_goroutines ", "process_start_time_seconds ", `go_sql_max_open_connections{db_name="xtimer"}`,
+	} {
+		require.Contains(t, body, series)
+	}
+}
+
+// A callback task whose receiver answers 500 is alerted to the webhook of
+// -alert-webhook, signed with -alert-secret, once for its damping window.
+func TestServerSendsAlertsToTheWebhook(t *testing.T) {
+	t.Parallel()
+	bin := buildServer(t)
+	const secret = "alert-secret-0123456789"
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	defer receiver.Close()
+	alerts := make(chan callback, 100)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		alerts <- callback{header: r.Header.Clone(), body: body, ok: verify(r, body, secret)}
+	}))
+	defer hook.Close()
+	s := startServer(t, bin, "-db", filepath.Join(t.TempDir(), "xtimer.db"), "-listen", "127.0.0.1:0",
+		"-token", testToken, "-app", "alerts-test", "-alert-webhook", hook.URL+"/alerts", "-alert-secret", secret)
+	task := `{"code":"alerts.broken","spec":"* * * * * *","target":{"method":"POST","url":"` + receiver.URL + `/broken"}}`
+	status, body := s.request(t, http.MethodPost, "/xtimer/api/tasks", testToken, task)
+	require.Equal(t, http.StatusCreated, status, body)
+
+	var got callback
+	select {
+	case got = <-alerts:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no alert within 30s of creating a task that fails every second")
+	}
+	require.True(t, got.ok, "signed with -alert-secret")
+	require.Equal(t, "execution.failed", got.header.Get("X-Xtimer-Event"))
+	var e map[string]any
+	require.NoError(t, json.Unmarshal(got.body, &e))
+	require.Equal(t, "alerts.broken", e["task"])
+	require.Equal(t, "alerts-test", e["app"])
+	require.Contains(t, e["error"], "500")
+	require.Equal(t, got.header.Get("X-Xtimer-Alert"), e["id"])
+	// Failing every second: the next ones are damped for the 10-minute window.
+	select {
+	case again := <-alerts:
+		t.Fatalf("a second alert within the window: %s", again.body)
+	case <-time.After(3 * time.Second):
+	}
+}
+
 func TestServerRefusesBadFlagsWithExitCode2(t *testing.T) {
 	t.Parallel()
 	bin := buildServer(t)
@@ -230,7 +317,13 @@ func TestServerRefusesBadFlagsWithExitCode2(t *testing.T) {
 			[]string{"-db", "unknown scheme"}},
 		{"read-only from the environment", []string{"-db", sqlite}, []string{"XTIMER_READ_ONLY=maybe"}, 2,
 			[]string{"XTIMER_READ_ONLY", "maybe"}},
+		{"metrics from the environment", []string{"-db", sqlite}, []string{"XTIMER_METRICS=sometimes"}, 2,
+			[]string{"XTIMER_METRICS", "sometimes"}},
 		{"unknown flag", []string{"-dsn", sqlite}, nil, 2, []string{"-dsn"}},
+		{"alert webhook not http", []string{"-db", sqlite, "-alert-webhook", "smtp://ops@example.com"}, nil, 2,
+			[]string{"-alert-webhook", "smtp://ops@example.com", "http or https"}},
+		{"alert secret without a webhook", []string{"-db", sqlite}, []string{"XTIMER_ALERT_SECRET=s3cret"}, 2,
+			[]string{"-alert-secret", "-alert-webhook"}},
 		{"bad app", []string{"-db", sqlite, "-app", "Not An App"}, nil, 2, []string{"-app", "Not An App"}},
 		{"metadata address allowed", []string{"-db", sqlite, "-allow", "10.0.0.0/8, 169.254.169.254"}, nil, 2,
 			[]string{"-allow", "169.254.169.254"}},
@@ -240,7 +333,8 @@ func TestServerRefusesBadFlagsWithExitCode2(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			cmd := exec.Command(bin, c.args...)
-			cmd.Env = append(append(os.Environ(), "XTIMER_TOKEN=", "XTIMER_DB=", "XTIMER_LISTEN=", "XTIMER_REDIS=", "XTIMER_READ_ONLY="), c.env...)
+			cmd.Env = append(append(os.Environ(), "XTIMER_TOKEN=", "XTIMER_DB=", "XTIMER_LISTEN=", "XTIMER_REDIS=", "XTIMER_READ_ONLY=", "XTIMER_METRICS=",
+				"XTIMER_ALERT_WEBHOOK=", "XTIMER_ALERT_SECRET="), c.env...)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			done := make(chan error, 1)
@@ -270,32 +364,33 @@ func TestFlagsOverrideEnvironmentOverrideDefaults(t *testing.T) {
 		"XTIMER_DB": "postgres://env@db:5432/xtimer", "XTIMER_REDIS": "env-redis:6379", "XTIMER_LISTEN": "0.0.0.0:9000",
 		"XTIMER_TOKEN": "env-token-0123456789", "XTIMER_APP": "env-app", "XTIMER_SIGNING_SECRET": "env-secret",
 		"XTIMER_ALLOW": "billing.internal, 10.0.0.0/8,", "XTIMER_INSTANCE": "env-instance", "XTIMER_READ_ONLY": "true",
+		"XTIMER_METRICS": "false",
 	}
 	getenv := func(k string) string { return env[k] }
 	none := func(string) string { return "" }
 
 	c, err := parseConfig(nil, none, io.Discard)
 	require.NoError(t, err)
-	require.Equal(t, config{DB: "./xtimer.db", Listen: "127.0.0.1:8080", App: "platform"}, c, "defaults")
+	require.Equal(t, config{DB: "./xtimer.db", Listen: "127.0.0.1:8080", App: "platform", Metrics: true}, c, "defaults")
 
 	c, err = parseConfig(nil, getenv, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, config{
 		DB: "postgres://env@db:5432/xtimer", Redis: "env-redis:6379", Listen: "0.0.0.0:9000", Token: "env-token-0123456789",
 		App: "env-app", SigningSecret: "env-secret", Allow: []string{"billing.internal", "10.0.0.0/8"},
-		Instance: "env-instance", ReadOnly: true,
+		Instance: "env-instance", ReadOnly: true, Metrics: false,
 	}, c, "environment")
 
 	c, err = parseConfig([]string{
 		"-db", "flag.db", "-redis", "flag-redis:6379", "-listen", "[::1]:8081", "-token", "flag-token-0123456789",
 		"-app", "flag-app", "-signing-secret", "flag-secret", "-allow", "*.example.com", "-instance", "flag-instance",
-		"-read-only=false",
+		"-read-only=false", "-metrics",
 	}, getenv, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, config{
 		DB: "flag.db", Redis: "flag-redis:6379", Listen: "[::1]:8081", Token: "flag-token-0123456789",
 		App: "flag-app", SigningSecret: "flag-secret", Allow: []string{"*.example.com"},
-		Instance: "flag-instance", ReadOnly: false,
+		Instance: "flag-instance", ReadOnly: false, Metrics: true,
 	}, c, "flags win")
 
 	// An empty flag is a value too: -redis "" turns the environment's off.

@@ -111,3 +111,38 @@ CREATE TABLE IF NOT EXISTS `xtimer_actions` (
   PRIMARY KEY (`id`),
   INDEX `xtimer_actions_task` (`app`, `task_code`, `at_ms`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+-- Daily counts of final executions by task and status (rollup.go), written
+-- by the retention sweep before it deletes a day's executions; never
+-- deleted. A row with task_code and status '' marks its day rolled up.
+CREATE TABLE IF NOT EXISTS `xtimer_rollups` (
+  `app`       varchar(64)  NOT NULL,
+  `task_code` varchar(128) NOT NULL,
+  `day`       bigint       NOT NULL,                          -- Unix day number (UTC days since 1970-01-01)
+  `status`    varchar(16)  NOT NULL,                          -- succeeded failed timed_out skipped
+  `count`     bigint       NOT NULL DEFAULT 0,
+  PRIMARY KEY (`app`, `task_code`, `day`, `status`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+-- Alert damping and delivery state, one row per app, kind and subject
+-- (alerts.go): shared by the replicas so that each alert is sent once.
+CREATE TABLE IF NOT EXISTS `xtimer_alerts` (
+  `id`                 bigint       NOT NULL AUTO_INCREMENT,
+  `app`                varchar(64)  NOT NULL,
+  `kind`               varchar(32)  NOT NULL,
+  `subject`            varchar(128) NOT NULL DEFAULT '',          -- task code, replica ID, or '' for the app
+  `occurrence`         varchar(64)  NOT NULL DEFAULT '',
+  `window_ms`          bigint       NOT NULL DEFAULT 0,           -- start of the damping window
+  `suppressed`         bigint       NOT NULL DEFAULT 0,           -- events damped since the last alert
+  `last_ms`            bigint       NOT NULL DEFAULT 0,
+  `last_event`         text         NOT NULL,
+  `pending`            text         NOT NULL,                     -- the alert being delivered, '' when none
+  `pending_suppressed` bigint       NOT NULL DEFAULT 0,
+  `pending_digest`     boolean      NOT NULL DEFAULT false,
+  `pending_since_ms`   bigint       NOT NULL DEFAULT 0,           -- when the alert before the pending one was claimed
+  `lease`              varchar(128) NOT NULL DEFAULT '',
+  `lease_until_ms`     bigint       NOT NULL DEFAULT 0,
+  `tries`              bigint       NOT NULL DEFAULT 0,
+  PRIMARY KEY (`id`),
+  UNIQUE INDEX `xtimer_alerts_key` (`app`, `kind`, `subject`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;

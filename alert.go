@@ -1,0 +1,540 @@
+package xtimer
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/xtimer-go/xtimer/store"
+)
+
+// This file turns what the engine sees into alerts (notify.go has the
+// events and notifiers), damped and sent once across the replicas.
+//
+// An event is raised where it is seen: a failed execution on the replica
+// that ran it, a lost replica or a silent task on the replica holding the
+// alert lock. Raising costs a map update: a sender goroutine coalesces
+// events of one kind and subject and counts them into the row of
+// xtimer_alerts that every replica shares (store/alerts.go). The row lets
+// one event per AlertWindow through, to the replica whose conditional
+// update claimed it, and counts the others; the next alert carries that
+// count (Event.Suppressed), and a window that ends with damped events and
+// no new one is closed by a digest of them.
+//
+// Every alertRound the replica holding the lock "xtimer:{app}:alerts"
+// sends those digests, sends again the alerts of a replica that died
+// sending them, looks for replicas gone silent, and runs the dead man's
+// switch over the app's tasks.
+
+// Defaults of the alert options.
+const (
+	DefaultAlertWindow     = 10 * time.Minute
+	DefaultAlertLateAfter  = 30 * time.Second
+	DefaultAlertMissedRuns = 3
+)
+
+const (
+	// alertRound is the period of the maintenance round.
+	alertRound = 10 * time.Second
+	// notifyTimeout bounds one Notify call.
+	notifyTimeout = 30 * time.Second
+	// alertLease is how long a claimed alert is the claimer's to deliver;
+	// then any replica may deliver it.
+	alertLease = notifyTimeout + 30*time.Second
+	// alertMaxTries is how many deliveries of one alert are begun before it
+	// is dropped, with an error logged.
+	alertMaxTries = 5
+	// alertQueueMax bounds the kinds and subjects waiting in memory for the
+	// database: beyond it, raises are dropped and logged (a database that
+	// has been away for long; the engine itself waits for it too).
+	alertQueueMax = 10_000
+	// silentProbesPerRound bounds the dead man's switch's queries a round.
+	silentProbesPerRound = 500
+	// replicaLostLookback: replicas silent for longer than this when the
+	// alert lock is taken are not alerted (they died before anyone watched).
+	replicaLostLookback = 24 * time.Hour
+)
+
+type alertKey struct {
+	kind    EventKind
+	subject string
+}
+
+// raisedEvent is the events of one key waiting to be counted.
+type raisedEvent struct {
+	latest     Event
+	occurrence string
+	count      int64
+}
+
+// alerter exists when Options.Notifier is set; its methods are no-ops on
+// a nil receiver.
+type alerter struct {
+	s *Scheduler
+	n Notifier
+
+	mu     sync.Mutex
+	queue  map[alertKey]*raisedEvent
+	order  []alertKey         // keys of queue, oldest first
+	claims []store.AlertClaim // claimed, to deliver
+	kick   chan struct{}
+	quit   chan struct{}
+	done   chan struct{}
+
+	// probed is, per task, the latest due fire the dead man's switch
+	// looked at: a task is probed again once another fire came due.
+	// Only the maintenance round uses it.
+	probed map[string]time.Time
+}
+
+func newAlerter(s *Scheduler) *alerter {
+	if s.opts.Notifier == nil {
+		return nil
+	}
+	return &alerter{s: s, n: s.opts.Notifier, queue: map[alertKey]*raisedEvent{},
+		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), probed: map[string]time.Time{}}
+}
+
+// raise queues an event. subject is the task code, the replica ID, or ""
+// for the app; occurrence, when not "", makes raises of the same
+// occurrence count once across replicas.
+func (a *alerter) raise(e Event, subject, occurrence string) {
+	if a == nil {
+		return
+	}
+	s := a.s
+	e.App = s.opts.App
+	if e.Replica == "" {
+		e.Replica = s.opts.InstanceID
+	}
+	if e.At.IsZero() {
+		e.At = s.clock.Now()
+	}
+	e.At = e.At.UTC()
+	k := alertKey{e.Kind, subject}
+	a.mu.Lock()
+	q := a.queue[k]
+	switch {
+	case q != nil && occurrence != "" && q.occurrence == occurrence:
+	case q != nil:
+		q.latest, q.occurrence = e, occurrence
+		q.count++
+	case len(a.queue) >= alertQueueMax:
+		a.mu.Unlock()
+		s.metrics.alert(string(e.Kind), "dropped")
+		s.log.Error("alert dropped: too many waiting for the database", "kind", e.Kind, "subject", subject)
+		return
+	default:
+		a.queue[k] = &raisedEvent{latest: e, occurrence: occurrence, count: 1}
+		a.order = append(a.order, k)
+	}
+	a.mu.Unlock()
+	a.poke()
+}
+
+func (a *alerter) poke() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// start starts the sender, which stop ends, and the maintenance round,
+// which ends with ctx (the loops' context).
+func (a *alerter) start(ctx context.Context) {
+	if a == nil {
+		return
+	}
+	go a.sendLoop()
+	a.s.loops.Add(1)
+	go a.roundLoop(ctx)
+}
+
+// sendLoop counts what was raised and delivers what was claimed, one
+// Notify at a time.
+func (a *alerter) sendLoop() {
+	defer close(a.done)
+	for {
+		select {
+		case <-a.quit:
+			return
+		case <-a.kick:
+		}
+		if err := a.flush(context.Background()); err != nil {
+			a.s.noteDB(err)
+			pause(a.quit, time.Second)
+			a.poke()
+		}
+	}
+}
+
+// flush counts every queued raise and delivers every claim, stopping at
+// the first database error (what is left stays queued).
+func (a *alerter) flush(ctx context.Context) error {
+	s := a.s
+	for {
+		a.mu.Lock()
+		if len(a.order) == 0 && len(a.claims) == 0 {
+			a.mu.Unlock()
+			return nil
+		}
+		var claims []store.AlertClaim
+		claims, a.claims = a.claims, nil
+		var k alertKey
+		var q *raisedEvent
+		if len(claims) == 0 {
+			k, a.order = a.order[0], a.order[1:]
+			q = a.queue[k]
+			delete(a.queue, k)
+		}
+		a.mu.Unlock()
+		for _, c := range claims {
+			a.deliver(ctx, c)
+		}
+		if q == nil {
+			continue
+		}
+		now := s.clock.Now()
+		q.latest.ID = newAlertID()
+		body, err := json.Marshal(q.latest)
+		if err != nil {
+			return fmt.Errorf("xtimer: encode alert: %w", err)
+		}
+		claim, err := s.store.RaiseAlert(ctx, store.AlertRaise{
+			App: s.opts.App, Kind: string(k.kind), Subject: k.subject, Occurrence: q.occurrence, Count: q.count,
+			Event: string(body), AtMs: now.UnixMilli(), WindowMs: s.opts.AlertWindow.Milliseconds(),
+			Replica: s.opts.InstanceID, LeaseUntilMs: now.Add(alertLease).UnixMilli(),
+		})
+		if err != nil {
+			a.requeue(k, q)
+			return err
+		}
+		if claim == nil {
+			s.metrics.alert(string(k.kind), "damped")
+			continue
+		}
+		a.deliver(ctx, *claim)
+	}
+}
+
+// requeue puts back a raise the database did not count, merged with what
+// was raised since.
+func (a *alerter) requeue(k alertKey, q *raisedEvent) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if now := a.queue[k]; now != nil {
+		now.count += q.count
+		return
+	}
+	a.queue[k] = q
+	a.order = append([]alertKey{k}, a.order...)
+}
+
+// deliver sends a claimed alert and records the outcome; a failed one is
+// left for a later round, here or on another replica.
+func (a *alerter) deliver(ctx context.Context, c store.AlertClaim) {
+	s := a.s
+	var e Event
+	if err := json.Unmarshal([]byte(c.Event), &e); err != nil {
+		s.log.Error("alert dropped: stored event does not decode", "alert", c.ID, "err", err)
+		_ = s.store.AlertDone(ctx, c.ID, s.opts.InstanceID)
+		return
+	}
+	e.Suppressed, e.Digest = c.Suppressed, c.Digest
+	if c.SinceMs > 0 {
+		e.Since = time.UnixMilli(c.SinceMs).UTC()
+	}
+	if c.Digest {
+		e.ID += "-digest"
+		e.Message = fmt.Sprintf("%s (%d like it since the last alert)", e.Message, c.Suppressed)
+	}
+	nctx, cancel := context.WithTimeout(ctx, notifyTimeout)
+	err := a.n.Notify(nctx, e)
+	cancel()
+	switch {
+	case err == nil:
+		s.metrics.alert(string(e.Kind), "sent")
+		s.log.Debug("alert sent", "alert", e.ID, "kind", e.Kind, "suppressed", e.Suppressed)
+	case c.Tries >= alertMaxTries:
+		s.metrics.alert(string(e.Kind), "dropped")
+		s.log.Error("alert dropped: its notifier failed every try", "alert", e.ID, "kind", e.Kind, "tries", c.Tries, "err", err)
+	default:
+		s.metrics.alert(string(e.Kind), "failed")
+		retry := s.clock.Now().Add(time.Duration(c.Tries) * time.Minute)
+		s.log.Warn("alert not delivered; it will be tried again", "alert", e.ID, "kind", e.Kind, "retry_at", retry, "err", err)
+		if err := s.store.AlertRetryAt(ctx, c.ID, s.opts.InstanceID, retry.UnixMilli()); err != nil {
+			s.log.Warn("alert retry not recorded; it is retried when its lease ends", "alert", e.ID, "err", err)
+		}
+		return
+	}
+	if err := s.store.AlertDone(ctx, c.ID, s.opts.InstanceID); err != nil {
+		s.log.Warn("alert delivery not recorded; another replica may send it again, with the same ID", "alert", e.ID, "err", err)
+	}
+}
+
+func newAlertID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// stop counts and delivers what is left, until ctx ends.
+func (a *alerter) stop(ctx context.Context) error {
+	if a == nil {
+		return nil
+	}
+	close(a.quit)
+	<-a.done
+	for {
+		err := a.flush(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			a.mu.Lock()
+			n := len(a.order)
+			a.mu.Unlock()
+			return fmt.Errorf("xtimer: stop: %d alerts not recorded: %w", n, errors.Join(err, ctx.Err()))
+		}
+		pause(make(chan struct{}), 200*time.Millisecond)
+	}
+}
+
+func (s *Scheduler) alertKey() string { return "xtimer:" + s.opts.App + ":alerts" }
+
+// roundLoop runs the maintenance round every alertRound.
+func (a *alerter) roundLoop(ctx context.Context) {
+	s := a.s
+	defer s.loops.Done()
+	timer := s.clock.NewTimer(alertRound)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C():
+		}
+		a.round(s.clock.Now())
+		timer.Reset(alertRound)
+	}
+}
+
+// round is one maintenance round, on the replica that gets the lock.
+func (a *alerter) round(now time.Time) {
+	s := a.s
+	ctx, cancel := context.WithTimeout(context.Background(), alertRound)
+	defer cancel()
+	lock, err := s.locker.Obtain(ctx, s.alertKey(), 3*alertRound)
+	if err != nil {
+		if !errors.Is(err, ErrLockHeld) {
+			s.log.Debug("alert round skipped: lock unavailable", "err", err)
+		}
+		return
+	}
+	defer func() { _ = lock.Release(context.WithoutCancel(ctx)) }()
+	err = errors.Join(a.claimDue(ctx, now), a.watchReplicas(ctx, now), a.watchTasks(ctx, now))
+	if err != nil {
+		s.noteDB(err)
+	}
+}
+
+// claimDue claims the digests of windows that ended and the alerts whose
+// lease ended, for the sender to deliver.
+func (a *alerter) claimDue(ctx context.Context, now time.Time) error {
+	s := a.s
+	due, err := s.store.DueAlerts(ctx, s.opts.App, now.UnixMilli(), s.opts.AlertWindow.Milliseconds(), 100)
+	if err != nil {
+		return err
+	}
+	for _, row := range due {
+		c, err := s.store.ClaimAlert(ctx, row, now.UnixMilli(), s.opts.InstanceID, now.Add(alertLease).UnixMilli())
+		if err != nil {
+			return err
+		}
+		if c != nil {
+			a.mu.Lock()
+			a.claims = append(a.claims, *c)
+			a.mu.Unlock()
+			a.poke()
+		}
+	}
+	return nil
+}
+
+// watchReplicas raises EventReplicaLost for every replica whose heartbeat
+// expired without it stopping, once per lost heartbeat.
+func (a *alerter) watchReplicas(ctx context.Context, now time.Time) error {
+	s := a.s
+	gone, err := s.store.SilentReplicas(ctx, s.opts.App, now.Add(-replicaLostLookback).UnixMilli(), now.Add(-s.opts.ReplicaTimeout).UnixMilli())
+	if err != nil {
+		return err
+	}
+	for _, r := range gone {
+		last := time.UnixMilli(r.HeartbeatMs).UTC()
+		a.raise(Event{Kind: EventReplicaLost, Replica: r.ID, At: now,
+			Message: fmt.Sprintf("replica %s (host %s, pid %d) lost: no heartbeat since %s", r.ID, r.Host, r.PID, last.Format(time.RFC3339))},
+			r.ID, strconv.FormatInt(r.HeartbeatMs, 10))
+	}
+	return nil
+}
+
+// watchTasks is the dead man's switch: a task is silent when none of
+// its last AlertMissedRuns fires succeeded, each having failed, been
+// skipped, or never run (no replica runs the task, or none recorded it).
+// A fire running or retrying is given its timeouts and back-offs
+// (silentGrace) before it counts as missed.
+func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
+	s := a.s
+	n := s.opts.AlertMissedRuns
+	if n < 1 {
+		return nil
+	}
+	s.mu.Lock()
+	tasks := make([]*taskState, 0, len(s.tasks))
+	for _, t := range s.tasks {
+		if t.active() {
+			tasks = append(tasks, t)
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(tasks, func(x, y *taskState) int { return cmp.Compare(x.row.Code, y.row.Code) })
+	probes := 0
+	for _, t := range tasks {
+		if probes >= silentProbesPerRound {
+			break
+		}
+		// A fire is recorded ahead and written back in batches: a minute
+		// after its run time, its row says what became of it.
+		fires := lastFires(t.sched, now.Add(-time.Minute), n)
+		if len(fires) < n {
+			continue
+		}
+		first, latest := fires[0], fires[n-1]
+		known := max(t.row.CreatedMs, t.row.UpdatedMs, t.since.UnixMilli())
+		if first.UnixMilli() < known || !latest.After(a.probed[t.row.Code]) {
+			continue // too new to judge, or judged on these fires already
+		}
+		if end := t.endAt(); !end.IsZero() && latest.After(end) {
+			continue
+		}
+		probes++
+		statuses, err := s.store.StatusesSince(ctx, s.opts.App, t.row.Code, first.UnixMilli(), 4*n)
+		if err != nil {
+			return err
+		}
+		if slices.Contains(statuses, store.StatusSucceeded) {
+			a.probed[t.row.Code] = latest
+			continue
+		}
+		// A fire running or waiting to retry may still succeed: look again
+		// next round. One still scheduled a minute after its run time has
+		// no replica to start it.
+		if (slices.Contains(statuses, store.StatusRunning) || slices.Contains(statuses, store.StatusRetrying)) &&
+			now.Before(latest.Add(silentGrace(t))) {
+			continue
+		}
+		a.probed[t.row.Code] = latest
+		a.raise(Event{Kind: EventSilent, Task: t.row.Code, At: now, ScheduledAt: latest.UTC(), Missed: n,
+			Message: fmt.Sprintf("task %s: no successful run in its last %d fires (%s to %s)", t.row.Code, n,
+				first.UTC().Format(time.RFC3339), latest.UTC().Format(time.RFC3339))},
+			t.row.Code, strconv.FormatInt(latest.UnixMilli(), 10))
+	}
+	return nil
+}
+
+// silentGrace is how long after a fire its success may still come: every
+// attempt's timeout and back-off, and a minute.
+func silentGrace(t *taskState) time.Duration {
+	attempts := time.Duration(max(t.row.MaxAttempts, 1))
+	return time.Minute + attempts*time.Duration(t.row.TimeoutMs)*time.Millisecond +
+		(attempts-1)*time.Duration(t.row.BackoffMaxMs)*time.Millisecond
+}
+
+// lastFires returns the last n fires of sched at or before at, oldest
+// first, or fewer when the schedule has fewer in the last 30 years. It
+// looks back over a doubling span, so a task firing every second costs a
+// minute of Next calls and a yearly one a few dozen.
+func lastFires(sched Schedule, at time.Time, n int) []time.Time {
+	for span := time.Minute; span < 30*365*24*time.Hour; span *= 2 {
+		var fires []time.Time
+		for f := sched.Next(at.Add(-span)); !f.IsZero() && !f.After(at); f = sched.Next(f) {
+			fires = append(fires, f)
+			if len(fires) > n {
+				fires = fires[1:]
+			}
+		}
+		if len(fires) == n {
+			return fires
+		}
+	}
+	return nil
+}
+
+// Hooks the engine calls; all are no-ops without a Notifier.
+
+// attemptBegan raises EventLate for an attempt starting past the threshold.
+func (a *alerter) attemptBegan(r store.Execution, at time.Time) {
+	if a == nil || a.s.opts.AlertLateAfter < 0 {
+		return
+	}
+	if late := at.Sub(time.UnixMilli(attemptDue(r))); late > a.s.opts.AlertLateAfter {
+		a.raise(Event{Kind: EventLate, Task: r.TaskCode, At: at, ExecutionID: r.ID, ScheduledAt: time.UnixMilli(r.RunTime).UTC(),
+			Attempt: r.Attempt, Lateness: late,
+			Message: fmt.Sprintf("task %s: attempt %d of execution %d started %s late", r.TaskCode, r.Attempt, r.ID, late.Round(time.Millisecond))},
+			r.TaskCode, "")
+	}
+}
+
+// settled raises EventFailed or EventTimedOut for an execution that ended
+// so after its last attempt.
+func (a *alerter) settled(r store.Execution, f store.Finish) {
+	if a == nil {
+		return
+	}
+	kind, what := EventFailed, "failed"
+	switch f.Status {
+	case store.StatusFailed:
+	case store.StatusTimedOut:
+		kind, what = EventTimedOut, "timed out"
+	default:
+		return
+	}
+	a.raise(Event{Kind: kind, Task: r.TaskCode, At: time.UnixMilli(f.FinishedMs), ExecutionID: r.ID,
+		ScheduledAt: time.UnixMilli(r.RunTime).UTC(), Attempt: f.Attempt, Error: f.Error,
+		Message: fmt.Sprintf("task %s: execution %d %s after %d of %d attempts: %s", r.TaskCode, r.ID, what, f.Attempt, r.MaxAttempts, f.Error)},
+		r.TaskCode, "")
+}
+
+// skipped raises EventSkipped for fires skipped for a reason operators
+// did not choose.
+func (a *alerter) skipped(r store.Execution, reason string, at time.Time) {
+	if a == nil || (reason != store.ReasonMisfire && reason != store.ReasonOverlap) {
+		return
+	}
+	a.raise(Event{Kind: EventSkipped, Task: r.TaskCode, At: at, ExecutionID: r.ID, ScheduledAt: time.UnixMilli(r.RunTime).UTC(),
+		Reason: reason, Message: fmt.Sprintf("task %s: fire at %s skipped: %s", r.TaskCode, time.UnixMilli(r.RunTime).UTC().Format(time.RFC3339), reason)},
+		r.TaskCode, "")
+}
+
+// fallback raises EventFallbackEntered or EventFallbackLeft. Redis serves
+// every replica: the subject is the app, so an outage seen by all of them
+// is one alert and a count.
+func (a *alerter) fallback(down bool, err error) {
+	if a == nil {
+		return
+	}
+	if down {
+		a.raise(Event{Kind: EventFallbackEntered, Error: fmt.Sprint(err),
+			Message: "slot lock unavailable: claims fall back to the database unique key"}, "", "")
+		return
+	}
+	a.raise(Event{Kind: EventFallbackLeft, Message: "slot lock available again"}, "", "")
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"database/sql"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/xtimer-go/xtimer/admin"
+)
+
+// newRegistry returns the registry GET /metrics serves: the Go runtime,
+// this process, and the database pool (go_sql_*, db="xtimer"); the
+// scheduler adds its xtimer_* series through xtimer.Options.Metrics.
+func newRegistry(db *sql.DB) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	if db != nil {
+		reg.MustRegister(collectors.NewDBStatsCollector(db, "xtimer"))
+	}
+	return reg
+}
+
+// metricsHandler serves reg in the Prometheus text format. With authorize
+// (the console's, when -token is set) a request needs the same credential
+// as the console: Prometheus sends it with authorization.credentials (a
+// bearer token) or basic_auth (user admin). Without it the listen address
+// is loopback, and only this host reaches it.
+func metricsHandler(reg *prometheus.Registry, authorize admin.Authorizer, log *slog.Logger) http.Handler {
+	h := promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), Registry: reg,
+	}))
+	if authorize == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := authorize(r); err != nil {
+			code := http.StatusForbidden
+			if errors.Is(err, admin.ErrUnauthenticated) {
+				code = http.StatusUnauthorized
+				// The console's challenge (basic auth first), so a browser asks.
+				var ch interface{ Challenge() string }
+				if errors.As(err, &ch) {
+					w.Header().Set("WWW-Authenticate", ch.Challenge())
+				}
+			}
+			http.Error(w, http.StatusText(code), code)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}

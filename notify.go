@@ -1,0 +1,279 @@
+package xtimer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/xtimer-go/xtimer/executor"
+)
+
+// This file is what an operator is told: the events (Event, EventKind),
+// where they go (Notifier), and the two notifiers xtimer ships, a log and a
+// signed JSON webhook. How events are damped and sent once across the
+// replicas is alert.go.
+
+// EventKind names what happened.
+type EventKind string
+
+// The events. Each is sent by one replica, at most once per AlertWindow
+// for a kind and subject (the task, or the replica for ReplicaLost), with
+// the count of what was damped in between (Event.Suppressed).
+const (
+	// EventFailed: an execution failed after its last attempt.
+	EventFailed EventKind = "execution.failed"
+	// EventTimedOut: an execution's last attempt ran past its timeout.
+	EventTimedOut EventKind = "execution.timed_out"
+	// EventSkipped: a fire did not run because it was overdue (misfire) or
+	// its task was still running (overlap forbidden). Fires skipped by an
+	// operator's doing (a pause, a schedule edit, a deleted task) are not
+	// alerted: the operator knows.
+	EventSkipped EventKind = "execution.skipped"
+	// EventLate: an attempt started more than Options.AlertLateAfter after
+	// it was due.
+	EventLate EventKind = "task.late"
+	// EventSilent: the dead man's switch. The task's last
+	// Options.AlertMissedRuns fires passed without a success: they failed,
+	// were skipped, or never ran because no replica runs the task.
+	EventSilent EventKind = "task.silent"
+	// EventReplicaLost: a replica stopped heart-beating without stopping;
+	// its running executions are settled by their retry policy.
+	EventReplicaLost EventKind = "replica.lost"
+	// EventFallbackEntered: a replica cannot reach the slot lock (Redis)
+	// and claims slots through the database's unique key alone.
+	EventFallbackEntered EventKind = "redis.fallback_entered"
+	// EventFallbackLeft: the slot lock is reachable again.
+	EventFallbackLeft EventKind = "redis.fallback_left"
+)
+
+// Event is one alert. Fields that do not apply to its Kind are zero.
+type Event struct {
+	// ID identifies the alert: a notifier that is retried, or an alert
+	// re-sent by another replica after the first died sending it, carries
+	// the same ID, on which a receiver deduplicates.
+	ID   string    `json:"id"`
+	Kind EventKind `json:"kind"`
+	App  string    `json:"app"`
+	// Task is the task's code; "" for replica and Redis events.
+	Task string `json:"task,omitempty"`
+	// Replica is the replica that saw the event, or the lost replica.
+	Replica string    `json:"replica"`
+	At      time.Time `json:"at"`
+	// ExecutionID, ScheduledAt and Attempt locate the execution, for the
+	// execution events and EventLate.
+	ExecutionID int64     `json:"execution_id,omitempty"`
+	ScheduledAt time.Time `json:"scheduled_at,omitzero"`
+	Attempt     int       `json:"attempt,omitempty"`
+	// Reason is why a fire was skipped.
+	Reason string `json:"reason,omitempty"`
+	// Error is the last attempt's error.
+	Error string `json:"error,omitempty"`
+	// Lateness is how late the attempt started (EventLate).
+	Lateness time.Duration `json:"lateness_ns,omitempty"`
+	// Missed counts the fires without a success (EventSilent).
+	Missed int `json:"missed,omitempty"`
+	// Suppressed counts the events of this kind and subject damped since
+	// the alert before this one, which was sent at Since (zero for the
+	// first alert of a kind and subject).
+	Suppressed int64     `json:"suppressed"`
+	Since      time.Time `json:"since,omitzero"`
+	// Digest: this alert is sent at the end of a damping window for its
+	// Suppressed events; the fields above are the latest of them.
+	Digest bool `json:"digest,omitempty"`
+	// Message says it in one line, for people.
+	Message string `json:"message"`
+}
+
+// Notifier receives the alerts of a Scheduler (Options.Notifier). Notify
+// is called from one goroutine per Scheduler, one alert at a time, with a
+// context that ends after AlertTimeout; an error makes the alert be tried
+// again later, by this replica or another, up to 5 times in all.
+type Notifier interface {
+	Notify(ctx context.Context, e Event) error
+}
+
+// NotifierFunc adapts a function to Notifier.
+type NotifierFunc func(ctx context.Context, e Event) error
+
+// Notify calls f.
+func (f NotifierFunc) Notify(ctx context.Context, e Event) error { return f(ctx, e) }
+
+// LogNotifier writes alerts to a logger: failures, timeouts, silent tasks
+// and lost replicas at error level, the rest at warn.
+type LogNotifier struct {
+	Logger *slog.Logger
+}
+
+// NewLogNotifier returns a LogNotifier on l (slog.Default() when nil).
+func NewLogNotifier(l *slog.Logger) *LogNotifier {
+	if l == nil {
+		l = slog.Default()
+	}
+	return &LogNotifier{Logger: l}
+}
+
+// Notify logs e. It never fails.
+func (n *LogNotifier) Notify(ctx context.Context, e Event) error {
+	level := slog.LevelWarn
+	switch e.Kind {
+	case EventFailed, EventTimedOut, EventSilent, EventReplicaLost:
+		level = slog.LevelError
+	}
+	attrs := []slog.Attr{slog.String("alert", e.ID), slog.String("kind", string(e.Kind)), slog.String("app", e.App),
+		slog.String("replica", e.Replica), slog.Int64("suppressed", e.Suppressed)}
+	if e.Task != "" {
+		attrs = append(attrs, slog.String("task", e.Task))
+	}
+	if e.ExecutionID != 0 {
+		attrs = append(attrs, slog.Int64("execution", e.ExecutionID), slog.Time("run_time", e.ScheduledAt))
+	}
+	if e.Error != "" {
+		attrs = append(attrs, slog.String("err", e.Error))
+	}
+	n.Logger.LogAttrs(ctx, level, e.Message, attrs...)
+	return nil
+}
+
+// Defaults of WebhookOptions.
+const (
+	DefaultWebhookTimeout  = 10 * time.Second
+	DefaultWebhookAttempts = 3
+)
+
+// WebhookOptions configures a WebhookNotifier.
+type WebhookOptions struct {
+	// URL receives each alert as a JSON POST of Event. Required: http or
+	// https, absolute, no credentials (use Headers).
+	URL string
+	// Secret signs the body as HTTP callbacks are signed: headers
+	// X-Xtimer-Timestamp and X-Xtimer-Signature ("v1=" HMAC-SHA256 of
+	// "timestamp.body"), checked with executor.VerifySignature. Empty
+	// sends unsigned.
+	Secret string
+	// Headers are added to every request (an Authorization header, a
+	// routing key).
+	Headers map[string]string
+	// Timeout bounds each request. Defaults to DefaultWebhookTimeout (10s).
+	Timeout time.Duration
+	// Attempts is how many requests one Notify makes at most: a network
+	// error, a 429 or a 5xx is retried after a short back-off (0.5s, 1s,
+	// 2s...); another status is final. Defaults to DefaultWebhookAttempts (3).
+	Attempts int
+	// Client sends the requests. Defaults to a client without redirects.
+	Client *http.Client
+}
+
+// WebhookNotifier posts alerts as JSON.
+type WebhookNotifier struct {
+	o WebhookOptions
+}
+
+// NewWebhookNotifier checks o and returns the notifier, or an error naming
+// the bad field.
+func NewWebhookNotifier(o WebhookOptions) (*WebhookNotifier, error) {
+	bad := func(field string, value any, reason string) error {
+		return fmt.Errorf("xtimer: WebhookOptions.%s = %v: %s", field, value, reason)
+	}
+	u, err := url.Parse(o.URL)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return nil, bad("URL", fmt.Sprintf("%q", o.URL), "want an absolute http or https URL")
+	case u.User != nil:
+		return nil, bad("URL", u.Redacted(), "credentials in the URL are refused; send them in Headers")
+	case o.Timeout < 0:
+		return nil, bad("Timeout", o.Timeout, "want 0 (default) or more")
+	case o.Attempts < 0 || o.Attempts > 10:
+		return nil, bad("Attempts", o.Attempts, "want 0 (default) to 10")
+	}
+	for k := range o.Headers {
+		if k == "" || http.CanonicalHeaderKey(k) == "Content-Type" {
+			return nil, bad("Headers", fmt.Sprintf("%q", k), "want a header name other than Content-Type")
+		}
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultWebhookTimeout
+	}
+	if o.Attempts == 0 {
+		o.Attempts = DefaultWebhookAttempts
+	}
+	if o.Client == nil {
+		o.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	return &WebhookNotifier{o: o}, nil
+}
+
+// errFinal marks a response that retrying will not change.
+var errFinal = errors.New("final")
+
+// Notify posts e, retrying as WebhookOptions.Attempts says.
+func (n *WebhookNotifier) Notify(ctx context.Context, e Event) error {
+	body, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("xtimer: webhook: encode alert %s: %w", e.ID, err)
+	}
+	var last error
+	for attempt := 1; attempt <= n.o.Attempts; attempt++ {
+		if attempt > 1 {
+			d := time.Duration(float64(250*time.Millisecond<<(attempt-1)) * (0.8 + 0.4*rand.Float64()))
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return fmt.Errorf("xtimer: webhook: alert %s: %w (last: %w)", e.ID, ctx.Err(), last)
+			case <-t.C:
+			}
+		}
+		last = n.post(ctx, e, body)
+		if last == nil || errors.Is(last, errFinal) {
+			break
+		}
+	}
+	if last != nil {
+		return fmt.Errorf("xtimer: webhook: alert %s to %s: %w", e.ID, n.o.URL, last)
+	}
+	return nil
+}
+
+func (n *WebhookNotifier) post(ctx context.Context, e Event, body []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, n.o.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.o.URL, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("%w: %w", errFinal, err)
+	}
+	for k, v := range n.o.Headers {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "xtimer/1")
+	req.Header.Set("X-Xtimer-Alert", e.ID)
+	req.Header.Set("X-Xtimer-Event", string(e.Kind))
+	if n.o.Secret != "" {
+		ts := time.Now().Unix()
+		req.Header.Set("X-Xtimer-Timestamp", strconv.FormatInt(ts, 10))
+		req.Header.Set("X-Xtimer-Signature", executor.Sign(n.o.Secret, ts, body))
+	}
+	resp, err := n.o.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return nil
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+		return fmt.Errorf("status %d", resp.StatusCode)
+	default:
+		return fmt.Errorf("%w: status %d", errFinal, resp.StatusCode)
+	}
+}
