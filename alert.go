@@ -155,7 +155,7 @@ func (a *alerter) start(ctx context.Context) {
 	}
 	go a.sendLoop()
 	a.s.loops.Add(1)
-	go a.roundLoop(ctx)
+	go a.s.every(ctx, alertRound, a.round)
 }
 
 // sendLoop counts what was raised and delivers what was claimed, one
@@ -310,27 +310,11 @@ func (a *alerter) stop(ctx context.Context) error {
 
 func (s *Scheduler) alertKey() string { return "xtimer:" + s.opts.App + ":alerts" }
 
-// roundLoop runs the maintenance round every alertRound.
-func (a *alerter) roundLoop(ctx context.Context) {
+// round is one maintenance round, on the replica that gets the lock. It
+// runs to its end when Stop cancels loopCtx (it is bounded by alertRound).
+func (a *alerter) round(loopCtx context.Context, now time.Time) {
 	s := a.s
-	defer s.loops.Done()
-	timer := s.clock.NewTimer(alertRound)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C():
-		}
-		a.round(s.clock.Now())
-		timer.Reset(alertRound)
-	}
-}
-
-// round is one maintenance round, on the replica that gets the lock.
-func (a *alerter) round(now time.Time) {
-	s := a.s
-	ctx, cancel := context.WithTimeout(context.Background(), alertRound)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(loopCtx), alertRound)
 	defer cancel()
 	lock, err := s.locker.Obtain(ctx, s.alertKey(), 3*alertRound)
 	if err != nil {

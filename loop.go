@@ -671,9 +671,53 @@ func (s *Scheduler) takeOver(ctx context.Context, k slotKey) error {
 // process was frozen, or Redis lost it) is given up: another replica may
 // take the slot over, and StartFires keeps this one from starting what is
 // no longer its own.
-func (s *Scheduler) keepLocks(ctx context.Context) {
+func (s *Scheduler) keepLocks(ctx context.Context, now time.Time) {
+	cur := now.Unix() / 60
+	type held struct {
+		k    slotKey
+		st   *slotState
+		lock Lock
+	}
+	var locks []held
+	s.mu.Lock()
+	for k, st := range s.slots {
+		if st.lock != nil {
+			locks = append(locks, held{k, st, st.lock})
+		}
+	}
+	s.mu.Unlock()
+	for _, h := range locks {
+		if h.k.minute < cur-1 {
+			_ = h.lock.Release(ctx)
+			s.mu.Lock()
+			h.st.lock = nil
+			s.mu.Unlock()
+			continue
+		}
+		err := h.lock.Refresh(ctx, slotLockTTL)
+		if err == nil {
+			s.metrics.slotClaim(claimRefreshed)
+		}
+		if err == nil || errors.Is(err, ErrLockUnavailable) {
+			continue // unavailable: the database's unique key guards meanwhile
+		}
+		s.metrics.slotClaim(claimLostWhileHeld)
+		s.log.Info("slot lock lost; another replica may take the slot over", "minute", time.Unix(h.k.minute*60, 0).UTC(),
+			"bucket", h.k.bucket, "err", err)
+		s.mu.Lock()
+		if h.st.lock == h.lock {
+			h.st.lock, h.st.done, h.st.recheck, h.st.only = nil, false, now, nil
+		}
+		s.mu.Unlock()
+	}
+}
+
+// every calls do with the time every d of the scheduler's clock, until ctx
+// ends; it is one of s.loops. d is measured from the end of the previous
+// call, so a slow round delays the next instead of piling up.
+func (s *Scheduler) every(ctx context.Context, d time.Duration, do func(ctx context.Context, now time.Time)) {
 	defer s.loops.Done()
-	timer := s.clock.NewTimer(lockRefreshEvery)
+	timer := s.clock.NewTimer(d)
 	defer timer.Stop()
 	for {
 		select {
@@ -681,46 +725,8 @@ func (s *Scheduler) keepLocks(ctx context.Context) {
 			return
 		case <-timer.C():
 		}
-		now := s.clock.Now()
-		cur := now.Unix() / 60
-		type held struct {
-			k    slotKey
-			st   *slotState
-			lock Lock
-		}
-		var locks []held
-		s.mu.Lock()
-		for k, st := range s.slots {
-			if st.lock != nil {
-				locks = append(locks, held{k, st, st.lock})
-			}
-		}
-		s.mu.Unlock()
-		for _, h := range locks {
-			if h.k.minute < cur-1 {
-				_ = h.lock.Release(ctx)
-				s.mu.Lock()
-				h.st.lock = nil
-				s.mu.Unlock()
-				continue
-			}
-			err := h.lock.Refresh(ctx, slotLockTTL)
-			if err == nil {
-				s.metrics.slotClaim(claimRefreshed)
-			}
-			if err == nil || errors.Is(err, ErrLockUnavailable) {
-				continue // unavailable: the database's unique key guards meanwhile
-			}
-			s.metrics.slotClaim(claimLostWhileHeld)
-			s.log.Info("slot lock lost; another replica may take the slot over", "minute", time.Unix(h.k.minute*60, 0).UTC(),
-				"bucket", h.k.bucket, "err", err)
-			s.mu.Lock()
-			if h.st.lock == h.lock {
-				h.st.lock, h.st.done, h.st.recheck, h.st.only = nil, false, now, nil
-			}
-			s.mu.Unlock()
-		}
-		timer.Reset(lockRefreshEvery)
+		do(ctx, s.clock.Now())
+		timer.Reset(d)
 	}
 }
 

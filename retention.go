@@ -60,22 +60,6 @@ const (
 
 func (s *Scheduler) retentionKey() string { return "xtimer:" + s.opts.App + ":retention" }
 
-// retentionLoop sweeps every RetentionInterval until ctx ends.
-func (s *Scheduler) retentionLoop(ctx context.Context) {
-	defer s.loops.Done()
-	timer := s.clock.NewTimer(s.opts.RetentionInterval)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C():
-		}
-		s.sweep(ctx)
-		timer.Reset(s.opts.RetentionInterval)
-	}
-}
-
 // sweepStats is what one sweep rolled up and deleted.
 type sweepStats struct {
 	days              int

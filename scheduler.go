@@ -525,9 +525,9 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.loops.Add(3)
 	go s.tickLoop(loopCtx)
 	go s.dispatchLoop(loopCtx)
-	go s.keepLocks(loopCtx)
+	go s.every(loopCtx, lockRefreshEvery, s.keepLocks)
 	s.loops.Add(1)
-	go s.retentionLoop(loopCtx)
+	go s.every(loopCtx, s.opts.RetentionInterval, func(ctx context.Context, _ time.Time) { s.sweep(ctx) })
 	s.alerts.start(loopCtx)
 	mode := "redis"
 	if s.opts.Redis == nil && s.opts.Locker == nil {
