@@ -38,6 +38,9 @@ const (
 	urgentHorizon = 3 * time.Second
 	// recordChunk bounds the fires recorded in one round trip after those.
 	recordChunk = 1000
+	// handlersRewrite: the heartbeat writes this replica's handler codes
+	// when they change, and at least this often.
+	handlersRewrite = 10 * time.Minute
 )
 
 // taskState is a task as the database says, shared by every replica.
@@ -244,12 +247,21 @@ func (s *Scheduler) heartbeat(ctx context.Context, now time.Time) error {
 	for i, k := range held {
 		slots[i] = strconv.FormatInt(k.minute, 10) + ":" + strconv.Itoa(k.bucket)
 	}
+	// The handlers are written when they changed, and every
+	// handlersRewrite in case the row was pruned and inserted again.
+	var handlers store.Codes
+	if !slices.Equal(codes, s.beatHandlers) || now.Sub(s.beatHandlersAt) >= handlersRewrite {
+		handlers = codes
+	}
 	err := s.store.Heartbeat(ctx, store.Replica{
 		App: s.opts.App, ID: s.opts.InstanceID, Host: host, PID: os.Getpid(), Version: s.opts.Version,
-		StartedMs: now.UnixMilli(), HeartbeatMs: now.UnixMilli(), Handlers: codes, Slots: slots,
+		StartedMs: now.UnixMilli(), HeartbeatMs: now.UnixMilli(), Handlers: handlers, Slots: slots,
 	})
 	if err != nil {
 		return err
+	}
+	if handlers != nil {
+		s.beatHandlers, s.beatHandlersAt = codes, now
 	}
 	live, err := s.store.LiveReplicas(ctx, s.opts.App, now.Add(-s.opts.ReplicaTimeout).UnixMilli())
 	if err != nil {

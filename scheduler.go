@@ -310,18 +310,22 @@ type Scheduler struct {
 	caller     *executor.HTTPCaller
 	httpQueues httpQueues
 
-	mu        sync.Mutex
-	state     int                    // stateNew, stateRunning, stateStopped
-	handlers  map[string]*taskConfig // registered in this process
-	tasks     map[string]*taskState  // every task of the app, as stored
-	slots     map[slotKey]*slotState
-	armed     fireHeap
-	armedIDs  map[int64]bool // executions in armed
-	running   map[string]int // code → attempts running here
-	live      []string       // replica IDs alive at the last heartbeat
-	lastBeat  time.Time      // last heartbeat attempt
-	redisDown bool
-	dbDown    bool
+	mu       sync.Mutex
+	state    int                    // stateNew, stateRunning, stateStopped
+	handlers map[string]*taskConfig // registered in this process
+	tasks    map[string]*taskState  // every task of the app, as stored
+	slots    map[slotKey]*slotState
+	armed    fireHeap
+	armedIDs map[int64]bool // executions in armed
+	running  map[string]int // code → attempts running here
+	live     []string       // replica IDs alive at the last heartbeat
+	lastBeat time.Time      // last heartbeat attempt
+	// beatHandlers are the handler codes the last heartbeat that wrote
+	// them wrote, at beatHandlersAt (heartbeats run on the tick loop only).
+	beatHandlers   []string
+	beatHandlersAt time.Time
+	redisDown      bool
+	dbDown         bool
 
 	wake          chan struct{} // a fire was armed earlier than the dispatcher waits for
 	stop          context.CancelFunc

@@ -54,8 +54,9 @@ func (s *Store) DoneSlots(ctx context.Context, app string, fromMinute, toMinute 
 }
 
 // Heartbeat records that a replica is alive: it inserts the replica, or
-// updates its host, pid, version, heartbeat, handlers and slots. StartedMs
-// is kept from the first heartbeat.
+// updates its host, pid, version, heartbeat and slots, and its handlers
+// unless r.Handlers is nil (they did not change). StartedMs is kept from
+// the first heartbeat.
 func (s *Store) Heartbeat(ctx context.Context, r Replica) error {
 	if r.App == "" || len(r.App) > 64 {
 		return fmt.Errorf("store: heartbeat: app %q: want 1 to 64 bytes", r.App)
@@ -71,9 +72,13 @@ func (s *Store) Heartbeat(ctx context.Context, r Replica) error {
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
+	update := []string{"host", "pid", "version", "heartbeat_ms", "slots"}
+	if r.Handlers != nil {
+		update = append(update, "handlers")
+	}
 	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{
 		Columns:   []clause.Column{{Name: "app"}, {Name: "id"}},
-		DoUpdates: clause.AssignmentColumns([]string{"host", "pid", "version", "heartbeat_ms", "handlers", "slots"}),
+		DoUpdates: clause.AssignmentColumns(update),
 	}).Create(&r).Error
 	if err != nil {
 		return fmt.Errorf("store: heartbeat of replica %q: %w", r.ID, err)

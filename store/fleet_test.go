@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -63,6 +64,27 @@ func TestHeartbeatKeepsStartAndLiveReplicasFollowsIt(t *testing.T) {
 
 		err = b.store.Heartbeat(b.ctx, store.Replica{App: b.app})
 		require.EqualError(t, err, `store: heartbeat: replica id "": want 1 to 128 bytes`)
+	})
+}
+
+// A replica of 100,000 tasks heart-beats on every database (MySQL's TEXT
+// would stop at some 6,000 codes), and a heartbeat without handlers keeps
+// the ones stored.
+func TestHeartbeatHoldsAHundredThousandHandlersAndKeepsThemWhenNil(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		codes := make(store.Codes, 100_000)
+		for i := range codes {
+			codes[i] = fmt.Sprintf("billing.task-%06d", i)
+		}
+		require.NoError(t, b.store.Heartbeat(b.ctx, store.Replica{App: b.app, ID: "big", Handlers: codes, Slots: []string{"1:2"}}))
+		b.set(t0 + 5000)
+		require.NoError(t, b.store.Heartbeat(b.ctx, store.Replica{App: b.app, ID: "big", Slots: []string{"1:3"}}))
+		live, err := b.store.LiveReplicas(b.ctx, b.app, t0+1000)
+		require.NoError(t, err)
+		require.Len(t, live, 1)
+		require.Equal(t, codes, live[0].Handlers)
+		require.Equal(t, []string{"1:3"}, live[0].Slots)
+		require.Equal(t, t0+5000, live[0].HeartbeatMs)
 	})
 }
 

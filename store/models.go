@@ -1,5 +1,14 @@
 package store
 
+import (
+	"database/sql/driver"
+	"encoding/json"
+	"fmt"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/schema"
+)
+
 // The models below are the schema. Every column and index carries an explicit
 // name so that the tables do not depend on the caller's GORM NamingStrategy,
 // and so that schema/mysql.sql and schema/postgres.sql can name the same
@@ -199,14 +208,17 @@ func MinuteOf(ms int64) int64 {
 // Replica is one row of xtimer_replicas: a process running a scheduler,
 // kept alive by Heartbeat.
 type Replica struct {
-	App         string   `gorm:"column:app;size:64;primaryKey;autoIncrement:false;index:xtimer_replicas_heartbeat,priority:1"`
-	ID          string   `gorm:"column:id;size:128;primaryKey;autoIncrement:false"`
-	Host        string   `gorm:"column:host;size:255;not null;default:''"`
-	PID         int      `gorm:"column:pid;not null;default:0"`
-	Version     string   `gorm:"column:version;size:64;not null;default:''"`
-	StartedMs   int64    `gorm:"column:started_ms;not null;default:0"`
-	HeartbeatMs int64    `gorm:"column:heartbeat_ms;not null;default:0;index:xtimer_replicas_heartbeat,priority:2"`
-	Handlers    []string `gorm:"column:handlers;type:text;serializer:json"`
+	App         string `gorm:"column:app;size:64;primaryKey;autoIncrement:false;index:xtimer_replicas_heartbeat,priority:1"`
+	ID          string `gorm:"column:id;size:128;primaryKey;autoIncrement:false"`
+	Host        string `gorm:"column:host;size:255;not null;default:''"`
+	PID         int    `gorm:"column:pid;not null;default:0"`
+	Version     string `gorm:"column:version;size:64;not null;default:''"`
+	StartedMs   int64  `gorm:"column:started_ms;not null;default:0"`
+	HeartbeatMs int64  `gorm:"column:heartbeat_ms;not null;default:0;index:xtimer_replicas_heartbeat,priority:2"`
+	// Handlers are the task codes registered in the process. A replica
+	// writes them at its first heartbeat and when they change, not on
+	// every heartbeat: a process of a million tasks holds megabytes here.
+	Handlers Codes `gorm:"column:handlers"`
 	// Slots are the slots ("minute:bucket") the replica owns now, as of
 	// its last heartbeat; the console shows them.
 	Slots []string `gorm:"column:slots;type:text;serializer:json"`
@@ -214,6 +226,48 @@ type Replica struct {
 
 // TableName is xtimer_replicas, whatever the caller's naming strategy.
 func (Replica) TableName() string { return "xtimer_replicas" }
+
+// Codes is a list of task codes stored as a JSON array. Its column is
+// MEDIUMTEXT on MySQL/MariaDB, whose TEXT stops at 64 KiB (some 6,000
+// codes), and TEXT elsewhere.
+type Codes []string
+
+// GormDataType is the column's generic type, for GORM's schema.
+func (Codes) GormDataType() string { return "text" }
+
+// GormDBDataType gives the column type per dialect.
+func (Codes) GormDBDataType(db *gorm.DB, _ *schema.Field) string {
+	if db.Dialector.Name() == "mysql" {
+		return "mediumtext"
+	}
+	return "text"
+}
+
+// Value encodes the codes as a JSON array; nil stays NULL.
+func (c Codes) Value() (driver.Value, error) {
+	if c == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal([]string(c))
+	return string(b), err
+}
+
+// Scan decodes a JSON array; NULL is nil.
+func (c *Codes) Scan(v any) error {
+	var b []byte
+	switch v := v.(type) {
+	case nil:
+		*c = nil
+		return nil
+	case []byte:
+		b = v
+	case string:
+		b = []byte(v)
+	default:
+		return fmt.Errorf("store: codes: cannot scan %T", v)
+	}
+	return json.Unmarshal(b, (*[]string)(c))
+}
 
 // Operator actions, as the console records them in Action.Action. Other
 // values are allowed; these are the ones xtimer's console writes.

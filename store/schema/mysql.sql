@@ -93,7 +93,7 @@ CREATE TABLE IF NOT EXISTS `xtimer_replicas` (
   `version`      varchar(64)  NOT NULL DEFAULT '',
   `started_ms`   bigint       NOT NULL DEFAULT 0,
   `heartbeat_ms` bigint       NOT NULL DEFAULT 0,
-  `handlers`     text         NULL,                           -- JSON array of task codes
+  `handlers`     mediumtext   NULL,                           -- JSON array of task codes (TEXT stops at 64 KiB)
   `slots`        text         NULL,                           -- JSON array of "minute:bucket" owned now
   PRIMARY KEY (`app`, `id`),
   INDEX `xtimer_replicas_heartbeat` (`app`, `heartbeat_ms`)
