@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,7 +83,7 @@ func (s *Scheduler) dispatchLoop(ctx context.Context) {
 			wait = s.armed[0].due.Sub(now)
 		}
 		s.mu.Unlock()
-		if len(due) > 0 {
+		if len(due) > 0 || (len(s.backlog) > 0 && s.pool.Free() > 0) {
 			s.dispatch(ctx, due, now)
 			continue // time moved while starting; look again before sleeping
 		}
@@ -159,11 +160,19 @@ func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time
 			s.updates.skip(start[i], store.ReasonMisfire, now)
 		}
 	}
-	ids := make([]int64, 0, len(start))
+	var fence []store.Execution
 	for i, r := range start {
 		if !drop[i] {
-			ids = append(ids, r.ID)
+			fence = append(fence, r)
 		}
+	}
+	fence = s.fenceNow(fence)
+	if len(fence) == 0 {
+		return
+	}
+	ids := make([]int64, len(fence))
+	for i, r := range fence {
+		ids[i] = r.ID
 	}
 	// Not the loop's context: a Stop arriving now must not cut the claim
 	// off after the database committed it (the fires would be claimed and
@@ -176,9 +185,11 @@ func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time
 		// are tried again; when the database is back, they run late or go
 		// through the misfire policy.
 		s.noteDB(err)
+		retry := append(fence, s.backlog...)
+		s.backlog = nil
 		s.mu.Lock()
-		for i, r := range start {
-			if !drop[i] && !s.armedIDs[r.ID] {
+		for _, r := range retry {
+			if !s.armedIDs[r.ID] {
 				s.armedIDs[r.ID] = true
 				heap.Push(&s.armed, armedFire{row: r, due: now.Add(time.Second)})
 			}
@@ -190,17 +201,46 @@ func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time
 	for _, id := range started {
 		won[id] = true
 	}
-	for i, r := range start {
-		switch {
-		case drop[i]:
-		case won[r.ID]:
-			r.Attempt = 1
-			s.updates.started(r, now)
-			s.startAttempt(r, now)
-		default:
+	for _, r := range fence {
+		if !won[r.ID] {
 			s.log.Info("fire not started here: another replica took it over", "task", r.TaskCode, "execution", r.ID)
+			continue
+		}
+		r.Attempt = 1
+		s.updates.started(r, now)
+		s.startAttempt(r, now)
+	}
+}
+
+// fenceNow returns the fires to claim for a start now: every HTTP
+// callback (they wait in their own queues), and as many Go-handler fires
+// as the pool has free workers, oldest first. The other Go fires wait in
+// s.backlog, their rows unclaimed: if this replica dies, another takes
+// them over and runs them, where a fire claimed and waiting in the pool
+// would be lost with the replica (its row says it started). A worker
+// freeing up wakes the dispatcher, which claims the next ones.
+func (s *Scheduler) fenceNow(ready []store.Execution) []store.Execution {
+	var fence, goFires []store.Execution
+	s.mu.Lock()
+	for _, r := range ready {
+		if s.handlers[r.TaskCode] != nil {
+			goFires = append(goFires, r)
+		} else {
+			fence = append(fence, r)
 		}
 	}
+	s.mu.Unlock()
+	// A fire armed again while it waited here (its slot taken over and
+	// back) is one fire: one claim, one start.
+	seen := make(map[int64]bool, len(s.backlog)+len(goFires))
+	goFires = slices.DeleteFunc(append(s.backlog, goFires...), func(r store.Execution) bool {
+		dup := seen[r.ID]
+		seen[r.ID] = true
+		return dup
+	})
+	n := min(s.pool.Free(), len(goFires))
+	s.backlog = slices.Clone(goFires[n:])
+	return append(fence, goFires[:n]...)
 }
 
 // startAttempt runs one attempt of r (r.Attempt), recorded as started at

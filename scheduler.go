@@ -317,6 +317,9 @@ type Scheduler struct {
 	slots    map[slotKey]*slotState
 	armed    fireHeap
 	armedIDs map[int64]bool // executions in armed
+	// backlog holds Go-handler fires that are due and checked but wait for
+	// a free worker, unclaimed (fenceNow). Only the dispatcher uses it.
+	backlog  []store.Execution
 	running  map[string]int // code → attempts running here
 	live     []string       // replica IDs alive at the last heartbeat
 	lastBeat time.Time      // last heartbeat attempt
@@ -383,6 +386,12 @@ func New(opts Options) (*Scheduler, error) {
 		s.locker = NewLocalLocker(s.clock)
 	}
 	s.updates = newUpdateQueue(s)
+	s.pool.OnDone(func() {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	})
 	s.alerts = newAlerter(s)
 	if s.metrics, err = newMetrics(opts.Metrics, opts.App); err != nil {
 		return nil, err

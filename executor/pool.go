@@ -9,7 +9,8 @@ import (
 // minute is started in run-time order as slots free up, and the wait shows
 // as lateness; nothing is dropped.
 type Pool struct {
-	size int
+	size   int
+	onDone func() // set by OnDone before the first Submit
 
 	mu      sync.Mutex
 	running int
@@ -55,7 +56,21 @@ func (p *Pool) work(fn func()) {
 			}
 		}
 		p.mu.Unlock()
+		if fn == nil && p.onDone != nil {
+			p.onDone()
+		}
 	}
+}
+
+// OnDone sets f to be called each time a slot of the pool frees up (a
+// function returned and none waits). Call it before the first Submit.
+func (p *Pool) OnDone(f func()) { p.onDone = f }
+
+// Free returns how many functions Submit would start at once.
+func (p *Pool) Free() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return max(p.size-p.running-len(p.queue), 0)
 }
 
 // Stats returns how many functions run now and how many wait.

@@ -1,0 +1,91 @@
+package xtimer
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xtimer-go/xtimer/internal/fakeclock"
+	"github.com/xtimer-go/xtimer/internal/testsvc"
+	"github.com/xtimer-go/xtimer/store"
+)
+
+// The promise: a fire is claimed for a start only when a worker is free to
+// start it. Fires waiting for a worker keep unclaimed rows, which another
+// replica takes over if this one dies; a claimed fire waiting in the pool
+// would die with the replica.
+func TestFiresWaitingForAWorkerStayUnclaimed(t *testing.T) {
+	t.Parallel()
+	db, app := testsvc.SQLite(t), testsvc.App(t)
+	ctx := context.Background()
+	clock := fakeclock.New(time.Date(2026, 11, 30, 10, 0, 0, 500_000_000, time.UTC))
+	iv := newInvocations()
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	var calls atomic.Int32
+	s := newScheduler(t, setupOpts{db: db, app: app, clock: clock}, func(o *Options) { o.Workers = 1 })
+	block := iv.handler(func(*Run) error {
+		if calls.Add(1) == 1 {
+			<-release
+		}
+		return nil
+	})
+	for _, code := range []string{"a", "b", "c"} {
+		require.NoError(t, s.Register(code, "0 * * * * *", block))
+	}
+	require.NoError(t, s.Start(ctx))
+	stopOnCleanup(t, s)
+	t.Cleanup(free) // before the Stop above: a failed assertion must not leave the handler blocked
+
+	rows := func() []store.Execution {
+		var out []store.Execution
+		require.NoError(t, db.Where("app = ?", app).Order("id").Find(&out).Error)
+		return out
+	}
+	require.NoError(t, clock.BlockUntil(ctx, 3))
+	clock.Advance(54*time.Second + 500*time.Millisecond) // 10:00:55: the 10:01 fires are recorded
+	require.Eventually(t, func() bool { return len(rows()) == 3 }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, clock.BlockUntil(ctx, 3))
+	clock.Advance(5 * time.Second) // 10:01:00: all three are due, one worker
+
+	first := iv.next(t, 10*time.Second)
+	claimed := 0
+	require.Eventually(t, func() bool {
+		claimed = 0
+		for _, r := range rows() {
+			if r.StartedMs > 0 {
+				claimed++
+			}
+		}
+		return claimed >= 1
+	}, 10*time.Second, 10*time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // room for a wrong claim to land
+	for _, r := range rows() {
+		if r.TaskCode == first.Code {
+			require.NotZero(t, r.StartedMs, "the running fire is claimed")
+			continue
+		}
+		require.Zero(t, r.StartedMs, "%s waits for the worker unclaimed", r.TaskCode)
+		require.Equal(t, store.StatusScheduled, r.Status)
+	}
+
+	free()
+	ran := map[string]int{first.Code: 1}
+	for range 2 {
+		ran[iv.next(t, 10*time.Second).Code]++
+	}
+	require.Equal(t, map[string]int{"a": 1, "b": 1, "c": 1}, ran)
+	require.Eventually(t, func() bool {
+		for _, r := range rows() {
+			if r.Status != store.StatusSucceeded {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 10*time.Millisecond)
+}
