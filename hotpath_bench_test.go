@@ -1,0 +1,171 @@
+package xtimer
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xtimer-go/xtimer/internal/testsvc"
+	"github.com/xtimer-go/xtimer/store"
+)
+
+// The engine's side of the fire path, benchmarked so that a regression
+// shows in benchstat:
+//
+//	go test -run '^$' -bench . -count 10 . > new.txt; benchstat old.txt new.txt
+//
+// The store's side (InsertFires, StartFires, MarkRunning, FinishAttempts)
+// is in store/hotpath_bench_test.go. A server that does not answer skips
+// its sub-benchmarks, unless XTIMER_REQUIRE_SERVICES=1 (testsvc).
+
+// benchScheduler returns a Scheduler that is never started: the
+// benchmarks call its planning methods directly. Its database is an
+// unmigrated SQLite file that nothing here touches.
+func benchScheduler(b *testing.B, opts Options) *Scheduler {
+	b.Helper()
+	opts.DB = testsvc.SQLite(b)
+	opts.App = testsvc.App(b)
+	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := New(opts)
+	require.NoError(b, err)
+	return s
+}
+
+// BenchmarkClaimSlot claims a slot the way planSlots does (claimSlot on the
+// engine's lock key, lockKey) and releases it, as keepLocks does once the
+// minute is over:
+//
+//   - won: the slot is free; each op takes and releases a new slot, the
+//     next bucket or minute (on Redis, SET NX PX then a Lua release);
+//   - lost: another replica holds the slot; each op is the failed claim
+//     every other replica of the fleet makes on it.
+func BenchmarkClaimSlot(b *testing.B) {
+	lockers := []struct {
+		name string
+		opts func(b *testing.B) Options
+	}{
+		{"redis", func(b *testing.B) Options { return Options{Redis: testsvc.Redis(b)} }},
+		{"local", func(*testing.B) Options { return Options{} }},
+	}
+	for _, l := range lockers {
+		b.Run(l.name, func(b *testing.B) {
+			s := benchScheduler(b, l.opts(b))
+			ctx := context.Background()
+			now := time.Now()
+			first := now.Unix()/60 + 1
+			b.Run("won", func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					k := slotKey{minute: first + int64(i/s.opts.Buckets), bucket: i % s.opts.Buckets}
+					i++
+					st, down := &slotState{}, false
+					if !s.claimSlot(ctx, now, k, st, &down) || down || st.lock == nil {
+						b.Fatalf("claim of free slot %+v: down %v, lock %v", k, down, st.lock)
+					}
+					if err := st.lock.Release(ctx); err != nil {
+						b.Fatalf("release of slot %+v: %v", k, err)
+					}
+				}
+			})
+			b.Run("lost", func(b *testing.B) {
+				k := slotKey{minute: first - 2, bucket: 0} // a minute "won" never uses
+				held, err := s.locker.Obtain(ctx, s.lockKey(k), time.Minute)
+				require.NoError(b, err)
+				b.Cleanup(func() { _ = held.Release(ctx) })
+				b.ReportAllocs()
+				for b.Loop() {
+					st, down := &slotState{}, false
+					if s.claimSlot(ctx, now, k, st, &down) || down {
+						b.Fatalf("claim of held slot %+v: won or down (%v)", k, down)
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkScheduleNext computes the next fire of one schedule from its
+// previous one, as the planner walks a minute. (BenchmarkNext in
+// schedule_test.go covers more specs and zones.)
+func BenchmarkScheduleNext(b *testing.B) {
+	ny := mustZone(b, "America/New_York")
+	cases := []struct {
+		name, spec string
+		opts       []ScheduleOption
+	}{
+		{"every_second", "* * * * * *", nil},
+		{"every_5_minutes", "0 */5 * * * *", nil},
+		{"weekdays_0930_new_york", "0 30 9 * * MON-FRI", []ScheduleOption{In(ny)}},
+		{"quartz_noon_last_day_of_month", "0 0 12 L * ?", []ScheduleOption{Quartz()}},
+		{"every_10s", "@every 10s", nil},
+	}
+	start := mustTime(b, "2026-11-30T10:00:00Z")
+	for _, c := range cases {
+		s, err := ParseSchedule(c.spec, c.opts...)
+		require.NoError(b, err, c.spec)
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			at := start
+			for b.Loop() {
+				if at = s.Next(at); at.IsZero() {
+					at = start
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkFiresIn computes the fires of one minute from the tasks a
+// replica holds, as planSlots does before it claims a slot (firesIn):
+//
+//   - slot: one bucket of the minute. planSlots does this for every open
+//     slot on every tick, those it lost to another replica included (it
+//     watches them, to take over if their owner dies);
+//   - minute: every bucket of the minute (16 by default), the work of
+//     planning a minute.
+//
+// The tasks mix the specs and zones of BenchmarkNextMillionTasks, without
+// every-second tasks; fires/op is how many fires the op returned.
+func BenchmarkFiresIn(b *testing.B) {
+	specs := []string{"0 * * * * *", "*/10 * * * * *", "0 */5 * * * *", "0 0 9 * * MON-FRI",
+		"@every 30s", "0 30 2 * * *", "0 0 L * *", "0 15 10 * * 5L"}
+	zones := []string{"UTC", "Asia/Shanghai", "America/New_York", "Europe/London"}
+	minute := mustTime(b, "2026-11-30T10:00:00Z").Unix() / 60
+	created := mustTime(b, "2026-01-01T00:00:00Z").UnixMilli()
+	for _, tasks := range []int{1000, 100_000} {
+		b.Run(fmt.Sprintf("tasks=%d", tasks), func(b *testing.B) {
+			s := benchScheduler(b, Options{})
+			for i := range tasks {
+				s.adoptTask(store.Task{ID: int64(i + 1), App: s.opts.App, Code: fmt.Sprintf("billing.invoice-%06d", i),
+					Kind: store.KindFunc, Spec: specs[i%len(specs)], TimeZone: zones[i/len(specs)%len(zones)],
+					Status: store.TaskActive, MaxAttempts: 1, CreatedMs: created, Version: 1})
+			}
+			require.Len(b, s.tasks, tasks)
+			b.Run("slot", func(b *testing.B) {
+				b.ReportAllocs()
+				n := 0
+				for b.Loop() {
+					n = len(s.firesIn(minute, 0, nil))
+				}
+				b.ReportMetric(float64(n), "fires/op")
+			})
+			b.Run("minute", func(b *testing.B) {
+				b.ReportAllocs()
+				n := 0
+				for b.Loop() {
+					n = 0
+					for bucket := range s.opts.Buckets {
+						n += len(s.firesIn(minute, bucket, nil))
+					}
+				}
+				b.ReportMetric(float64(n), "fires/op")
+			})
+		})
+	}
+}
