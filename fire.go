@@ -83,7 +83,7 @@ func (s *Scheduler) dispatchLoop(ctx context.Context) {
 			wait = s.armed[0].due.Sub(now)
 		}
 		s.mu.Unlock()
-		if len(due) > 0 || (len(s.backlog) > 0 && s.pool.Free() > 0) {
+		if len(due) > 0 || (len(s.backlog) > 0 && s.fenceRoom() > 0) {
 			s.dispatch(ctx, due, now)
 			continue // time moved while starting; look again before sleeping
 		}
@@ -214,11 +214,20 @@ func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time
 
 // fenceNow returns the fires to claim for a start now: every HTTP
 // callback (they wait in their own queues), and as many Go-handler fires
-// as the pool has free workers, oldest first. The other Go fires wait in
-// s.backlog, their rows unclaimed: if this replica dies, another takes
-// them over and runs them, where a fire claimed and waiting in the pool
-// would be lost with the replica (its row says it started). A worker
-// freeing up wakes the dispatcher, which claims the next ones.
+// as fenceRoom allows, oldest first. The other Go fires wait in s.backlog,
+// their rows unclaimed: if this replica dies, another takes them over and
+// runs them, where a fire claimed and waiting in the pool would be lost
+// with the replica (its row says it started). Each attempt that ends
+// wakes the dispatcher, which claims the next ones.
+// fenceRoom is how many more Go fires may be claimed now: enough to fill
+// the free workers and one pool's worth waiting behind them, so that the
+// claim of the next batch overlaps with running this one. At most that
+// many claimed fires are lost if the replica dies.
+func (s *Scheduler) fenceRoom() int {
+	running, waiting := s.pool.Stats()
+	return max(2*s.opts.Workers-running-waiting, 0)
+}
+
 func (s *Scheduler) fenceNow(ready []store.Execution) []store.Execution {
 	var fence, goFires []store.Execution
 	s.mu.Lock()
@@ -238,7 +247,7 @@ func (s *Scheduler) fenceNow(ready []store.Execution) []store.Execution {
 		seen[r.ID] = true
 		return dup
 	})
-	n := min(s.pool.Free(), len(goFires))
+	n := min(s.fenceRoom(), len(goFires))
 	s.backlog = slices.Clone(goFires[n:])
 	return append(fence, goFires[:n]...)
 }

@@ -56,22 +56,15 @@ func (p *Pool) work(fn func()) {
 			}
 		}
 		p.mu.Unlock()
-		if fn == nil && p.onDone != nil {
+		if p.onDone != nil {
 			p.onDone()
 		}
 	}
 }
 
-// OnDone sets f to be called each time a slot of the pool frees up (a
-// function returned and none waits). Call it before the first Submit.
+// OnDone sets f to be called each time a function the pool ran returns.
+// Call it before the first Submit.
 func (p *Pool) OnDone(f func()) { p.onDone = f }
-
-// Free returns how many functions Submit would start at once.
-func (p *Pool) Free() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return max(p.size-p.running-len(p.queue), 0)
-}
 
 // Stats returns how many functions run now and how many wait.
 func (p *Pool) Stats() (running, waiting int) {
