@@ -1,0 +1,226 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// result is one run's figures; the JSON document is a list of them.
+type result struct {
+	System   string `json:"system"`
+	Workload string `json:"workload"`
+	Tasks    int    `json:"tasks"`
+	Spec     string `json:"spec,omitempty"`
+	Replicas int    `json:"replicas"`
+	Workers  int    `json:"workers"`
+	// NA says why the system could not do the run; the figures are then
+	// empty.
+	NA         string    `json:"na,omitempty"`
+	WindowFrom time.Time `json:"window_from,omitzero"`
+	WindowTo   time.Time `json:"window_to,omitzero"`
+
+	Expected   int64 `json:"fires_expected"`
+	Once       int64 `json:"invoked_once"`
+	Duplicated int64 `json:"duplicated"`
+	Missed     int64 `json:"missed"`
+	// Unexpected are invocations in the window at an instant the schedule
+	// does not have (a wrong scheduled time).
+	Unexpected int64 `json:"unexpected,omitempty"`
+	// MissedSample names up to five missed fires, "task@scheduled".
+	MissedSample []string `json:"missed_sample,omitempty"`
+
+	LateP50 float64 `json:"late_p50_ms"`
+	LateP90 float64 `json:"late_p90_ms"`
+	LateP99 float64 `json:"late_p99_ms"`
+	LateMax float64 `json:"late_max_ms"`
+	// CDF is the lateness at the 0th, 1st, ..., 100th percentile, ms.
+	CDF []float64 `json:"late_cdf_ms,omitempty"`
+
+	// Fires is the denominator of the per-fire figures: invocations
+	// scheduled at or after the window start (the counters start there and
+	// end after the replicas exited).
+	Fires         int64     `json:"fires_counted"`
+	CPUPer1k      float64   `json:"cpu_s_per_1k_fires"`
+	RedisPer1k    float64   `json:"redis_cmds_per_1k_fires"`
+	DBRowsPerFire *float64  `json:"db_rows_per_fire,omitempty"`
+	PeakRSSMB     []float64 `json:"peak_rss_mb"` // VmHWM just before SIGTERM/SIGKILL
+	CPUTotalS     []float64 `json:"cpu_total_s"`
+
+	StartupS   []float64 `json:"startup_s,omitempty"`
+	IdleCPUPct []float64 `json:"idle_cpu_pct_of_core,omitempty"`
+	RSSMB      []float64 `json:"rss_mb,omitempty"`
+
+	Killed       string  `json:"killed,omitempty"`
+	LongestGapMs float64 `json:"longest_gap_ms,omitempty"`
+	LateFires    int64   `json:"late_fires_over_1s,omitempty"`
+
+	// Pass, for a throughput step: every fire of the window invoked once,
+	// p99 lateness at most 100 ms.
+	Pass bool `json:"pass,omitempty"`
+
+	// Notes are replicas that exited unsuccessfully (other than the
+	// failover victim), with the end of their log.
+	Notes []string `json:"notes,omitempty"`
+
+	killedAt  time.Time
+	cpuWindow float64
+	lateness  []float64
+}
+
+// addProcess takes a replica's figures from the OS after it exited.
+func (res *result) addProcess(r *replicaProc) {
+	st := r.cmd.ProcessState
+	if st == nil {
+		return
+	}
+	ru, ok := st.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return
+	}
+	if !r.killed && !st.Success() {
+		res.Notes = append(res.Notes, fmt.Sprintf("replica %d: %s: %s", r.n, st, firstLines(tail(r.log, 600))))
+	}
+	cpu := tv(ru.Utime) + tv(ru.Stime)
+	res.CPUTotalS = append(res.CPUTotalS, round(cpu, 2))
+	res.PeakRSSMB = append(res.PeakRSSMB, round(r.hwmMB, 1))
+	res.cpuWindow += cpu - r.cpuFrom
+}
+
+func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+
+func round(x float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(x*p) / p
+}
+
+type fireKey struct {
+	task int32
+	at   int64 // scheduled unix ms
+}
+
+// fireStat is what the invocation files say about one fire.
+type fireStat struct {
+	n       int32
+	started int64 // earliest start, unix ms
+}
+
+// analyze counts the fires of the window against the schedule and fills
+// res.
+func analyze(res *result, invs []invocation, p plan, c *counters) {
+	from, to := res.WindowFrom.UnixMilli(), res.WindowTo.UnixMilli()
+	seen := make(map[fireKey]*fireStat, len(invs))
+	for _, inv := range invs {
+		if inv.scheduled >= from {
+			res.Fires++
+		}
+		if inv.scheduled < from || inv.scheduled >= to {
+			continue
+		}
+		k := fireKey{inv.task, inv.scheduled}
+		if s := seen[k]; s != nil {
+			s.n++
+			s.started = min(s.started, inv.started)
+		} else {
+			seen[k] = &fireStat{1, inv.started}
+		}
+	}
+
+	// The schedule's instants in the window: every task has the same spec.
+	parser := cron.NewParser(cron.Second | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+	var instants []int64
+	if sched, err := parser.Parse(res.Spec); err == nil {
+		for t := sched.Next(res.WindowFrom.Add(-time.Nanosecond)); !t.IsZero() && t.UnixMilli() < to; t = sched.Next(t) {
+			instants = append(instants, t.UnixMilli())
+		}
+	}
+	matched := int64(0)
+	firstStarts := map[int32][]int64{} // failover: per task, for the gaps
+	for i := range p.tasks {
+		for _, at := range instants {
+			res.Expected++
+			s := seen[fireKey{int32(i), at}]
+			if s == nil {
+				res.Missed++
+				if len(res.MissedSample) < 5 {
+					res.MissedSample = append(res.MissedSample,
+						taskCode(i)+"@"+time.UnixMilli(at).UTC().Format("15:04:05.000"))
+				}
+				continue
+			}
+			matched += int64(s.n)
+			if s.n == 1 {
+				res.Once++
+			} else {
+				res.Duplicated++
+			}
+			late := float64(s.started - at)
+			res.lateness = append(res.lateness, late)
+			if late > 1000 {
+				res.LateFires++
+			}
+			if p.kill {
+				firstStarts[int32(i)] = append(firstStarts[int32(i)], s.started)
+			}
+		}
+	}
+	var inWindow int64
+	for _, s := range seen {
+		inWindow += int64(s.n)
+	}
+	res.Unexpected = inWindow - matched
+
+	sort.Float64s(res.lateness)
+	res.LateP50, res.LateP90 = quantile(res.lateness, 0.50), quantile(res.lateness, 0.90)
+	res.LateP99, res.LateMax = quantile(res.lateness, 0.99), quantile(res.lateness, 1)
+	if len(res.lateness) > 0 {
+		res.CDF = make([]float64, 101)
+		for q := range res.CDF {
+			res.CDF[q] = quantile(res.lateness, float64(q)/100)
+		}
+	}
+
+	if p.kill {
+		// The longest time between consecutive starts of one task, window
+		// edges included (a task that never ran again after the kill has
+		// a gap to the window's end).
+		var gap int64
+		for i := range p.tasks {
+			st := firstStarts[int32(i)]
+			sort.Slice(st, func(a, b int) bool { return st[a] < st[b] })
+			prev := from
+			for _, t := range st {
+				gap = max(gap, t-prev)
+				prev = t
+			}
+			gap = max(gap, to-prev)
+		}
+		res.LongestGapMs = float64(gap)
+	}
+
+	if p.workload == "throughput" {
+		res.Pass = res.Expected > 0 && res.Once == res.Expected && res.Unexpected == 0 && res.LateP99 <= 100
+	}
+
+	if res.Fires > 0 {
+		per1k := 1000 / float64(res.Fires)
+		res.CPUPer1k = round(res.cpuWindow*per1k, 3)
+		res.RedisPer1k = round(float64(c.redisTo-c.redisFrom)*per1k, 1)
+		if c.hasDB {
+			v := round(float64(c.rowsTo-c.rowsFrom)/float64(res.Fires), 2)
+			res.DBRowsPerFire = &v
+		}
+	}
+}
+
+// quantile of sorted v (nearest rank); 0 for none.
+func quantile(v []float64, q float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	return v[int(math.Round(q*float64(len(v)-1)))]
+}

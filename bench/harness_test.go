@@ -1,0 +1,132 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestRecorderReadsBackWhatItRecorded(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "r.inv")
+	rec, err := newFileRecorder(path, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.UnixMilli(1_700_000_000_000)
+	rec.Record(taskCode(7), at, at.Add(12*time.Millisecond))
+	rec.Record(taskCode(0), at, at.Add(3*time.Millisecond))
+	// Read while still mapped: the coordinator does so during failover.
+	invs, err := readInvocations(path, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []invocation{{7, 2, at.UnixMilli(), at.UnixMilli() + 12}, {0, 2, at.UnixMilli(), at.UnixMilli() + 3}}
+	if len(invs) != len(want) || invs[0] != want[0] || invs[1] != want[1] {
+		t.Fatalf("read %v, want %v", invs, want)
+	}
+	for range 5 {
+		rec.Record(taskCode(1), at, at)
+	}
+	if got := rec.dropped.Load(); got != 3 {
+		t.Fatalf("dropped %d records past the capacity of 4, want 3", got)
+	}
+	if err := rec.close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAnalyzeCountsOnceDuplicatedMissedAndLateness(t *testing.T) {
+	t.Parallel()
+	from := time.Unix(1_700_000_000, 0).UTC()
+	res := &result{Spec: "* * * * * *", WindowFrom: from, WindowTo: from.Add(3 * time.Second)}
+	ms := func(d time.Duration) int64 { return from.Add(d).UnixMilli() }
+	invs := []invocation{
+		// task 0: every second once, 10 ms late.
+		{0, 0, ms(0), ms(10 * time.Millisecond)},
+		{0, 1, ms(time.Second), ms(time.Second + 10*time.Millisecond)},
+		{0, 2, ms(2 * time.Second), ms(2*time.Second + 10*time.Millisecond)},
+		// task 1: second 0 twice (the earlier start counts for lateness),
+		// second 1 missing, second 2 once, and one fire after the window.
+		{1, 0, ms(0), ms(30 * time.Millisecond)},
+		{1, 1, ms(0), ms(20 * time.Millisecond)},
+		{1, 0, ms(2 * time.Second), ms(2*time.Second + 40*time.Millisecond)},
+		{1, 0, ms(3 * time.Second), ms(3 * time.Second)},
+	}
+	c := &counters{redisFrom: 100, redisTo: 170}
+	analyze(res, invs, plan{workload: "steady", tasks: 2}, c)
+	if res.Expected != 6 || res.Once != 4 || res.Duplicated != 1 || res.Missed != 1 || res.Unexpected != 0 {
+		t.Fatalf("expected/once/dup/missed/unexpected = %d/%d/%d/%d/%d, want 6/4/1/1/0",
+			res.Expected, res.Once, res.Duplicated, res.Missed, res.Unexpected)
+	}
+	if res.LateMax != 40 || res.LateP50 != 10 {
+		t.Fatalf("lateness p50 %v max %v, want 10 and 40", res.LateP50, res.LateMax)
+	}
+	// 7 invocations scheduled from the window start on: 70 commands = 10,000 per 1k.
+	if res.Fires != 7 || res.RedisPer1k != 10000 {
+		t.Fatalf("fires %d, redis per 1k %v, want 7 and 10000", res.Fires, res.RedisPer1k)
+	}
+	if len(res.MissedSample) != 1 || res.MissedSample[0] != taskCode(1)+"@"+from.Add(time.Second).Format("15:04:05.000") {
+		t.Fatalf("missed sample %v", res.MissedSample)
+	}
+}
+
+func TestFailoverGapCountsTheWindowEdges(t *testing.T) {
+	t.Parallel()
+	from := time.Unix(1_700_000_000, 0).UTC()
+	res := &result{Spec: "* * * * * *", WindowFrom: from, WindowTo: from.Add(10 * time.Second)}
+	var invs []invocation
+	for s := range 10 {
+		if s >= 3 && s < 7 {
+			continue // the victim's fires, never run
+		}
+		at := from.Add(time.Duration(s) * time.Second).UnixMilli()
+		invs = append(invs, invocation{0, 0, at, at})
+	}
+	analyze(res, invs, plan{workload: "failover", tasks: 1, kill: true}, &counters{})
+	if res.Missed != 4 || res.LongestGapMs != 5000 {
+		t.Fatalf("missed %d, longest gap %v ms, want 4 and 5000", res.Missed, res.LongestGapMs)
+	}
+}
+
+func TestChooseFireAtStaysInOneMinute(t *testing.T) {
+	t.Parallel()
+	base := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	cases := []struct {
+		earliest time.Time
+		top      bool
+		window   time.Duration
+		want     time.Time
+	}{
+		{base.Add(20*time.Second + 300*time.Millisecond), false, time.Second, base.Add(21 * time.Second)},
+		{base.Add(59*time.Second + 300*time.Millisecond), false, time.Second, base.Add(time.Minute)},
+		{base.Add(20 * time.Second), true, time.Second, base.Add(time.Minute)},
+	}
+	for _, c := range cases {
+		if got := chooseFireAt(c.earliest, c.top, c.window); !got.Equal(c.want) {
+			t.Errorf("chooseFireAt(%s, %v) = %s, want %s", c.earliest.Format(time.TimeOnly), c.top, got.Format(time.TimeOnly), c.want.Format(time.TimeOnly))
+		}
+	}
+}
+
+func TestRedisCallsSkipsInfo(t *testing.T) {
+	t.Parallel()
+	info := "# Commandstats\r\ncmdstat_set:calls=10,usec=5,usec_per_call=0.5\r\ncmdstat_info:calls=7,usec=1\r\ncmdstat_evalsha:calls=3,usec=9\r\n"
+	if got := redisCalls(info); got != 13 {
+		t.Fatalf("redisCalls = %d, want 13", got)
+	}
+}
+
+func TestLogReasonKeepsTheError(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "replica.log")
+	line := `time=2026-11-30T16:38:51.809Z level=WARN msg="xtimer start waits for the database" step=heartbeat err="store: heartbeat of replica \"replica-0\": Error 1406 (22001): Data too long for column 'handlers' at row 1" retry_in=5s` + "\n"
+	if err := os.WriteFile(path, []byte("first\n"+line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := `store: heartbeat of replica "replica-0": Error 1406 (22001): Data too long for column 'handlers' at row 1`
+	if got := logReason(path); got != want {
+		t.Fatalf("logReason = %q, want %q", got, want)
+	}
+}

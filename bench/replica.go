@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// replicaMain is the hidden subcommand "replica": one replica process of a
+// run. It builds the tasks, runs the system until SIGTERM, and writes
+// "ready <ms>" to stdout once the system said it runs (ms since the
+// process's main started). Errors go to stderr and exit 1.
+func replicaMain(args []string) {
+	start := time.Now()
+	fs := flag.NewFlagSet("replica", flag.ExitOnError)
+	system := fs.String("system", "", "system name")
+	replica := fs.Int("replica", 0, "replica number")
+	redisAddr := fs.String("redis", "", "redis host:port")
+	pgURL := fs.String("pg", "", "PostgreSQL URL")
+	myDSN := fs.String("mysql", "", "MariaDB DSN")
+	workers := fs.Int("workers", 64, "handlers running at once")
+	tasks := fs.Int("tasks", 0, "tasks")
+	spec := fs.String("spec", "", "six-field cron spec of every task")
+	recPath := fs.String("rec", "", "invocation file")
+	capacity := fs.Int64("cap", 1<<20, "records the invocation file holds")
+	_ = fs.Parse(args)
+	if err := runReplica(start, *system, *recPath, *capacity, *tasks, *spec, ReplicaEnv{
+		Replica: *replica, RedisAddr: *redisAddr, PostgresURL: *pgURL, MySQLDSN: *myDSN, Workers: *workers,
+	}); err != nil {
+		fmt.Fprintf(os.Stderr, "replica %d: %v\n", *replica, err)
+		os.Exit(1)
+	}
+}
+
+func runReplica(start time.Time, name, recPath string, capacity int64, n int, spec string, env ReplicaEnv) error {
+	sys, err := newSystem(name)
+	if err != nil {
+		return err
+	}
+	rec, err := newFileRecorder(recPath, capacity)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if d := rec.dropped.Load(); d > 0 {
+			fmt.Fprintf(os.Stderr, "replica %d: %d records dropped (file full)\n", env.Replica, d)
+		}
+		_ = rec.close()
+	}()
+	tasks := make([]TaskSpec, n)
+	for i := range tasks {
+		tasks[i] = TaskSpec{Code: taskCode(i), Spec: spec}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	readyOnce := make(chan struct{})
+	ready := func() {
+		select {
+		case <-readyOnce:
+		default:
+			close(readyOnce)
+			fmt.Printf("ready %d\n", time.Since(start).Milliseconds())
+		}
+	}
+	if err := sys.Run(ctx, env, tasks, rec, ready); err != nil {
+		return err
+	}
+	// Run may return once the system runs or once it stopped: either way
+	// the replica lives until SIGTERM.
+	<-ctx.Done()
+	return nil
+}

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// document is the JSON output of one harness run.
+type document struct {
+	Profile  string    `json:"profile"`
+	Started  time.Time `json:"started"`
+	Duration string    `json:"duration"`
+	Host     string    `json:"host"`
+	CPUs     int       `json:"cpus"`
+	Replicas int       `json:"replicas"`
+	Workers  int       `json:"workers"`
+	Results  []*result `json:"results"`
+}
+
+func writeJSON(path string, doc *document) error {
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// markdown is one table per workload, rows in the order of the runs.
+func markdown(doc *document, workloads []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Profile %s, %s, %d CPUs, %d replicas per system, %d workers each; lateness = start − scheduled.\n",
+		doc.Profile, doc.Started.UTC().Format("2006-01-02 15:04 UTC"), doc.CPUs, doc.Replicas, doc.Workers)
+	for _, w := range workloads {
+		var rows []*result
+		for _, r := range doc.Results {
+			if r.Workload == w {
+				rows = append(rows, r)
+			}
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n### %s\n\n", w)
+		switch w {
+		case "scale":
+			b.WriteString("| system | tasks | start-up s (slowest replica) | RSS MiB (largest replica) | idle CPU % of a core (mean per replica) | peak RSS MiB |\n")
+			b.WriteString("|---|---|---|---|---|---|\n")
+			for _, r := range rows {
+				if r.NA != "" {
+					fmt.Fprintf(&b, "| %s | %s | n/a: %s | | | |\n", r.System, num(int64(r.Tasks)), mdEscape(r.NA))
+					continue
+				}
+				fmt.Fprintf(&b, "| %s | %s | %.1f | %.0f | %.2f | %.0f |\n", r.System, num(int64(r.Tasks)),
+					maxOf(r.StartupS), maxOf(r.RSSMB), mean(r.IdleCPUPct), maxOf(r.PeakRSSMB))
+			}
+		case "throughput":
+			b.WriteString("| system | sustained fires/s | steps: fires/s → p99 ms, missed, duplicated | CPU s / 1k fires | Redis cmds / 1k fires | DB rows / fire | peak RSS MiB |\n")
+			b.WriteString("|---|---|---|---|---|---|---|\n")
+			b.WriteString("|   |   | (figures of the last step run) | | | | |\n")
+			for _, sys := range systemsOf(rows) {
+				steps, sustained, last := throughputOf(rows, sys)
+				var txt []string
+				for _, r := range steps {
+					if r.NA != "" {
+						txt = append(txt, fmt.Sprintf("%s → n/a: %s", num(int64(r.Tasks)), mdEscape(r.NA)))
+						continue
+					}
+					mark := ""
+					if !r.Pass {
+						mark = " ✗"
+					}
+					txt = append(txt, fmt.Sprintf("%s → %.0f, %s, %s%s", num(int64(r.Tasks)), r.LateP99, num(r.Missed), num(r.Duplicated), mark))
+				}
+				if last.NA != "" {
+					fmt.Fprintf(&b, "| %s | %s | %s | | | | |\n", sys, num(int64(sustained)), strings.Join(txt, "; "))
+					continue
+				}
+				fmt.Fprintf(&b, "| %s | %s | %s | %.3f | %.1f | %s | %.0f |\n", sys, num(int64(sustained)),
+					strings.Join(txt, "; "), last.CPUPer1k, last.RedisPer1k, rowsText(last), maxOf(last.PeakRSSMB))
+			}
+		default:
+			extra := ""
+			if w == "failover" {
+				extra = " killed | longest gap s | fires > 1 s late |"
+			}
+			b.WriteString("| system | tasks | fires expected | invoked once | duplicated | missed | p50 ms | p90 ms | p99 ms | max ms | CPU s / 1k fires | Redis cmds / 1k fires | DB rows / fire | peak RSS MiB |" + extra + "\n")
+			b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" + strings.Repeat("---|", strings.Count(extra, "|")) + "\n")
+			for _, r := range rows {
+				if r.NA != "" {
+					fmt.Fprintf(&b, "| %s | %s | n/a: %s |%s\n", r.System, num(int64(r.Tasks)), mdEscape(r.NA),
+						strings.Repeat(" |", 11+strings.Count(extra, "|")))
+					continue
+				}
+				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %.0f | %.0f | %.0f | %.0f | %.3f | %.1f | %s | %.0f |",
+					r.System, num(int64(r.Tasks)), num(r.Expected), num(r.Once), num(r.Duplicated), num(r.Missed),
+					r.LateP50, r.LateP90, r.LateP99, r.LateMax, r.CPUPer1k, r.RedisPer1k, rowsText(r), maxOf(r.PeakRSSMB))
+				if w == "failover" {
+					fmt.Fprintf(&b, " %s | %.1f | %s |", r.Killed, r.LongestGapMs/1000, num(r.LateFires))
+				}
+				if r.Unexpected > 0 {
+					fmt.Fprintf(&b, " (%s invocations at unscheduled instants)", num(r.Unexpected))
+				}
+				b.WriteString("\n")
+			}
+		}
+	}
+	return b.String()
+}
+
+// systemsOf lists the systems of rows in their first order.
+func systemsOf(rows []*result) []string {
+	var out []string
+	for _, r := range rows {
+		if !slices.Contains(out, r.System) {
+			out = append(out, r.System)
+		}
+	}
+	return out
+}
+
+// throughputOf is a system's throughput steps, the highest rate of the
+// passing steps before the first failing one, and the last step run.
+func throughputOf(rows []*result, system string) (steps []*result, sustained int, last *result) {
+	failed := false
+	for _, r := range rows {
+		if r.System != system {
+			continue
+		}
+		steps = append(steps, r)
+		last = r
+		if r.NA == "" && r.Pass && !failed {
+			sustained = r.Tasks
+		} else {
+			failed = true
+		}
+	}
+	return steps, sustained, last
+}
+
+func rowsText(r *result) string {
+	if r.DBRowsPerFire == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", *r.DBRowsPerFire)
+}
+
+func mdEscape(s string) string {
+	s = strings.ReplaceAll(s, "|", "/")
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 220 {
+		s = s[:220] + "…"
+	}
+	return s
+}
+
+// num writes n with thousands separators.
+func num(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
+}
+
+func maxOf(v []float64) float64 {
+	m := 0.0
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}
+
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+// charts draws one lateness CDF per workload with fires, one line per
+// system, into dir/<prefix>-<workload>.png, and returns the files.
+func charts(doc *document, workloads []string, dir, prefix string) ([]string, error) {
+	var files []string
+	for _, w := range workloads {
+		p := plot.New()
+		p.Title.Text = fmt.Sprintf("lateness CDF, %s (%s profile)", w, doc.Profile)
+		p.X.Label.Text = "start − scheduled, ms (log scale; ≤ 0.5 ms drawn at 0.5)"
+		p.Y.Label.Text = "fraction of fires"
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Min, p.Y.Max = 0, 1
+		p.Legend.Top = false
+		p.Legend.Left = false
+		lines := 0
+		for _, r := range doc.Results {
+			if r.Workload != w || r.NA != "" || len(r.CDF) == 0 {
+				continue
+			}
+			label := r.System
+			if w == "throughput" {
+				var rows []*result
+				for _, x := range doc.Results {
+					if x.Workload == w {
+						rows = append(rows, x)
+					}
+				}
+				if _, _, last := throughputOf(rows, r.System); last != r {
+					continue // one line per system: its last step
+				}
+				label = fmt.Sprintf("%s @ %s/s", r.System, num(int64(r.Tasks)))
+			}
+			pts := make(plotter.XYs, len(r.CDF))
+			for i, v := range r.CDF {
+				pts[i].X = math.Max(v, 0.5)
+				pts[i].Y = float64(i) / 100
+			}
+			l, err := plotter.NewLine(pts)
+			if err != nil {
+				return files, err
+			}
+			l.Color = plotutil.Color(lines)
+			l.Dashes = plotutil.Dashes(lines)
+			l.Width = vg.Points(1.5)
+			p.Add(l)
+			p.Legend.Add(label, l)
+			lines++
+		}
+		if lines == 0 {
+			continue
+		}
+		p.Add(plotter.NewGrid())
+		p.BackgroundColor = color.White
+		path := filepath.Join(dir, prefix+"-"+w+".png")
+		if err := p.Save(18*vg.Centimeter, 11*vg.Centimeter, path); err != nil {
+			return files, err
+		}
+		files = append(files, path)
+	}
+	return files, nil
+}

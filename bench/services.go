@@ -1,0 +1,372 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/driver/mysql"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Every run gets its own redis-server, and its own PostgreSQL or MariaDB
+// when the system needs one, on free ports with their data in the run's
+// temp dir: the machine's shared services (6379, 5432, 3306) are never
+// touched, and no run sees the keys or rows of another. The database
+// clusters are initialised once per coordinator into a template and
+// copied for each run (cp -a takes milliseconds, initdb seconds).
+//
+// Each server is a direct child with Pdeathsig, so a coordinator that dies
+// takes its servers with it.
+
+// freePort asks the kernel for a port nobody listens on.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// server is one service process of a run.
+type server struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	stop syscall.Signal // the signal of a clean, quick shutdown
+}
+
+func startServer(name, logPath string, stop syscall.Signal, cred *syscall.Credential, bin string, args ...string) (*server, error) {
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: cred}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	s := &server{name: name, cmd: cmd, done: make(chan struct{}), stop: stop}
+	go func() { _ = cmd.Wait(); close(s.done) }()
+	return s, nil
+}
+
+// kill stops the server (its clean signal, SIGKILL after 10 s).
+func (s *server) kill() {
+	if s == nil || s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(s.stop)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+func (s *server) exited() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitUp polls ping until it answers, the server exits or 60 s pass.
+func waitUp(s *server, logPath string, ping func(context.Context) error) error {
+	deadline := time.Now().Add(60 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if s.exited() {
+			return fmt.Errorf("%s exited at start: %s", s.name, tail(logPath, 600))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err = ping(ctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s did not answer in 60 s: %v (%s)", s.name, err, tail(logPath, 600))
+}
+
+// tail is the end of a log file, for error messages.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// services are the servers of one run.
+type services struct {
+	dir      string
+	redis    *server
+	redisAdr string
+	pg       *server
+	pgURL    string
+	my       *server
+	myDSN    string
+}
+
+func (s *services) env() (redisAddr, pgURL, myDSN string) { return s.redisAdr, s.pgURL, s.myDSN }
+
+// close stops every server; the caller removes dir.
+func (s *services) close() {
+	s.redis.kill()
+	s.pg.kill()
+	s.my.kill()
+}
+
+// templates are the database clusters initialised once per coordinator.
+type templates struct {
+	root   string // the coordinator's temp dir
+	pgBin  string
+	pgData string // "" until initialised
+	pgCred *syscall.Credential
+	myData string
+}
+
+func findPostgresBin() (string, error) {
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool {
+		vi, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[i])))
+		vj, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[j])))
+		return vi > vj
+	})
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "postgres")); err == nil {
+			return d, nil
+		}
+	}
+	return "", errors.New("no PostgreSQL server binaries under /usr/lib/postgresql/*/bin")
+}
+
+// postgresCred is the postgres user when we are root (PostgreSQL refuses
+// to run as root), nil otherwise.
+func postgresCred() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("running as root needs a postgres user: %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+func chownTo(cred *syscall.Credential, paths ...string) error {
+	if cred == nil {
+		return nil
+	}
+	for _, p := range paths {
+		if err := os.Chown(p, int(cred.Uid), int(cred.Gid)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *templates) postgres() error {
+	if t.pgData != "" {
+		return nil
+	}
+	bin, err := findPostgresBin()
+	if err != nil {
+		return err
+	}
+	cred, err := postgresCred()
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(t.root, "pg-template")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	if err := chownTo(cred, dir); err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(bin, "initdb"), "-D", filepath.Join(dir, "data"), "-U", "postgres", "-A", "trust",
+		"-E", "UTF8", "--no-sync", "--no-instructions")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("initdb: %w\n%s", err, out)
+	}
+	t.pgBin, t.pgCred, t.pgData = bin, cred, filepath.Join(dir, "data")
+	return nil
+}
+
+func (t *templates) mariadb() error {
+	if t.myData != "" {
+		return nil
+	}
+	dir := filepath.Join(t.root, "my-template")
+	cmd := exec.Command("mariadb-install-db", "--no-defaults", "--datadir="+dir, "--user=root",
+		"--auth-root-authentication-method=normal", "--skip-test-db")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("mariadb-install-db: %w\n%s", err, out)
+	}
+	t.myData = dir
+	return nil
+}
+
+func copyDir(from, to string) error {
+	if out, err := exec.Command("cp", "-a", from, to).CombinedOutput(); err != nil {
+		return fmt.Errorf("cp -a %s %s: %w\n%s", from, to, err, out)
+	}
+	return nil
+}
+
+// startServices starts redis-server and, when asked, PostgreSQL and
+// MariaDB for one run, in dir.
+func startServices(t *templates, dir string, needPG, needMy bool) (_ *services, err error) {
+	s := &services{dir: dir}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	rdir := filepath.Join(dir, "redis")
+	if err := os.Mkdir(rdir, 0o755); err != nil {
+		return nil, err
+	}
+	rlog := filepath.Join(dir, "redis.log")
+	s.redis, err = startServer("redis-server", rlog, syscall.SIGTERM, nil, "redis-server", "--port", strconv.Itoa(port),
+		"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", rdir, "--daemonize", "no")
+	if err != nil {
+		return nil, err
+	}
+	s.redisAdr = "127.0.0.1:" + strconv.Itoa(port)
+	c := redis.NewClient(&redis.Options{Addr: s.redisAdr})
+	err = waitUp(s.redis, rlog, func(ctx context.Context) error { return c.Ping(ctx).Err() })
+	_ = c.Close()
+	if err != nil {
+		return nil, err
+	}
+
+	if needPG {
+		if err := t.postgres(); err != nil {
+			return nil, err
+		}
+		pdir := filepath.Join(dir, "pg")
+		if err := os.Mkdir(pdir, 0o700); err != nil {
+			return nil, err
+		}
+		if err := chownTo(t.pgCred, pdir); err != nil {
+			return nil, err
+		}
+		if err := copyDir(t.pgData, filepath.Join(pdir, "data")); err != nil {
+			return nil, err
+		}
+		if port, err = freePort(); err != nil {
+			return nil, err
+		}
+		plog := filepath.Join(dir, "postgres.log")
+		// Durability off (fsync, synchronous_commit, full_page_writes): the
+		// data is thrown away after the run, and every system on PostgreSQL
+		// gets the same settings.
+		s.pg, err = startServer("postgres", plog, syscall.SIGINT, t.pgCred, filepath.Join(t.pgBin, "postgres"),
+			"-D", filepath.Join(pdir, "data"), "-p", strconv.Itoa(port), "-k", pdir,
+			"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300", "-c", "fsync=off",
+			"-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "shared_buffers=256MB")
+		if err != nil {
+			return nil, err
+		}
+		s.pgURL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+		if err := waitUp(s.pg, plog, func(ctx context.Context) error { return pingSQL(ctx, "postgres", s.pgURL) }); err != nil {
+			return nil, err
+		}
+	}
+
+	if needMy {
+		if err := t.mariadb(); err != nil {
+			return nil, err
+		}
+		mdir := filepath.Join(dir, "mariadb")
+		if err := copyDir(t.myData, mdir); err != nil {
+			return nil, err
+		}
+		if port, err = freePort(); err != nil {
+			return nil, err
+		}
+		mlog := filepath.Join(dir, "mariadb.log")
+		// The same durability trade as PostgreSQL's: the redo log is
+		// written at commit but not flushed, no binlog, no doublewrite.
+		s.my, err = startServer("mariadbd", mlog, syscall.SIGTERM, nil, "mariadbd", "--no-defaults",
+			"--datadir="+mdir, "--port="+strconv.Itoa(port), "--bind-address=127.0.0.1",
+			"--socket="+filepath.Join(dir, "mariadb.sock"), "--pid-file="+filepath.Join(dir, "mariadb.pid"),
+			"--user=root", "--skip-log-bin", "--innodb-flush-log-at-trx-commit=2", "--innodb-doublewrite=0",
+			"--innodb-buffer-pool-size=256M", "--max-connections=500")
+		if err != nil {
+			return nil, err
+		}
+		root := fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port)
+		if err := waitUp(s.my, mlog, func(ctx context.Context) error { return pingSQL(ctx, "mysql", root) }); err != nil {
+			return nil, err
+		}
+		db, err := openSQL("mysql", root)
+		if err != nil {
+			return nil, err
+		}
+		err = db.Exec("CREATE DATABASE bench").Error
+		closeSQL(db)
+		if err != nil {
+			return nil, fmt.Errorf("create database bench: %w", err)
+		}
+		s.myDSN = fmt.Sprintf("root@tcp(127.0.0.1:%d)/bench?parseTime=true&loc=UTC", port)
+	}
+	return s, nil
+}
+
+// openSQL opens a GORM connection for the coordinator's own queries.
+func openSQL(kind, dsn string) (*gorm.DB, error) {
+	cfg := &gorm.Config{Logger: logger.Discard}
+	if kind == "postgres" {
+		return gorm.Open(postgres.Open(dsn), cfg)
+	}
+	return gorm.Open(mysql.Open(dsn), cfg)
+}
+
+func closeSQL(db *gorm.DB) {
+	if sqlDB, err := db.DB(); err == nil {
+		_ = sqlDB.Close()
+	}
+}
+
+func pingSQL(ctx context.Context, kind, dsn string) error {
+	db, err := openSQL(kind, dsn)
+	if err != nil {
+		return err
+	}
+	defer closeSQL(db)
+	return db.WithContext(ctx).Exec("SELECT 1").Error
+}
