@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,6 +17,8 @@ import (
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+
+	"github.com/xtimer-go/xtimer/internal/localsvc"
 )
 
 // Every run gets its own redis-server, and its own PostgreSQL or MariaDB
@@ -31,16 +30,6 @@ import (
 //
 // Each server is a direct child with Pdeathsig, so a coordinator that dies
 // takes its servers with it.
-
-// freePort asks the kernel for a port nobody listens on.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
 
 // server is one service process of a run.
 type server struct {
@@ -150,21 +139,6 @@ type templates struct {
 	myData string
 }
 
-func findPostgresBin() (string, error) {
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(dirs, func(i, j int) bool {
-		vi, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[i])))
-		vj, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[j])))
-		return vi > vj
-	})
-	for _, d := range dirs {
-		if _, err := os.Stat(filepath.Join(d, "postgres")); err == nil {
-			return d, nil
-		}
-	}
-	return "", errors.New("no PostgreSQL server binaries under /usr/lib/postgresql/*/bin")
-}
-
 // postgresCred is the postgres user when we are root (PostgreSQL refuses
 // to run as root), nil otherwise.
 func postgresCred() (*syscall.Credential, error) {
@@ -196,7 +170,7 @@ func (t *templates) postgres() error {
 	if t.pgData != "" {
 		return nil
 	}
-	bin, err := findPostgresBin()
+	bin, err := localsvc.PostgresBin()
 	if err != nil {
 		return err
 	}
@@ -251,7 +225,7 @@ func startServices(t *templates, dir string, needPG, needMy bool) (_ *services, 
 			s.close()
 		}
 	}()
-	port, err := freePort()
+	port, err := localsvc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +261,7 @@ func startServices(t *templates, dir string, needPG, needMy bool) (_ *services, 
 		if err := copyDir(t.pgData, filepath.Join(pdir, "data")); err != nil {
 			return nil, err
 		}
-		if port, err = freePort(); err != nil {
+		if port, err = localsvc.FreePort(); err != nil {
 			return nil, err
 		}
 		plog := filepath.Join(dir, "postgres.log")
@@ -315,7 +289,7 @@ func startServices(t *templates, dir string, needPG, needMy bool) (_ *services, 
 		if err := copyDir(t.myData, mdir); err != nil {
 			return nil, err
 		}
-		if port, err = freePort(); err != nil {
+		if port, err = localsvc.FreePort(); err != nil {
 			return nil, err
 		}
 		mlog := filepath.Join(dir, "mariadb.log")

@@ -33,6 +33,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/xtimer-go/xtimer/internal/localsvc"
 )
 
 // profile is the size and length of a run.
@@ -201,7 +203,7 @@ func (h *harness) setup() error {
 		return fmt.Errorf("go build ./chaos/replica: %w\n%s", err, out)
 	}
 
-	rport, err := freePort()
+	rport, err := localsvc.FreePort()
 	if err != nil {
 		return err
 	}
@@ -211,11 +213,11 @@ func (h *harness) setup() error {
 		return err
 	}
 
-	pbin, err := findPostgresBin()
+	pbin, err := localsvc.PostgresBin()
 	if err != nil {
 		return err
 	}
-	pport, err := freePort()
+	pport, err := localsvc.FreePort()
 	if err != nil {
 		return err
 	}

@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,16 +18,6 @@ import (
 // The harness runs its own Redis and PostgreSQL, on free ports, with their
 // data in its temp dir: faults are injected by stopping and starting these
 // processes, so they must never be the machine's shared services.
-
-// freePort asks the kernel for a port nobody listens on.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
 
 // redisServer is a redis-server process without persistence: stopping it
 // loses every key, as a restarted cache node does.
@@ -94,21 +82,6 @@ type postgresServer struct {
 	bin  string // /usr/lib/postgresql/N/bin
 	dir  string // owned by the server's user: data/, sock/, server.log
 	port int
-}
-
-func findPostgresBin() (string, error) {
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(dirs, func(i, j int) bool {
-		vi, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[i])))
-		vj, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[j])))
-		return vi > vj
-	})
-	for _, d := range dirs {
-		if _, err := os.Stat(filepath.Join(d, "pg_ctl")); err == nil {
-			return d, nil
-		}
-	}
-	return "", fmt.Errorf("no PostgreSQL server binaries under /usr/lib/postgresql/*/bin (apt-get install postgresql)")
 }
 
 func (p *postgresServer) dsn() string {
