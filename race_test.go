@@ -1,5 +1,0 @@
-//go:build race
-
-package xtimer
-
-const raceEnabled = true
