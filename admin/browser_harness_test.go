@@ -329,8 +329,10 @@ func evalJS[T any](tb *tab, expr string) T {
 	return v
 }
 
-// waitFor polls a JavaScript condition until it holds. It keeps polling
-// across a navigation (the old document's context goes away mid-call).
+// waitFor polls a JavaScript condition until it holds on a fully loaded
+// document: a page still being parsed already shows its header (the zone
+// name, the flash) but not yet its body. It keeps polling across a
+// navigation (the old document's context goes away mid-call).
 // what says what the test waits for; on timeout the failure shows it and
 // the value of show, an expression describing the page's state.
 func (tb *tab) waitFor(what, cond, show string) {
@@ -338,7 +340,7 @@ func (tb *tab) waitFor(what, cond, show string) {
 	deadline := time.Now().Add(pageWaitTimeout)
 	var lastErr error
 	for {
-		ok, err := chromedp.Run(tb.ctx, chromedp.Evaluate[bool](cond))
+		ok, err := chromedp.Run(tb.ctx, chromedp.Evaluate[bool](`document.readyState === "complete" && (`+cond+`)`))
 		if err == nil && ok {
 			return
 		}
