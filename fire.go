@@ -30,6 +30,17 @@ const (
 type armedFire struct {
 	row store.Execution
 	due time.Time
+	// exact: claimed at its run time, not ahead of it. Its task forbids
+	// overlap, and whether an earlier fire still runs is known only then.
+	exact bool
+}
+
+// claimAt is when f is claimed, with lead the claim's lead.
+func (f armedFire) claimAt(lead time.Duration) time.Time {
+	if f.exact {
+		return f.due
+	}
+	return f.due.Add(-lead)
 }
 
 type fireHeap []armedFire
@@ -56,7 +67,9 @@ func (s *Scheduler) arm(r store.Execution) {
 		return
 	}
 	s.armedIDs[r.ID] = true
-	heap.Push(&s.armed, armedFire{row: r, due: time.UnixMilli(r.RunTime)})
+	t := s.tasks[r.TaskCode]
+	exact := t != nil && OverlapPolicy(t.row.Overlap) == OverlapForbid
+	heap.Push(&s.armed, armedFire{row: r, due: time.UnixMilli(r.RunTime), exact: exact})
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -64,28 +77,39 @@ func (s *Scheduler) arm(r store.Execution) {
 	}
 }
 
-// dispatchLoop sleeps until the earliest armed fire is due, on one timer.
+// dispatchLoop sleeps on one timer until the earliest armed fire is due
+// for its claim (claimLead ahead of its run time), or a claimed one for
+// its start.
 func (s *Scheduler) dispatchLoop(ctx context.Context) {
 	defer s.loops.Done()
+	defer s.stopClaimed()
 	timer := s.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		now := s.clock.Now()
+		lead := s.claimLead()
 		var due []armedFire
 		wait := time.Hour
 		s.mu.Lock()
-		for s.armed.Len() > 0 && !s.armed[0].due.After(now) {
+		for s.armed.Len() > 0 && !s.armed[0].claimAt(lead).After(now) {
 			f := heap.Pop(&s.armed).(armedFire)
 			delete(s.armedIDs, f.row.ID)
 			due = append(due, f)
 		}
 		if s.armed.Len() > 0 {
-			wait = s.armed[0].due.Sub(now)
+			wait = s.armed[0].claimAt(lead).Sub(now)
 		}
 		s.mu.Unlock()
+		for s.claimed.Len() > 0 && !s.claimed[0].due.After(now) {
+			f := heap.Pop(&s.claimed).(armedFire)
+			s.begin(f.row, f.due)
+		}
+		if s.claimed.Len() > 0 {
+			wait = min(wait, s.claimed[0].due.Sub(now))
+		}
 		if len(due) > 0 || (len(s.backlog) > 0 && s.fenceRoom() > 0) {
 			s.dispatch(ctx, due, now)
-			continue // time moved while starting; look again before sleeping
+			continue // time moved while claiming; look again before sleeping
 		}
 		timer.Reset(wait)
 		select {
@@ -96,6 +120,51 @@ func (s *Scheduler) dispatchLoop(ctx context.Context) {
 		case <-timer.C():
 		}
 	}
+}
+
+// Fires are claimed ahead of their run time by about two round trips of
+// the claim (claimLead), so that their handlers start on time, without a
+// database round trip in between: at the run time, the row says already
+// that this replica starts the fire. Within those bounds.
+const (
+	minClaimLead = 2 * time.Millisecond
+	maxClaimLead = 250 * time.Millisecond
+)
+
+// claimLead is how far ahead of their run time fires are claimed: twice
+// the moving average of the claim's round trip, plus a millisecond for the
+// timer. Only the dispatcher calls it.
+func (s *Scheduler) claimLead() time.Duration {
+	return min(max(2*s.claimRTT+time.Millisecond, minClaimLead), maxClaimLead)
+}
+
+// noteClaimRTT folds one claim's round trip into claimRTT.
+func (s *Scheduler) noteClaimRTT(d time.Duration) {
+	if s.claimRTT == 0 {
+		s.claimRTT = d
+		return
+	}
+	s.claimRTT += (d - s.claimRTT) / 4
+}
+
+// begin starts the first attempt of a fire this replica claimed, recorded
+// as started at startAt.
+func (s *Scheduler) begin(r store.Execution, startAt time.Time) {
+	r.Attempt = 1
+	s.updates.started(r, startAt)
+	s.startAttempt(r, startAt)
+}
+
+// stopClaimed runs as the dispatcher stops: fires it claimed ahead of a
+// run time not reached yet did not start, and are handed to Stop, which
+// releases them with the fires this replica recorded and did not claim.
+func (s *Scheduler) stopClaimed() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.claimed {
+		s.unstarted = append(s.unstarted, f.row.ID)
+	}
+	s.claimed = nil
 }
 
 // startClaimTimeout bounds the one database round trip before fires
@@ -178,8 +247,12 @@ func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time
 	// off after the database committed it (the fires would be claimed and
 	// never run); Stop waits for this round and its handlers instead.
 	claimCtx, cancel := context.WithTimeout(context.Background(), startClaimTimeout)
+	sent := time.Now() // the round trip is physical, whatever the injected clock says
 	started, err := s.store.StartFires(claimCtx, s.opts.App, ids, s.opts.InstanceID, now.UnixMilli())
 	cancel()
+	if err == nil {
+		s.noteClaimRTT(time.Since(sent))
+	}
 	if err != nil {
 		// Nothing starts without its row saying so. The fires stay armed and
 		// are tried again; when the database is back, they run late or go
@@ -206,9 +279,12 @@ func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time
 			s.log.Info("fire not started here: another replica took it over", "task", r.TaskCode, "execution", r.ID)
 			continue
 		}
-		r.Attempt = 1
-		s.updates.started(r, now)
-		s.startAttempt(r, now)
+		// StartFires recorded the start at the run time, or now if later.
+		if at := time.UnixMilli(max(r.RunTime, now.UnixMilli())); at.After(now) {
+			heap.Push(&s.claimed, armedFire{row: r, due: at})
+		} else {
+			s.begin(r, at)
+		}
 	}
 }
 
@@ -219,14 +295,30 @@ func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time
 // runs them, where a fire claimed and waiting in the pool would be lost
 // with the replica (its row says it started). Each attempt that ends
 // wakes the dispatcher, which claims the next ones.
+//
 // fenceRoom is how many more Go fires may be claimed now: enough to fill
-// the free workers and one pool's worth waiting behind them, so that the
-// claim of the next batch overlaps with running this one. At most that
-// many claimed fires are lost if the replica dies.
+// the free workers, and behind them as many as the pool is expected to
+// start within maxClaimWait, by the moving average of its run times (one
+// pool's worth at least, and until a first handler returned). So a burst
+// of quick handlers is claimed in one round trip, and slow ones are
+// claimed a pool's worth at a time. Fires claimed ahead of their run time
+// count as waiting. At most that many claimed fires are lost if the
+// replica dies.
 func (s *Scheduler) fenceRoom() int {
 	running, waiting := s.pool.Stats()
-	return max(2*s.opts.Workers-running-waiting, 0)
+	behind := s.opts.Workers
+	if mean, ok := s.pool.MeanRun(); ok && mean < maxClaimWait {
+		behind = int(min(int64(s.opts.Workers)*int64(maxClaimWait/mean), maxClaimRound))
+	}
+	return max(s.opts.Workers-running+behind-waiting-s.claimed.Len(), 0)
 }
+
+// maxClaimWait bounds the time a claimed fire is expected to wait for a
+// worker; maxClaimRound bounds the fires claimed in one round.
+const (
+	maxClaimWait  = 100 * time.Millisecond
+	maxClaimRound = 5000
+)
 
 func (s *Scheduler) fenceNow(ready []store.Execution) []store.Execution {
 	var fence, goFires []store.Execution

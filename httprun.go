@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,20 +38,55 @@ func (s *Scheduler) runsHere(code string) bool {
 	return s.runsHereLocked(code)
 }
 
-// runnableCodes lists the tasks this replica can run.
-func (s *Scheduler) runnableCodes() []string {
+// maxClaimCodes bounds the task codes ClaimFires sends in one query.
+const maxClaimCodes = 1000
+
+// claimCodes names the tasks this replica can run, for ClaimFires, in as
+// few codes as it takes: those it runs when they are few, otherwise the
+// stored tasks it does not run (none, usually: every replica of a service
+// registers the same handlers), otherwise maxClaimCodes of those it runs,
+// the next ones at each call. It is recomputed only when the handlers or
+// the tasks changed (s.codesGen), since the tasks can be a million.
+func (s *Scheduler) claimCodes() store.CodeSet {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	codes := make([]string, 0, len(s.handlers))
-	for c := range s.handlers {
-		codes = append(codes, c)
-	}
-	for c, t := range s.tasks {
-		if t.http != nil {
-			codes = append(codes, c)
+	if s.claimSet.gen != s.codesGen || s.claimSet.runs == nil {
+		var runs, others []string
+		for c := range s.handlers {
+			runs = append(runs, c)
 		}
+		for c, t := range s.tasks {
+			switch {
+			case t.http != nil:
+				runs = append(runs, c)
+			case s.handlers[c] == nil:
+				others = append(others, c)
+			}
+		}
+		slices.Sort(runs)
+		s.claimSet = claimSet{gen: s.codesGen, runs: runs, others: others}
 	}
-	return codes
+	cs := &s.claimSet
+	switch {
+	case len(cs.runs) <= maxClaimCodes:
+		return store.CodeSet{Codes: slices.Clip(cs.runs)}
+	case len(cs.others) <= maxClaimCodes:
+		return store.CodeSet{Codes: slices.Clip(cs.others), Except: true}
+	}
+	if cs.next >= len(cs.runs) {
+		cs.next = 0
+	}
+	in := cs.runs[cs.next:min(cs.next+maxClaimCodes, len(cs.runs))]
+	cs.next += len(in)
+	return store.CodeSet{Codes: slices.Clip(in)}
+}
+
+// claimSet caches claimCodes's lists, for the handlers and tasks of
+// codesGen.
+type claimSet struct {
+	gen          int
+	runs, others []string
+	next         int // where the next rotating chunk of runs starts
 }
 
 // httpQueues holds, per task, the requests beyond its MaxConcurrent.

@@ -248,7 +248,7 @@ func (s *Scheduler) DeleteTask(ctx context.Context, code string) error {
 		return fmt.Errorf("xtimer: delete task %q: %w", code, err)
 	}
 	s.mu.Lock()
-	delete(s.tasks, code)
+	s.dropTaskLocked(code)
 	s.mu.Unlock()
 	s.log.Info("http task deleted", "task", code)
 	return nil

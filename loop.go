@@ -57,6 +57,11 @@ type taskState struct {
 	// before it, so planning the current minute again never back-fills its
 	// past. Zero otherwise: the task's creation is the limit then.
 	since time.Time
+	// The schedule has no fire after quietFrom and before quietUntil (its
+	// next one): firesIn skips the task in the minutes between without
+	// computing its schedule, so a daily task costs one Next a day, not
+	// one a minute. Read and written under s.mu.
+	quietFrom, quietUntil time.Time
 }
 
 func (t *taskState) active() bool {
@@ -151,7 +156,7 @@ func (s *Scheduler) adoptTask(row store.Task) {
 		s.mu.Unlock()
 		return
 	}
-	s.tasks[row.Code] = t
+	s.setTaskLocked(t)
 	rescheduled := old != nil && scheduleChanged(old.row, row)
 	resumed := old != nil && old.row.Status != store.TaskActive && row.Status == store.TaskActive
 	switch {
@@ -170,6 +175,28 @@ func (s *Scheduler) adoptTask(row store.Task) {
 	if rescheduled {
 		spec, dialect, zone := row.Effective()
 		s.log.Info("task schedule changed; it applies from now on", "task", row.Code, "spec", spec, "dialect", dialect, "zone", zone)
+	}
+}
+
+// setTaskLocked puts t in the local view of the tasks. s.mu is held.
+func (s *Scheduler) setTaskLocked(t *taskState) {
+	old := s.tasks[t.row.Code]
+	if old != nil && old.bucket != t.bucket {
+		delete(s.byBucket[old.bucket], t.row.Code)
+	}
+	if old == nil || (old.http == nil) != (t.http == nil) {
+		s.codesGen++
+	}
+	s.tasks[t.row.Code] = t
+	s.byBucket[t.bucket][t.row.Code] = t
+}
+
+// dropTaskLocked removes a task from the local view. s.mu is held.
+func (s *Scheduler) dropTaskLocked(code string) {
+	if t := s.tasks[code]; t != nil {
+		delete(s.byBucket[t.bucket], code)
+		delete(s.tasks, code)
+		s.codesGen++
 	}
 }
 
@@ -197,7 +224,7 @@ func (s *Scheduler) syncTasks(ctx context.Context) error {
 	}
 	for code := range s.tasks {
 		if _, ok := versions[code]; !ok {
-			delete(s.tasks, code)
+			s.dropTaskLocked(code)
 		}
 	}
 	s.mu.Unlock()
@@ -377,8 +404,8 @@ func (s *Scheduler) firesIn(minute int64, bucket int, only map[string]bool) []fi
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []fire
-	for code, t := range s.tasks {
-		if t.bucket != bucket || !t.active() || only != nil && !only[code] {
+	for code, t := range s.byBucket[bucket] {
+		if !t.active() || only != nil && !only[code] {
 			continue
 		}
 		end := t.endAt()
@@ -393,11 +420,19 @@ func (s *Scheduler) firesIn(minute int64, bucket int, only map[string]bool) []fi
 		if since := t.since.Add(-time.Nanosecond); !t.since.IsZero() && since.After(start) {
 			start = since
 		}
-		for at := t.sched.Next(start); !at.IsZero() && at.Before(to); at = t.sched.Next(at) {
+		if !start.Before(t.quietFrom) && !to.After(t.quietUntil) {
+			continue // no fire in the window: known from an earlier minute
+		}
+		at := t.sched.Next(start)
+		for ; !at.IsZero() && at.Before(to); at = t.sched.Next(at) {
 			if !end.IsZero() && !at.Before(end) {
 				break
 			}
 			out = append(out, fire{t, at})
+			start = at
+		}
+		if !at.IsZero() && !at.Before(to) {
+			t.quietFrom, t.quietUntil = start, at
 		}
 	}
 	return out
@@ -648,10 +683,7 @@ func (s *Scheduler) claimSlot(ctx context.Context, now time.Time, k slotKey, st 
 func (s *Scheduler) takeOver(ctx context.Context, k slotKey) error {
 	s.mu.Lock()
 	var mine, others []string
-	for code, t := range s.tasks {
-		if t.bucket != k.bucket {
-			continue
-		}
+	for code := range s.byBucket[k.bucket] {
 		if s.runsHereLocked(code) {
 			mine = append(mine, code)
 		} else {
@@ -882,13 +914,13 @@ func (s *Scheduler) rowsFor(ctx context.Context, now time.Time, t *taskState, at
 // recorded by replicas without the handler (no owner), and fires whose
 // owner died before starting them.
 func (s *Scheduler) claimFires(ctx context.Context, now time.Time) error {
-	codes := s.runnableCodes()
+	codes := s.claimCodes()
 	s.mu.Lock()
 	live := s.live
 	s.mu.Unlock()
 	// Unowned fires due in the next two seconds are claimed now and armed, so
 	// they start on time, not at the next tick.
-	claimed, err := s.store.ClaimFires(ctx, s.opts.App, s.opts.InstanceID, codes, live,
+	claimed, err := s.store.ClaimFires(ctx, s.opts.App, s.opts.InstanceID, codes, s.runsHere, live,
 		now.Add(2*time.Second).UnixMilli(), now.Add(-s.opts.ReplicaTimeout).UnixMilli(), claimBatch)
 	for _, r := range claimed {
 		s.log.Info("claimed a fire nobody was running", "task", r.TaskCode, "execution", r.ID, "run_time", time.UnixMilli(r.RunTime).UTC())

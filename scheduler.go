@@ -314,15 +314,30 @@ type Scheduler struct {
 	state    int                    // stateNew, stateRunning, stateStopped
 	handlers map[string]*taskConfig // registered in this process
 	tasks    map[string]*taskState  // every task of the app, as stored
+	// byBucket indexes tasks by bucket, so that planning a slot reads the
+	// tasks of its bucket, not every task (setTaskLocked, dropTaskLocked).
+	byBucket []map[string]*taskState
+	// codesGen counts the changes to which tasks exist and which of them
+	// this replica runs; claimSet caches what claimCodes derived from them.
+	codesGen int
+	claimSet claimSet
 	slots    map[slotKey]*slotState
 	armed    fireHeap
 	armedIDs map[int64]bool // executions in armed
 	// backlog holds Go-handler fires that are due and checked but wait for
 	// a free worker, unclaimed (fenceNow). Only the dispatcher uses it.
-	backlog  []store.Execution
-	running  map[string]int // code → attempts running here
-	live     []string       // replica IDs alive at the last heartbeat
-	lastBeat time.Time      // last heartbeat attempt
+	backlog []store.Execution
+	// claimed holds the Go and HTTP fires claimed ahead of their run time,
+	// waiting for it, and claimRTT the moving average of the claim's round
+	// trip (claimLead). Only the dispatcher uses them.
+	claimed  fireHeap
+	claimRTT time.Duration
+	// unstarted are the fires claimed ahead and not started when the
+	// dispatcher stopped, for Stop to release.
+	unstarted []int64
+	running   map[string]int // code → attempts running here
+	live      []string       // replica IDs alive at the last heartbeat
+	lastBeat  time.Time      // last heartbeat attempt
 	// beatHandlers are the handler codes the last heartbeat that wrote
 	// them wrote, at beatHandlersAt (heartbeats run on the tick loop only).
 	beatHandlers   []string
@@ -371,10 +386,14 @@ func New(opts Options) (*Scheduler, error) {
 		tracer:   newTracer(opts),
 		handlers: map[string]*taskConfig{},
 		tasks:    map[string]*taskState{},
+		byBucket: make([]map[string]*taskState, opts.Buckets),
 		slots:    map[slotKey]*slotState{},
 		running:  map[string]int{},
 		armedIDs: map[int64]bool{},
 		wake:     make(chan struct{}, 1),
+	}
+	for b := range s.byBucket {
+		s.byBucket[b] = map[string]*taskState{}
 	}
 	s.store = store.New(opts.DB, store.WithNow(s.clock.Now), store.WithRollups(!opts.NoRollups))
 	switch {
@@ -433,6 +452,7 @@ func (s *Scheduler) Register(code, spec string, h Handler, opts ...TaskOption) e
 		return fmt.Errorf("%w: %q", ErrDuplicateTask, code)
 	}
 	s.handlers[code] = &cfg
+	s.codesGen++
 	started := s.state == stateRunning
 	s.mu.Unlock()
 	if !started {
@@ -443,6 +463,7 @@ func (s *Scheduler) Register(code, spec string, h Handler, opts ...TaskOption) e
 	if err := s.upsertTask(ctx, &cfg); err != nil {
 		s.mu.Lock()
 		delete(s.handlers, code)
+		s.codesGen++
 		s.mu.Unlock()
 		if errors.Is(err, store.ErrExists) {
 			return fmt.Errorf("%w: %q is an HTTP task", ErrDuplicateTask, code)
@@ -613,9 +634,11 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 
 	var errs []error
 	// Results first, then the fires this replica recorded but did not start
-	// are handed on. If the database is away, nothing is released; the other
+	// are handed on (those it claimed ahead of their run time too). If the database is away, nothing is released; the other
 	// replicas take the fires over once this one's heartbeat expires.
 	if err := s.updates.flush(ctx); err != nil {
+		errs = append(errs, err)
+	} else if _, err := s.store.UnclaimFires(ctx, s.opts.App, s.opts.InstanceID, s.unstarted); err != nil {
 		errs = append(errs, err)
 	} else if n, err := s.store.ReleaseFires(ctx, s.opts.App, s.opts.InstanceID); err != nil {
 		errs = append(errs, err)

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"sync"
+	"time"
 )
 
 // Pool runs functions with at most Size at once. Work beyond that waits in
@@ -16,6 +17,9 @@ type Pool struct {
 	running int
 	queue   []func()
 	idle    *sync.Cond
+	// meanRun is a moving average of how long functions run, in real
+	// time (0 before the first returns): MeanRun.
+	meanRun time.Duration
 }
 
 // NewPool returns a pool that runs at most size functions at once. size must
@@ -42,8 +46,15 @@ func (p *Pool) Submit(fn func()) {
 
 func (p *Pool) work(fn func()) {
 	for fn != nil {
+		began := time.Now()
 		fn()
+		took := time.Since(began)
 		p.mu.Lock()
+		if p.meanRun == 0 {
+			p.meanRun = max(took, 1)
+		} else {
+			p.meanRun += (took - p.meanRun) / 8
+		}
 		if len(p.queue) > 0 {
 			fn = p.queue[0]
 			p.queue[0] = nil
@@ -71,6 +82,15 @@ func (p *Pool) Stats() (running, waiting int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.running, len(p.queue)
+}
+
+// MeanRun is a moving average of how long the pool's functions ran, in
+// real time, over about the last eight; ok is false before the first one
+// returned.
+func (p *Pool) MeanRun() (mean time.Duration, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.meanRun, p.meanRun > 0
 }
 
 // Wait blocks until nothing runs and nothing waits.

@@ -1,28 +1,42 @@
 package store
 
 import (
-	"fmt"
-
 	"context"
+	"fmt"
+	"slices"
 
 	"gorm.io/gorm"
 )
+
+// CodeSet names tasks by code: those in Codes, or with Except every task
+// but those.
+type CodeSet struct {
+	Codes  []string
+	Except bool
+}
 
 // ClaimFires hands replica the scheduled first attempts it should run
 // although it did not record them: rows nobody owns (replica "": manual
 // runs, fires whose recorder lacked the handler or stopped) due at dueMs,
 // and rows whose owner is not in live and whose run time is older than
 // orphanBeforeMs (the owner died between recording and running). Only
-// tasks in codes (those replica has handlers for) are claimed. Each claim
-// is a conditional update on the owner read, so two claimants never both
-// win; the rows returned are the ones replica now owns.
-func (s *Store) ClaimFires(ctx context.Context, app, replica string, codes, live []string, dueMs, orphanBeforeMs int64, limit int) ([]Execution, error) {
-	if len(codes) == 0 {
+// tasks in codes, and for which runs is true, are claimed (codes narrows
+// the query, runs decides). Each claim is a conditional update on the
+// owner read, so two claimants never both win; the rows returned are the
+// ones replica now owns.
+func (s *Store) ClaimFires(ctx context.Context, app, replica string, codes CodeSet, runs func(code string) bool, live []string, dueMs, orphanBeforeMs int64, limit int) ([]Execution, error) {
+	if len(codes.Codes) == 0 && !codes.Except {
 		return nil, nil
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	q := s.db.WithContext(ctx).Where("app = ? AND status = ? AND attempt = 0 AND started_ms = 0 AND task_code IN ?", app, StatusScheduled, codes)
+	q := s.db.WithContext(ctx).Where("app = ? AND status = ? AND attempt = 0 AND started_ms = 0", app, StatusScheduled)
+	switch {
+	case !codes.Except:
+		q = q.Where("task_code IN ?", codes.Codes)
+	case len(codes.Codes) > 0:
+		q = q.Where("task_code NOT IN ?", codes.Codes)
+	}
 	orphan := s.db.Where("run_time <= ?", orphanBeforeMs)
 	if len(live) > 0 {
 		orphan = orphan.Where("replica NOT IN ?", live)
@@ -32,6 +46,7 @@ func (s *Store) ClaimFires(ctx context.Context, app, replica string, codes, live
 	if err := q.Order("run_time, id").Limit(limit).Find(&candidates).Error; err != nil {
 		return nil, fmt.Errorf("store: read claimable fires of app %q: %w", app, err)
 	}
+	candidates = slices.DeleteFunc(candidates, func(c Execution) bool { return !runs(c.TaskCode) })
 	var mine []Execution
 	for _, c := range candidates {
 		res := s.db.WithContext(ctx).Model(&Execution{}).
@@ -68,6 +83,29 @@ func (s *Store) ReleaseFires(ctx context.Context, app, replica string) (int64, e
 	return n, nil
 }
 
+// UnclaimFires undoes StartFires for the given fires of replica, which it
+// claimed ahead of their run time and never started (it stopped first):
+// they are scheduled and unstarted again, for ReleaseFires to hand on. It
+// returns how many it undid.
+func (s *Store) UnclaimFires(ctx context.Context, app, replica string, ids []int64) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var n int64
+	for from := 0; from < len(ids); from += insertChunk {
+		res := s.db.WithContext(ctx).Model(&Execution{}).
+			Where("app = ? AND id IN ? AND replica = ? AND status = ? AND attempt = 0", app, ids[from:min(from+insertChunk, len(ids))], replica, StatusScheduled).
+			UpdateColumns(map[string]any{"started_ms": 0, "lateness_ms": 0, "claim": "", "updated_ms": s.nowMs()})
+		if res.Error != nil {
+			return n, fmt.Errorf("store: unclaim fires of replica %q: %w", replica, res.Error)
+		}
+		n += res.RowsAffected
+	}
+	return n, nil
+}
+
 // ScheduledRuns counts the fires of one task that its schedule created
 // (sources schedule and catchup, skipped ones included), for WithMaxRuns.
 func (s *Store) ScheduledRuns(ctx context.Context, app, code string) (int64, error) {
@@ -83,6 +121,14 @@ func (s *Store) ScheduledRuns(ctx context.Context, app, code string) (int64, err
 	return n, nil
 }
 
+// The start StartFires records: the fire's run time when the claim is
+// made ahead of it, the claim's instant otherwise; and its lateness. Both
+// take the claim's instant twice.
+const (
+	claimStart    = "CASE WHEN run_time > ? THEN run_time ELSE ? END"
+	claimLateness = "CASE WHEN run_time > ? THEN 0 ELSE ? - run_time END"
+)
+
 // StartFires claims the first attempts of the given executions for
 // replica, in one round trip, and returns the IDs it claimed. A row is
 // claimed only if it is still scheduled, not started (started_ms 0) and
@@ -95,7 +141,10 @@ func (s *Store) ScheduledRuns(ctx context.Context, app, code string) (int64, err
 // claim), so the databases update the rows in place (PostgreSQL's HOT
 // updates): the claim stays a few milliseconds for hundreds of fires. The
 // status moves to running afterwards, batched, with MarkRunning.
-func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica string, startedMs int64) ([]int64, error) {
+//
+// The start recorded is claimMs, or the run time of a fire claimed ahead
+// of it (claimMs before its run time): the replica starts it then.
+func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica string, claimMs int64) ([]int64, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -110,10 +159,10 @@ func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica
 		// One statement, one round trip: this is on the fire path.
 		for from := 0; from < len(ids); from += insertChunk {
 			var got []int64
-			err := s.db.WithContext(ctx).Raw(`UPDATE xtimer_executions SET lateness_ms = ? - run_time,
-				started_ms = ?, claim = ?, updated_ms = ?
+			err := s.db.WithContext(ctx).Raw(`UPDATE xtimer_executions SET lateness_ms = `+claimLateness+`,
+				started_ms = `+claimStart+`, claim = ?, updated_ms = ?
 				WHERE id IN ? AND status = ? AND attempt = 0 AND started_ms = 0 AND replica = ? RETURNING id`,
-				startedMs, startedMs, claim, s.nowMs(),
+				claimMs, claimMs, claimMs, claimMs, claim, s.nowMs(),
 				ids[from:min(from+insertChunk, len(ids))], StatusScheduled, replica).Scan(&got).Error
 			if err != nil {
 				return started, fmt.Errorf("store: start fires: %w", err)
@@ -131,8 +180,9 @@ func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica
 			res := tx.Model(&Execution{}).
 				Where("id IN ? AND status = ? AND attempt = 0 AND started_ms = 0 AND replica = ?", chunk, StatusScheduled, replica).
 				UpdateColumns(map[string]any{
-					"lateness_ms": gorm.Expr("? - run_time", startedMs),
-					"started_ms":  startedMs, "claim": claim, "updated_ms": s.nowMs(),
+					"lateness_ms": gorm.Expr(claimLateness, claimMs, claimMs),
+					"started_ms":  gorm.Expr(claimStart, claimMs, claimMs),
+					"claim":       claim, "updated_ms": s.nowMs(),
 				})
 			if res.Error != nil {
 				return fmt.Errorf("store: start fires: %w", res.Error)
@@ -141,7 +191,7 @@ func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica
 				continue
 			}
 			var got []int64
-			if err := tx.Model(&Execution{}).Where("id IN ? AND claim = ? AND started_ms = ?", chunk, claim, startedMs).
+			if err := tx.Model(&Execution{}).Where("id IN ? AND claim = ?", chunk, claim).
 				Pluck("id", &got).Error; err != nil {
 				return fmt.Errorf("store: read started fires: %w", err)
 			}
@@ -172,18 +222,25 @@ func (s *Store) TakeOverFires(ctx context.Context, app string, codes []string, f
 	defer cancel()
 	var rows []Execution
 	err = s.tx(ctx, func(tx *gorm.DB) error {
-		res := tx.Model(&Execution{}).
-			Where("app = ? AND task_code IN ? AND run_time >= ? AND run_time < ? AND status = ? AND attempt = 0 AND started_ms = 0 AND replica <> ?",
-				app, codes, fromMs, toMs, StatusScheduled, replica).
-			UpdateColumns(map[string]any{"replica": replica, "claim": claim, "updated_ms": s.nowMs()})
-		if res.Error != nil {
-			return fmt.Errorf("store: take over fires: %w", res.Error)
-		}
 		rows = nil
-		if res.RowsAffected == 0 {
+		var taken int64
+		// A bucket of a million tasks has tens of thousands of codes:
+		// insertChunk of them per statement keeps within every database's
+		// limit on bound parameters.
+		for from := 0; from < len(codes); from += insertChunk {
+			res := tx.Model(&Execution{}).
+				Where("app = ? AND task_code IN ? AND run_time >= ? AND run_time < ? AND status = ? AND attempt = 0 AND started_ms = 0 AND replica <> ?",
+					app, codes[from:min(from+insertChunk, len(codes))], fromMs, toMs, StatusScheduled, replica).
+				UpdateColumns(map[string]any{"replica": replica, "claim": claim, "updated_ms": s.nowMs()})
+			if res.Error != nil {
+				return fmt.Errorf("store: take over fires: %w", res.Error)
+			}
+			taken += res.RowsAffected
+		}
+		if taken == 0 {
 			return nil
 		}
-		if err := tx.Where("app = ? AND task_code IN ? AND run_time >= ? AND run_time < ? AND claim = ?", app, codes, fromMs, toMs, claim).
+		if err := tx.Where("app = ? AND run_time >= ? AND run_time < ? AND claim = ?", app, fromMs, toMs, claim).
 			Order("run_time, id").Find(&rows).Error; err != nil {
 			return fmt.Errorf("store: read taken-over fires: %w", err)
 		}

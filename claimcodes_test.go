@@ -1,0 +1,69 @@
+package xtimer
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xtimer-go/xtimer/internal/testsvc"
+)
+
+// The promise: a manual run recorded by a replica without the handler is
+// claimed by one that has it, however many tasks the app has. Beyond
+// maxClaimCodes handlers, the claim names the tasks the replica does not
+// run instead, or, when both lists are long, a rotating chunk of its own.
+func TestUnownedFireIsClaimedWhateverTheNumberOfTasks(t *testing.T) {
+	t.Parallel()
+	for _, others := range []int{3, maxClaimCodes + 200} {
+		t.Run(fmt.Sprintf("%d tasks elsewhere", others), func(t *testing.T) {
+			t.Parallel()
+			db, app := testsvc.SQLite(t), testsvc.App(t)
+			ctx := context.Background()
+			iv := newInvocations()
+			a := newScheduler(t, setupOpts{db: db, app: app}, func(o *Options) { o.InstanceID = "a" })
+			b := newScheduler(t, setupOpts{db: db, app: app}, func(o *Options) { o.InstanceID = "b" })
+			const daily = "0 0 3 * * *"
+			for i := range maxClaimCodes + 200 {
+				require.NoError(t, a.Register(fmt.Sprintf("a-%04d", i), daily, iv.handler(nil)))
+			}
+			for i := range others {
+				require.NoError(t, b.Register(fmt.Sprintf("b-%04d", i), daily, iv.handler(nil)))
+			}
+			require.NoError(t, b.Start(ctx))
+			stopOnCleanup(t, b)
+			require.NoError(t, a.Start(ctx))
+			stopOnCleanup(t, a)
+			require.Eventually(t, func() bool { return b.runsHere("b-0000") && b.taskKnown("a-1150") }, 10*time.Second, 10*time.Millisecond)
+
+			require.Eventually(t, func() bool { return a.taskKnown(fmt.Sprintf("b-%04d", others-1)) }, 10*time.Second, 10*time.Millisecond)
+			cs := a.claimCodes()
+			if others <= maxClaimCodes {
+				require.True(t, cs.Except, "a names the few tasks it does not run")
+				require.Len(t, cs.Codes, others)
+			} else {
+				require.False(t, cs.Except)
+				require.Len(t, cs.Codes, maxClaimCodes, "a names a chunk of its own")
+			}
+
+			// The last codes in a's sorted list: the rotating chunk reaches
+			// them on the second claim.
+			for _, code := range []string{"a-0005", "a-1150"} {
+				e, err := b.Trigger(ctx, code)
+				require.NoError(t, err)
+				require.Empty(t, e.Replica, "b has no handler: the run is nobody's until claimed")
+				run := iv.next(t, 15*time.Second)
+				require.Equal(t, code, run.Code)
+				require.Equal(t, "a", run.Replica)
+			}
+		})
+	}
+}
+
+func (s *Scheduler) taskKnown(code string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tasks[code] != nil
+}

@@ -1,0 +1,70 @@
+package store_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xtimer-go/xtimer/store"
+)
+
+// A fire claimed ahead of its run time records its start at the run time
+// (lateness 0), one claimed late at the claim (lateness the difference);
+// UnclaimFires undoes the claim ahead of a fire that did not start, so
+// that ReleaseFires hands it on, and touches nothing else.
+func TestStartFiresAheadRecordsTheRunTimeAndUnclaimUndoesIt(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		rows, err := b.store.InsertFires(b.ctx, []store.Execution{
+			{App: b.app, TaskCode: "ahead", RunTime: t0 + 1000, Replica: "r1"},
+			{App: b.app, TaskCode: "late", RunTime: t0 - 40, Replica: "r1"},
+			{App: b.app, TaskCode: "other", RunTime: t0 + 1000, Replica: "r2"},
+		})
+		require.NoError(t, err)
+		require.Len(t, rows, 3)
+		ahead, late, other := rows[0], rows[1], rows[2]
+
+		got, err := b.store.StartFires(b.ctx, b.app, []int64{ahead.ID, late.ID, other.ID}, "r1", t0)
+		require.NoError(t, err)
+		require.ElementsMatch(t, []int64{ahead.ID, late.ID}, got, "r2's fire is not r1's to claim")
+		e, err := b.store.Execution(b.ctx, ahead.ID)
+		require.NoError(t, err)
+		require.Equal(t, t0+1000, e.StartedMs)
+		require.Equal(t, int64(0), e.LatenessMs)
+		e, err = b.store.Execution(b.ctx, late.ID)
+		require.NoError(t, err)
+		require.Equal(t, t0, e.StartedMs)
+		require.Equal(t, int64(40), e.LatenessMs)
+
+		// A claimed fire is not taken over nor released while claimed.
+		n, err := b.store.ReleaseFires(b.ctx, b.app, "r1")
+		require.NoError(t, err)
+		require.Zero(t, n)
+
+		// r1 stops before the run time of "ahead"; "late" started.
+		oks, err := b.store.MarkRunning(b.ctx, []store.Start{{ID: late.ID, Replica: "r1", StartedMs: t0}})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, oks)
+		n, err = b.store.UnclaimFires(b.ctx, b.app, "r2", []int64{ahead.ID})
+		require.NoError(t, err)
+		require.Zero(t, n, "only the claimer undoes its claim")
+		n, err = b.store.UnclaimFires(b.ctx, b.app, "r1", []int64{ahead.ID, late.ID})
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n, "a running fire stays claimed")
+		e, err = b.store.Execution(b.ctx, ahead.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusScheduled, e.Status)
+		require.Zero(t, e.StartedMs)
+		require.Zero(t, e.LatenessMs)
+		e, err = b.store.Execution(b.ctx, late.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusRunning, e.Status)
+		require.Equal(t, t0, e.StartedMs)
+
+		n, err = b.store.ReleaseFires(b.ctx, b.app, "r1")
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n)
+		got, err = b.store.StartFires(b.ctx, b.app, []int64{ahead.ID}, "r1", t0+1001)
+		require.NoError(t, err)
+		require.Empty(t, got, "released: it is nobody's until claimed")
+	})
+}
