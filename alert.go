@@ -93,6 +93,17 @@ type alerter struct {
 	// looked at: a task is probed again once another fire came due.
 	// Only the maintenance round uses it.
 	probed map[string]time.Time
+	// quiet is, per task, the instant before which the task's last fires
+	// stay what the switch last saw (its next fire): the round skips it
+	// until then without computing its schedule, so a million daily tasks
+	// cost a round little. The entry holds for that taskState only (an
+	// edit makes a new one).
+	quiet map[string]quietTask
+}
+
+type quietTask struct {
+	t     *taskState
+	until time.Time
 }
 
 func newAlerter(s *Scheduler) *alerter {
@@ -100,7 +111,8 @@ func newAlerter(s *Scheduler) *alerter {
 		return nil
 	}
 	return &alerter{s: s, n: s.opts.Notifier, queue: map[alertKey]*raisedEvent{},
-		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), probed: map[string]time.Time{}}
+		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), probed: map[string]time.Time{},
+		quiet: map[string]quietTask{}}
 }
 
 // raise queues an event. subject is the task code, the replica ID, or ""
@@ -381,11 +393,19 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 	if n < 1 {
 		return nil
 	}
+	// A fire is recorded ahead and written back in batches: a minute
+	// after its run time, its row says what became of it.
+	at := now.Add(-time.Minute)
 	s.mu.Lock()
-	tasks := make([]*taskState, 0, len(s.tasks))
-	for _, t := range s.tasks {
-		if t.active() {
+	var tasks []*taskState
+	for code, t := range s.tasks {
+		if q, ok := a.quiet[code]; t.active() && (!ok || q.t != t || !at.Before(q.until)) {
 			tasks = append(tasks, t)
+		}
+	}
+	for code, q := range a.quiet {
+		if s.tasks[code] != q.t {
+			delete(a.quiet, code) // edited or deleted
 		}
 	}
 	s.mu.Unlock()
@@ -395,18 +415,24 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 		if probes >= silentProbesPerRound {
 			break
 		}
-		// A fire is recorded ahead and written back in batches: a minute
-		// after its run time, its row says what became of it.
-		fires := lastFires(t.sched, now.Add(-time.Minute), n)
+		fires := lastFires(t.sched, at, n)
 		if len(fires) < n {
+			a.quiet[t.row.Code] = quietTask{t, t.sched.Next(at)}
 			continue
 		}
 		first, latest := fires[0], fires[n-1]
+		// Until the next fire comes due, these stay its last fires.
+		quiet := quietTask{t, t.sched.Next(latest)}
+		if quiet.until.IsZero() {
+			quiet.until = at.Add(100 * 365 * 24 * time.Hour) // no fire any more
+		}
 		known := max(t.row.CreatedMs, t.row.UpdatedMs, t.since.UnixMilli())
 		if first.UnixMilli() < known || !latest.After(a.probed[t.row.Code]) {
+			a.quiet[t.row.Code] = quiet
 			continue // too new to judge, or judged on these fires already
 		}
 		if end := t.endAt(); !end.IsZero() && latest.After(end) {
+			a.quiet[t.row.Code] = quiet
 			continue
 		}
 		probes++
@@ -416,6 +442,7 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 		}
 		if slices.Contains(statuses, store.StatusSucceeded) {
 			a.probed[t.row.Code] = latest
+			a.quiet[t.row.Code] = quiet
 			continue
 		}
 		// A fire running or waiting to retry may still succeed: look again
@@ -426,6 +453,7 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 			continue
 		}
 		a.probed[t.row.Code] = latest
+		a.quiet[t.row.Code] = quiet
 		a.raise(Event{Kind: EventSilent, Task: t.row.Code, At: now, ScheduledAt: latest.UTC(), Missed: n,
 			Message: fmt.Sprintf("task %s: no successful run in its last %d fires (%s to %s)", t.row.Code, n,
 				first.UTC().Format(time.RFC3339), latest.UTC().Format(time.RFC3339))},

@@ -93,6 +93,15 @@ func (t *taskState) firesAt(at time.Time) bool {
 	return false
 }
 
+// firesFrom is the instant, in Unix ms, before which the task has no
+// fire: its creation, or the adoption of its current schedule (since).
+func (t *taskState) firesFrom() int64 {
+	if !t.since.IsZero() {
+		return max(t.row.CreatedMs, t.since.UnixMilli())
+	}
+	return t.row.CreatedMs
+}
+
 func (t *taskState) loc() *time.Location {
 	if t.sched != nil {
 		return t.sched.Location()
@@ -184,6 +193,7 @@ func (s *Scheduler) setTaskLocked(t *taskState) {
 	if old != nil && old.bucket != t.bucket {
 		delete(s.byBucket[old.bucket], t.row.Code)
 	}
+	s.bucketFrom[t.bucket] = min(s.bucketFrom[t.bucket], t.firesFrom())
 	if old == nil || (old.http == nil) != (t.http == nil) {
 		s.codesGen++
 	}
@@ -255,10 +265,17 @@ func (s *Scheduler) heartbeat(ctx context.Context, now time.Time) error {
 	host, _ := os.Hostname()
 	s.mu.Lock()
 	s.lastBeat = now
-	codes := make([]string, 0, len(s.handlers))
-	for c := range s.handlers {
-		codes = append(codes, c)
+	codes := s.beatHandlers
+	if s.beatGen != s.codesGen || codes == nil {
+		// Rebuilt only when the handlers may have changed: they can be a
+		// million.
+		codes = make([]string, 0, len(s.handlers))
+		for c := range s.handlers {
+			codes = append(codes, c)
+		}
+		slices.Sort(codes)
 	}
+	gen := s.codesGen
 	var held []slotKey
 	for k, st := range s.slots {
 		if st.lock != nil {
@@ -266,7 +283,6 @@ func (s *Scheduler) heartbeat(ctx context.Context, now time.Time) error {
 		}
 	}
 	s.mu.Unlock()
-	sort.Strings(codes)
 	slices.SortFunc(held, func(a, b slotKey) int {
 		return cmp.Or(cmp.Compare(a.minute, b.minute), cmp.Compare(a.bucket, b.bucket))
 	})
@@ -287,16 +303,13 @@ func (s *Scheduler) heartbeat(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	s.beatGen = gen // codes are the handlers of gen, written or equal to those written
 	if handlers != nil {
 		s.beatHandlers, s.beatHandlersAt = codes, now
 	}
-	live, err := s.store.LiveReplicas(ctx, s.opts.App, now.Add(-s.opts.ReplicaTimeout).UnixMilli())
+	ids, err := s.store.LiveReplicaIDs(ctx, s.opts.App, now.Add(-s.opts.ReplicaTimeout).UnixMilli())
 	if err != nil {
 		return err
-	}
-	ids := make([]string, len(live))
-	for i, r := range live {
-		ids[i] = r.ID
 	}
 	s.mu.Lock()
 	s.live = ids
@@ -403,6 +416,9 @@ func (s *Scheduler) firesIn(minute int64, bucket int, only map[string]bool) []fi
 	to := from.Add(time.Minute)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if to.UnixMilli() <= s.bucketFrom[bucket] {
+		return nil // before every task of the bucket: catch-up after a first start
+	}
 	var out []fire
 	for code, t := range s.byBucket[bucket] {
 		if !t.active() || only != nil && !only[code] {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -317,6 +318,11 @@ type Scheduler struct {
 	// byBucket indexes tasks by bucket, so that planning a slot reads the
 	// tasks of its bucket, not every task (setTaskLocked, dropTaskLocked).
 	byBucket []map[string]*taskState
+	// bucketFrom is, per bucket, an instant (Unix ms) before which no task
+	// of the bucket has a fire: the earliest firesFrom of the tasks it has
+	// had (math.MaxInt64 while it has none). Planning skips the slots before it (catch-up after a first
+	// start) without looking at a task.
+	bucketFrom []int64
 	// codesGen counts the changes to which tasks exist and which of them
 	// this replica runs; claimSet caches what claimCodes derived from them.
 	codesGen int
@@ -342,6 +348,7 @@ type Scheduler struct {
 	// them wrote, at beatHandlersAt (heartbeats run on the tick loop only).
 	beatHandlers   []string
 	beatHandlersAt time.Time
+	beatGen        int // codesGen when beatHandlers were listed
 	redisDown      bool
 	dbDown         bool
 
@@ -377,23 +384,25 @@ func New(opts Options) (*Scheduler, error) {
 		return nil, errors.New(strings.Replace(err.Error(), "HTTPOptions.Allow", "Options.HTTPAllow", 1))
 	}
 	s := &Scheduler{
-		opts:     opts,
-		clock:    opts.Clock,
-		log:      opts.Logger.With("app", opts.App, "replica", opts.InstanceID),
-		pool:     executor.NewPool(opts.Workers),
-		httpPool: executor.NewPool(opts.HTTPWorkers),
-		caller:   caller,
-		tracer:   newTracer(opts),
-		handlers: map[string]*taskConfig{},
-		tasks:    map[string]*taskState{},
-		byBucket: make([]map[string]*taskState, opts.Buckets),
-		slots:    map[slotKey]*slotState{},
-		running:  map[string]int{},
-		armedIDs: map[int64]bool{},
-		wake:     make(chan struct{}, 1),
+		opts:       opts,
+		clock:      opts.Clock,
+		log:        opts.Logger.With("app", opts.App, "replica", opts.InstanceID),
+		pool:       executor.NewPool(opts.Workers),
+		httpPool:   executor.NewPool(opts.HTTPWorkers),
+		caller:     caller,
+		tracer:     newTracer(opts),
+		handlers:   map[string]*taskConfig{},
+		tasks:      map[string]*taskState{},
+		byBucket:   make([]map[string]*taskState, opts.Buckets),
+		bucketFrom: make([]int64, opts.Buckets),
+		slots:      map[slotKey]*slotState{},
+		running:    map[string]int{},
+		armedIDs:   map[int64]bool{},
+		wake:       make(chan struct{}, 1),
 	}
 	for b := range s.byBucket {
 		s.byBucket[b] = map[string]*taskState{}
+		s.bucketFrom[b] = math.MaxInt64
 	}
 	s.store = store.New(opts.DB, store.WithNow(s.clock.Now), store.WithRollups(!opts.NoRollups))
 	switch {

@@ -99,6 +99,19 @@ func (s *Store) LiveReplicas(ctx context.Context, app string, sinceMs int64) ([]
 	return out, nil
 }
 
+// LiveReplicaIDs is LiveReplicas for the IDs only, as every heartbeat
+// needs them: the rows' handler lists can hold a million codes each.
+func (s *Store) LiveReplicaIDs(ctx context.Context, app string, sinceMs int64) ([]string, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var ids []string
+	err := s.db.WithContext(ctx).Model(&Replica{}).Where("app = ? AND heartbeat_ms >= ?", app, sinceMs).Order("id").Pluck("id", &ids).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: read live replicas of app %q: %w", app, err)
+	}
+	return ids, nil
+}
+
 // DeleteReplica removes a replica, as a stopping scheduler does. Deleting
 // one that is not there is not an error.
 func (s *Store) DeleteReplica(ctx context.Context, app, id string) error {
