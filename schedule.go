@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -160,6 +161,13 @@ func ParseSchedule(spec string, opts ...ScheduleOption) (Schedule, error) {
 			return nil, err
 		}
 	}
+	key := parsedKey{spec, cfg.dialect, cfg.loc.String()}
+	parsed.Lock()
+	s, ok := parsed.m[key]
+	parsed.Unlock()
+	if ok {
+		return s, nil
+	}
 	s, err := parseSchedule(spec, cfg)
 	if err != nil {
 		var se *SpecError
@@ -168,7 +176,30 @@ func ParseSchedule(spec string, opts ...ScheduleOption) (Schedule, error) {
 		}
 		return nil, err
 	}
+	parsed.Lock()
+	if len(parsed.m) >= maxParsed {
+		clear(parsed.m)
+	}
+	parsed.m[key] = s
+	parsed.Unlock()
 	return s, nil
+}
+
+// parsed caches the schedules parsed, by spec, dialect and zone: a
+// million tasks share a few schedules, and each is parsed at Register and
+// again whenever a replica adopts its row. A Schedule never changes once
+// parsed, so tasks can share one. At most maxParsed are kept.
+var parsed = struct {
+	sync.Mutex
+	m map[parsedKey]Schedule
+}{m: map[parsedKey]Schedule{}}
+
+const maxParsed = 10_000
+
+type parsedKey struct {
+	spec    string
+	dialect Dialect
+	zone    string
 }
 
 func parseSchedule(spec string, cfg scheduleConfig) (Schedule, error) {
