@@ -218,9 +218,34 @@ func scheduleChanged(a, b store.Task) bool {
 	return as != bs || ad != bd || az != bz
 }
 
-// syncTasks picks up changes other replicas and the console made: one
-// narrow query a second, full rows only for what changed.
+// syncTasks picks up changes other replicas and the console made. Every
+// write to the tasks bumps the app's task generation in its transaction,
+// so one single-row read a second tells whether anything changed; only
+// then (and every fullSyncEvery, for writers that do not bump it, such as
+// replicas of an older version during a rolling upgrade) the versions of
+// all tasks are read, and full rows only for what changed.
 func (s *Scheduler) syncTasks(ctx context.Context) error {
+	gen, err := s.store.TaskGen(ctx, s.opts.App)
+	if err != nil {
+		return err
+	}
+	now := s.clock.Now()
+	if s.synced && gen == s.syncedGen && now.Sub(s.syncedAt) < fullSyncEvery {
+		return nil
+	}
+	if err := s.syncAllTasks(ctx); err != nil {
+		return err
+	}
+	s.synced, s.syncedGen, s.syncedAt = true, gen, now
+	return nil
+}
+
+// fullSyncEvery bounds how long a task change that did not bump the task
+// generation takes to reach the replicas.
+const fullSyncEvery = time.Minute
+
+// syncAllTasks compares the version of every task with the local view.
+func (s *Scheduler) syncAllTasks(ctx context.Context) error {
 	versions, err := s.store.TaskVersions(ctx, s.opts.App)
 	if err != nil {
 		return err

@@ -327,9 +327,14 @@ type Scheduler struct {
 	// this replica runs; claimSet caches what claimCodes derived from them.
 	codesGen int
 	claimSet claimSet
-	slots    map[slotKey]*slotState
-	armed    fireHeap
-	armedIDs map[int64]bool // executions in armed
+	// The task generation of the last sync that read every version, and
+	// when (syncTasks). Only the tick loop and Start use them.
+	synced    bool
+	syncedGen int64
+	syncedAt  time.Time
+	slots     map[slotKey]*slotState
+	armed     fireHeap
+	armedIDs  map[int64]bool // executions in armed
 	// backlog holds Go-handler fires that are due and checked but wait for
 	// a free worker, unclaimed (fenceNow). Only the dispatcher uses it.
 	backlog []store.Execution

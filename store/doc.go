@@ -5,9 +5,11 @@
 //
 // # Tables
 //
-// Four tables, all prefixed xtimer_ and namespaced by an app column so that
-// several services can share one database: tasks, executions, slots and
-// replicas (see models.go). Migrate creates them with GORM's AutoMigrate;
+// Every table is prefixed xtimer_ and namespaced by an app column, so that
+// several services can share one database: tasks, executions, slots,
+// replicas, actions, alerts, rollups, and apps (the task generation every
+// task write bumps, which replicas poll instead of every task's version;
+// see models.go). Migrate creates them with GORM's AutoMigrate;
 // schema/mysql.sql and schema/postgres.sql say the same in plain DDL for
 // DBAs. Every instant is a BIGINT of Unix milliseconds, UTC, so no driver
 // or server time zone can shift a fire.

@@ -117,6 +117,19 @@ func (t Task) Effective() (spec, dialect, timeZone string) {
 	return spec, dialect, timeZone
 }
 
+// AppState is one row of xtimer_apps: one row per app, the app's state that
+// is not any one task's. TaskGen grows with every committed change to the
+// app's tasks (every write to xtimer_tasks bumps it in its transaction), so
+// a replica notices a change anywhere in the fleet by reading one row, and
+// runs TaskVersions only when TaskGen moved.
+type AppState struct {
+	App     string `gorm:"column:app;size:64;primaryKey;autoIncrement:false"`
+	TaskGen int64  `gorm:"column:task_gen;not null;default:0"`
+}
+
+// TableName is xtimer_apps, whatever the caller's naming strategy.
+func (AppState) TableName() string { return "xtimer_apps" }
+
 // Execution is one row of xtimer_executions: the record of one fire
 // (App, TaskCode, RunTime) and of its attempts.
 //
@@ -301,5 +314,5 @@ func (Action) TableName() string { return "xtimer_actions" }
 
 // models lists every table, in migration order.
 func models() []any {
-	return []any{&Task{}, &Execution{}, &Slot{}, &Replica{}, &Action{}, &Alert{}, &Rollup{}}
+	return []any{&Task{}, &AppState{}, &Execution{}, &Slot{}, &Replica{}, &Action{}, &Alert{}, &Rollup{}}
 }

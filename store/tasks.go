@@ -9,6 +9,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 // maxUpsertTries bounds UpsertTask's optimistic loop; each lost race means
@@ -115,8 +116,13 @@ func (s *Store) Tasks(ctx context.Context, app string) ([]Task, error) {
 func (s *Store) Task(ctx context.Context, app, code string) (Task, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
+	return readTask(s.db.WithContext(ctx), app, code)
+}
+
+// readTask is Task on db, which may be a transaction.
+func readTask(db *gorm.DB, app, code string) (Task, error) {
 	var t Task
-	err := s.db.WithContext(ctx).Where("app = ? AND code = ?", app, code).Take(&t).Error
+	err := db.Where("app = ? AND code = ?", app, code).Take(&t).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return Task{}, notFound("task %q of app %q", code, app)
 	}
@@ -126,8 +132,48 @@ func (s *Store) Task(ctx context.Context, app, code string) (Task, error) {
 	return t, nil
 }
 
+// TaskGen returns the generation of app's tasks (AppState.TaskGen): 0 for
+// an app none of whose tasks was ever written, and more after every
+// committed change to them. Replicas read it every second and run
+// TaskVersions only when it moved.
+func (s *Store) TaskGen(ctx context.Context, app string) (int64, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var gen []int64
+	err := s.db.WithContext(ctx).Model(&AppState{}).Where("app = ?", app).Limit(1).Pluck("task_gen", &gen).Error
+	if err != nil {
+		return 0, fmt.Errorf("store: read task generation of app %q: %w", app, err)
+	}
+	if len(gen) == 0 {
+		return 0, nil
+	}
+	return gen[0], nil
+}
+
+// bumpTaskGen adds one to app's task generation, creating its row at 1,
+// in one statement. Every write to xtimer_tasks calls it in the write's
+// transaction, last: the app's row serializes the app's writers, so the
+// transaction holds its lock only from the bump to the commit, and
+// writers, which all lock their task rows before the app's row, do not
+// wait on each other in a cycle. (Two first bumps of an app on MySQL may
+// still deadlock on the new key; s.tx retries them.)
+func bumpTaskGen(tx *gorm.DB, app string) error {
+	// The table-qualified column is the row's current value on every
+	// backend: MySQL's ON DUPLICATE KEY UPDATE, PostgreSQL's and SQLite's
+	// ON CONFLICT DO UPDATE.
+	err := tx.Model(&AppState{}).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "app"}},
+		DoUpdates: clause.Assignments(map[string]any{"task_gen": gorm.Expr("xtimer_apps.task_gen + 1")}),
+	}).Create(map[string]any{"app": app, "task_gen": 1}).Error
+	if err != nil {
+		return fmt.Errorf("store: bump task generation of app %q: %w", app, err)
+	}
+	return nil
+}
+
 // TaskVersions returns the version of every task of app, by code: the
-// narrow query replicas run every second to spot pauses, resumes and
+// query that tells which tasks changed. It reads every task of the app, so
+// replicas run it only when TaskGen moved, to spot the pauses, resumes and
 // overrides made anywhere in the fleet.
 func (s *Store) TaskVersions(ctx context.Context, app string) (map[string]int64, error) {
 	ctx, cancel := s.ctx(ctx)
@@ -147,7 +193,8 @@ func (s *Store) TaskVersions(ctx context.Context, app string) (map[string]int64,
 	return out, nil
 }
 
-// SetTaskStatus sets a task active or paused and bumps its version.
+// SetTaskStatus sets a task active or paused, bumps its version, and bumps
+// the app's task generation (TaskGen).
 func (s *Store) SetTaskStatus(ctx context.Context, app, code, status string) error {
 	if status != TaskActive && status != TaskPaused {
 		return fmt.Errorf("store: task %q status %q: want %q or %q", code, status, TaskActive, TaskPaused)
@@ -156,7 +203,8 @@ func (s *Store) SetTaskStatus(ctx context.Context, app, code, status string) err
 }
 
 // SetOverride stores a console edit of a task's schedule; it wins over the
-// code-defined values until ResetOverride. It bumps the version.
+// code-defined values until ResetOverride. It bumps the version and the
+// app's task generation (TaskGen).
 func (s *Store) SetOverride(ctx context.Context, app, code string, o Override) error {
 	if o == (Override{}) {
 		return fmt.Errorf("store: override of task %q: every field is empty; use ResetOverride", code)
@@ -172,27 +220,31 @@ func (s *Store) SetOverride(ctx context.Context, app, code string, o Override) e
 }
 
 // ResetOverride drops a task's console edits, so the code-defined schedule
-// applies again. It bumps the version.
+// applies again. It bumps the version and the app's task generation
+// (TaskGen).
 func (s *Store) ResetOverride(ctx context.Context, app, code string) error {
 	return s.updateTask(ctx, "reset override of", app, code, map[string]any{
 		"spec_override": nil, "dialect_override": nil, "tz_override": nil,
 	})
 }
 
-// updateTask applies set to one task, bumping version and updated_ms.
+// updateTask applies set to one task, bumping version, updated_ms and the
+// app's task generation.
 func (s *Store) updateTask(ctx context.Context, what, app, code string, set map[string]any) error {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	set["version"] = gorm.Expr("version + 1")
 	set["updated_ms"] = s.nowMs()
-	res := s.db.WithContext(ctx).Model(&Task{}).Where("app = ? AND code = ?", app, code).Updates(set)
-	if res.Error != nil {
-		return fmt.Errorf("store: %s task %q: %w", what, code, res.Error)
-	}
-	if res.RowsAffected == 0 {
-		return notFound("%s task %q of app %q", what, code, app)
-	}
-	return nil
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		res := tx.Model(&Task{}).Where("app = ? AND code = ?", app, code).Updates(set)
+		if res.Error != nil {
+			return fmt.Errorf("store: %s task %q: %w", what, code, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return notFound("%s task %q of app %q", what, code, app)
+		}
+		return bumpTaskGen(tx, app)
+	})
 }
 
 func nullable(s string) *string {
@@ -213,7 +265,8 @@ var (
 // CreateTask inserts a task that code does not register (kind http):
 // version 1, active unless t.Status says paused, no overrides. A task of
 // the same app and code, of any kind, fails it with an error wrapping
-// ErrExists, and nothing is written. It returns the row as stored.
+// ErrExists, and nothing is written. It bumps the app's task generation
+// (TaskGen). It returns the row as stored.
 func (s *Store) CreateTask(ctx context.Context, t *Task) (Task, error) {
 	if err := validTask(t); err != nil {
 		return Task{}, err
@@ -229,15 +282,29 @@ func (s *Store) CreateTask(ctx context.Context, t *Task) (Task, error) {
 	}
 	def := definition(&row) // the schema's defaults for zero values
 	row.Kind, row.TimeZone, row.MaxAttempts = def["kind"].(string), def["time_zone"].(string), def["max_attempts"].(int)
-	// A plain INSERT: the unique key (app, code) refuses a taken code on
-	// every backend, where ON CONFLICT's affected-row counts differ.
-	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
-		if duplicateKey(err) {
-			return Task{}, fmt.Errorf("store: create task %q of app %q: %w", t.Code, t.App, ErrExists)
+	var stored Task
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		// A plain INSERT: the unique key (app, code) refuses a taken code on
+		// every backend, where ON CONFLICT's affected-row counts differ. Its
+		// failure ends the transaction (PostgreSQL accepts no statement
+		// after it), so nothing else runs before it.
+		ins := row // Create writes the ID back; a retry starts from row
+		if err := tx.Create(&ins).Error; err != nil {
+			if duplicateKey(err) {
+				return fmt.Errorf("store: create task %q of app %q: %w", t.Code, t.App, ErrExists)
+			}
+			return fmt.Errorf("store: create task %q: %w", t.Code, err)
 		}
-		return Task{}, fmt.Errorf("store: create task %q: %w", t.Code, err)
+		var err error
+		if stored, err = readTask(tx, t.App, t.Code); err != nil {
+			return err
+		}
+		return bumpTaskGen(tx, t.App)
+	})
+	if err != nil {
+		return Task{}, err
 	}
-	return s.Task(ctx, t.App, t.Code)
+	return stored, nil
 }
 
 // duplicateKey reports whether err is a unique key violation.
@@ -255,10 +322,11 @@ func duplicateKey(err error) bool {
 
 // ReplaceTask writes t's definition (the columns UpsertTask writes) over
 // the row of its app and code, clears the schedule overrides (the new
-// definition sets the schedule itself) and bumps the version. It keeps the
-// status. It is conditional on the row still being of t's kind at version:
-// a row changed since the caller read it fails with ErrStale, a missing
-// one with ErrNotFound. It returns the row as stored.
+// definition sets the schedule itself), bumps the version and the app's
+// task generation (TaskGen). It keeps the status. It is conditional on the
+// row still being of t's kind at version: a row changed since the caller
+// read it fails with ErrStale, a missing one with ErrNotFound. It returns
+// the row as stored.
 func (s *Store) ReplaceTask(ctx context.Context, t *Task, version int64) (Task, error) {
 	if err := validTask(t); err != nil {
 		return Task{}, err
@@ -269,25 +337,37 @@ func (s *Store) ReplaceTask(ctx context.Context, t *Task, version int64) (Task, 
 	set["spec_override"], set["dialect_override"], set["tz_override"] = nil, nil, nil
 	set["version"] = version + 1
 	set["updated_ms"] = s.nowMs()
-	res := s.db.WithContext(ctx).Model(&Task{}).
-		Where("app = ? AND code = ? AND kind = ? AND version = ?", t.App, t.Code, set["kind"], version).Updates(set)
-	if res.Error != nil {
-		return Task{}, fmt.Errorf("store: replace task %q: %w", t.Code, res.Error)
-	}
-	if res.RowsAffected == 0 {
-		if _, err := s.Task(ctx, t.App, t.Code); err != nil {
-			return Task{}, err
+	var stored Task
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		res := tx.Model(&Task{}).
+			Where("app = ? AND code = ? AND kind = ? AND version = ?", t.App, t.Code, set["kind"], version).Updates(set)
+		if res.Error != nil {
+			return fmt.Errorf("store: replace task %q: %w", t.Code, res.Error)
 		}
-		return Task{}, fmt.Errorf("store: replace task %q of app %q at version %d: %w", t.Code, t.App, version, ErrStale)
+		if res.RowsAffected == 0 {
+			if _, err := readTask(tx, t.App, t.Code); err != nil {
+				return err
+			}
+			return fmt.Errorf("store: replace task %q of app %q at version %d: %w", t.Code, t.App, version, ErrStale)
+		}
+		var err error
+		if stored, err = readTask(tx, t.App, t.Code); err != nil {
+			return err
+		}
+		return bumpTaskGen(tx, t.App)
+	})
+	if err != nil {
+		return Task{}, err
 	}
-	return s.Task(ctx, t.App, t.Code)
+	return stored, nil
 }
 
 // DeleteTask deletes the task of app and code if it is of kind kind, and
 // in the same transaction settles its fires that have not started
 // (scheduled and not claimed, or waiting to retry) as skipped with reason.
 // Execution rows stay: history outlives the task. A missing task, or one
-// of another kind, fails it with an error wrapping ErrNotFound.
+// of another kind, fails it with an error wrapping ErrNotFound. A deletion
+// bumps the app's task generation (TaskGen).
 func (s *Store) DeleteTask(ctx context.Context, app, code, kind, reason string) error {
 	if reason == "" || len(reason) > 64 {
 		return fmt.Errorf("store: delete task %q: reason %q: want 1 to 64 bytes", code, reason)
@@ -309,6 +389,6 @@ func (s *Store) DeleteTask(ctx context.Context, app, code, kind, reason string) 
 		if res.Error != nil {
 			return fmt.Errorf("store: skip the fires of deleted task %q: %w", code, res.Error)
 		}
-		return nil
+		return bumpTaskGen(tx, app)
 	})
 }

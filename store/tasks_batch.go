@@ -27,7 +27,9 @@ import (
 //     at the same moment, and read back with a locking read, the only read
 //     that sees such a concurrent insert under MySQL's REPEATABLE READ;
 //   - only rows whose definition differs are updated, one UPDATE each,
-//     conditional on the version read, and read back.
+//     conditional on the version read, and read back;
+//   - if a row was inserted or updated, one upsert bumps the app's task
+//     generation (TaskGen).
 //
 // With nothing changed, the usual case of a redeploy, that is one SELECT
 // per insertChunk tasks.
@@ -54,7 +56,8 @@ func (s *Store) UpsertTasks(ctx context.Context, tasks []*Task) ([]Task, error) 
 				missing = append(missing, code)
 			}
 		}
-		if err := s.insertTasks(tx, missing, want); err != nil {
+		wrote, err := s.insertTasks(tx, missing, want)
+		if err != nil {
 			return err
 		}
 		if err := readTasks(tx, app, missing, true, stored); err != nil {
@@ -74,12 +77,20 @@ func (s *Store) UpsertTasks(ctx context.Context, tasks []*Task) ([]Task, error) 
 			if sameDefinition(definition(&cur), definition(want[code])) {
 				continue
 			}
-			if err := s.updateDefinition(tx, cur, want[code]); err != nil {
+			updated, err := s.updateDefinition(tx, cur, want[code])
+			if err != nil {
 				return err
 			}
+			wrote = wrote || updated
 			changed = append(changed, code)
 		}
-		return readTasks(tx, app, changed, false, stored)
+		if err := readTasks(tx, app, changed, false, stored); err != nil {
+			return err
+		}
+		if !wrote {
+			return nil
+		}
+		return bumpTaskGen(tx, app)
 	})
 	if err != nil {
 		return nil, err
@@ -141,8 +152,9 @@ func readTasks(tx *gorm.DB, app string, codes []string, locking bool, into map[s
 
 // insertTasks inserts the rows of codes as UpsertTask does, insertChunk
 // rows per statement; a row another transaction inserted first is left
-// alone.
-func (s *Store) insertTasks(tx *gorm.DB, codes []string, want map[string]*Task) error {
+// alone. It reports whether it inserted a row.
+func (s *Store) insertTasks(tx *gorm.DB, codes []string, want map[string]*Task) (bool, error) {
+	inserted := false
 	now := s.nowMs()
 	for start := 0; start < len(codes); start += insertChunk {
 		chunk := codes[start:min(start+insertChunk, len(codes))]
@@ -157,17 +169,23 @@ func (s *Store) insertTasks(tx *gorm.DB, codes []string, want map[string]*Task) 
 			rows[i] = row
 		}
 		// GORM writes guessed IDs back into rows; readTasks reads the truth.
-		if err := tx.Clauses(onConflictDoNothing(tx, "name")).Create(&rows).Error; err != nil {
-			return fmt.Errorf("store: insert %d tasks from %q: %w", len(rows), chunk[0], err)
+		// The rows affected are the rows inserted: a conflict affects none
+		// (on MySQL, onConflictDoNothing's update changes nothing).
+		res := tx.Clauses(onConflictDoNothing(tx, "name")).Create(&rows)
+		if res.Error != nil {
+			return false, fmt.Errorf("store: insert %d tasks from %q: %w", len(rows), chunk[0], res.Error)
 		}
+		inserted = inserted || res.RowsAffected > 0
 	}
-	return nil
+	return inserted, nil
 }
 
 // updateDefinition writes t's code-defined columns over cur and bumps the
 // version, conditional on the version read. A row changed since (an
-// operator's pause) is read again under a lock and compared again.
-func (s *Store) updateDefinition(tx *gorm.DB, cur Task, t *Task) error {
+// operator's pause) is read again under a lock and compared again. It
+// reports whether it updated the row: not when another transaction wrote
+// the same definition first.
+func (s *Store) updateDefinition(tx *gorm.DB, cur Task, t *Task) (bool, error) {
 	want := definition(t)
 	for try := 0; try < maxUpsertTries; try++ {
 		set := make(map[string]any, len(want)+2)
@@ -178,17 +196,17 @@ func (s *Store) updateDefinition(tx *gorm.DB, cur Task, t *Task) error {
 		set["updated_ms"] = s.nowMs()
 		res := tx.Model(&Task{}).Where("id = ? AND version = ?", cur.ID, cur.Version).Updates(set)
 		if res.Error != nil {
-			return fmt.Errorf("store: update task %q: %w", t.Code, res.Error)
+			return false, fmt.Errorf("store: update task %q: %w", t.Code, res.Error)
 		}
 		if res.RowsAffected == 1 {
-			return nil
+			return true, nil
 		}
 		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("id = ?", cur.ID).Take(&cur).Error; err != nil {
-			return fmt.Errorf("store: read task %q: %w", t.Code, err)
+			return false, fmt.Errorf("store: read task %q: %w", t.Code, err)
 		}
 		if sameDefinition(definition(&cur), want) {
-			return nil
+			return false, nil
 		}
 	}
-	return fmt.Errorf("store: upsert task %q: row kept changing under %d attempts", t.Code, maxUpsertTries)
+	return false, fmt.Errorf("store: upsert task %q: row kept changing under %d attempts", t.Code, maxUpsertTries)
 }

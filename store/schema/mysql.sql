@@ -43,6 +43,12 @@ CREATE TABLE IF NOT EXISTS `xtimer_tasks` (
   UNIQUE INDEX `xtimer_tasks_app_code` (`app`, `code`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
+CREATE TABLE IF NOT EXISTS `xtimer_apps` (
+  `app`      varchar(64)  NOT NULL,
+  `task_gen` bigint       NOT NULL DEFAULT 0,                 -- +1 on every change to the app's tasks
+  PRIMARY KEY (`app`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
 CREATE TABLE IF NOT EXISTS `xtimer_executions` (
   `id`              bigint       NOT NULL AUTO_INCREMENT,
   `app`             varchar(64)  NOT NULL,

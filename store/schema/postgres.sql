@@ -39,6 +39,12 @@ CREATE TABLE IF NOT EXISTS xtimer_tasks (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS xtimer_tasks_app_code ON xtimer_tasks (app, code);
 
+CREATE TABLE IF NOT EXISTS xtimer_apps (
+  app      varchar(64)  NOT NULL,
+  task_gen bigint       NOT NULL DEFAULT 0,                   -- +1 on every change to the app's tasks
+  PRIMARY KEY (app)
+);
+
 CREATE TABLE IF NOT EXISTS xtimer_executions (
   id              bigserial    NOT NULL,
   app             varchar(64)  NOT NULL,
