@@ -296,15 +296,23 @@ func (s *Store) CreateTask(ctx context.Context, t *Task) (Task, error) {
 			return fmt.Errorf("store: create task %q: %w", t.Code, err)
 		}
 		var err error
-		if stored, err = readTask(tx, t.App, t.Code); err != nil {
-			return err
-		}
-		return bumpTaskGen(tx, t.App)
+		stored, err = readBumped(tx, t.App, t.Code)
+		return err
 	})
 	if err != nil {
 		return Task{}, err
 	}
 	return stored, nil
+}
+
+// readBumped reads the row of a task just written in tx and bumps the
+// app's task generation.
+func readBumped(tx *gorm.DB, app, code string) (Task, error) {
+	t, err := readTask(tx, app, code)
+	if err != nil {
+		return Task{}, err
+	}
+	return t, bumpTaskGen(tx, app)
 }
 
 // duplicateKey reports whether err is a unique key violation.
@@ -351,10 +359,8 @@ func (s *Store) ReplaceTask(ctx context.Context, t *Task, version int64) (Task, 
 			return fmt.Errorf("store: replace task %q of app %q at version %d: %w", t.Code, t.App, version, ErrStale)
 		}
 		var err error
-		if stored, err = readTask(tx, t.App, t.Code); err != nil {
-			return err
-		}
-		return bumpTaskGen(tx, t.App)
+		stored, err = readBumped(tx, t.App, t.Code)
+		return err
 	})
 	if err != nil {
 		return Task{}, err
