@@ -17,30 +17,22 @@ import (
 // round trips instead of one or more per task. It returns the stored rows
 // in the order of tasks.
 //
-// Every task must name the same App, and a code may appear once; a bad
-// batch is refused whole, before anything is written. The tasks are
-// written in groups of upsertGroup, in code order, each group one
-// transaction (retried on a deadlock), so that replicas starting together
-// with a million tasks take turns on short transactions instead of
-// waiting for one another's whole batch; an error may leave earlier
-// groups written, which calling again completes. Per group:
+// Every task must name the same App, and a code may appear once. The call
+// is one transaction (retried on a deadlock), so an error means nothing
+// was written:
 //
-//   - one SELECT per insertChunk codes reads the rows that exist (read
-//     in one pass before the first group when there are several);
-//   - the missing ones are inserted taskInsertChunk rows per INSERT … ON
+//   - one SELECT per insertChunk codes reads the rows that exist;
+//   - the missing ones are inserted insertChunk rows per INSERT … ON
 //     CONFLICT DO NOTHING, since another replica may insert the same codes
-//     at the same moment. PostgreSQL and SQLite return the IDs of the rows
-//     inserted: a statement that inserted all its rows needs no read back.
-//     The others are read back with a locking read, the only read that
-//     sees such a concurrent insert under MySQL's REPEATABLE READ;
+//     at the same moment, and read back with a locking read, the only read
+//     that sees such a concurrent insert under MySQL's REPEATABLE READ;
 //   - only rows whose definition differs are updated, one UPDATE each,
 //     conditional on the version read, and read back;
 //   - if a row was inserted or updated, one upsert bumps the app's task
 //     generation (TaskGen).
 //
 // With nothing changed, the usual case of a redeploy, that is one SELECT
-// per insertChunk tasks, or for more than upsertGroup tasks one pass over
-// the app's rows.
+// per insertChunk tasks.
 func (s *Store) UpsertTasks(ctx context.Context, tasks []*Task) ([]Task, error) {
 	if len(tasks) == 0 {
 		return nil, nil
@@ -52,112 +44,62 @@ func (s *Store) UpsertTasks(ctx context.Context, tasks []*Task) ([]Task, error) 
 	app := tasks[0].App
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	// A batch of more than one group reads the app's rows first, in one
-	// pass in ID order: a million codes in IN lists cost the database far
-	// more. Rows found there are compared as the groups read them.
-	var known map[string]Task
-	if len(codes) > upsertGroup {
-		if known, err = s.tasksByCode(ctx, app); err != nil {
-			return nil, err
+	var stored map[string]Task
+	err = s.tx(ctx, func(tx *gorm.DB) error {
+		stored = make(map[string]Task, len(codes))
+		if err := readTasks(tx, app, codes, false, stored); err != nil {
+			return err
 		}
-	}
-	stored := make(map[string]Task, len(codes))
-	for from := 0; from < len(codes); from += upsertGroup {
-		group := codes[from:min(from+upsertGroup, len(codes))]
-		if err := s.tx(ctx, func(tx *gorm.DB) error { return s.writeGroup(tx, app, group, want, known, stored) }); err != nil {
-			return nil, err
+		var missing []string
+		for _, code := range codes {
+			if _, ok := stored[code]; !ok {
+				missing = append(missing, code)
+			}
 		}
+		wrote, err := s.insertTasks(tx, missing, want)
+		if err != nil {
+			return err
+		}
+		if err := readTasks(tx, app, missing, true, stored); err != nil {
+			return err
+		}
+		var changed []string
+		for _, code := range codes {
+			cur, ok := stored[code]
+			if !ok {
+				return fmt.Errorf("store: upsert task %q: row missing after insert", code)
+			}
+			if def := definition(want[code]); cur.Kind != def["kind"] {
+				// An HTTP task created at runtime has the code: code must not
+				// turn it into a Go task, nor the other way round.
+				return fmt.Errorf("store: upsert task %q of kind %s: a task of kind %s has the code: %w", code, def["kind"], cur.Kind, ErrExists)
+			}
+			if sameDefinition(definition(&cur), definition(want[code])) {
+				continue
+			}
+			updated, err := s.updateDefinition(tx, cur, want[code])
+			if err != nil {
+				return err
+			}
+			wrote = wrote || updated
+			changed = append(changed, code)
+		}
+		if err := readTasks(tx, app, changed, false, stored); err != nil {
+			return err
+		}
+		if !wrote {
+			return nil
+		}
+		return bumpTaskGen(tx, app)
+	})
+	if err != nil {
+		return nil, err
 	}
 	out := make([]Task, len(tasks))
 	for i, t := range tasks {
 		out[i] = stored[t.Code]
 	}
 	return out, nil
-}
-
-// upsertGroup and taskInsertChunk: see UpsertTasks. A task row has some
-// twenty columns, so taskInsertChunk rows stay within SQLite's 32,766
-// bound parameters.
-const (
-	upsertGroup     = 5000
-	taskInsertChunk = 1000
-)
-
-// tasksByCode reads every task of app, in batches in ID order.
-func (s *Store) tasksByCode(ctx context.Context, app string) (map[string]Task, error) {
-	out := map[string]Task{}
-	var batch []Task
-	err := s.db.WithContext(ctx).Where("app = ?", app).FindInBatches(&batch, 10_000, func(*gorm.DB, int) error {
-		for _, t := range batch {
-			out[t.Code] = t
-		}
-		return nil
-	}).Error
-	if err != nil {
-		return nil, fmt.Errorf("store: read the tasks of app %q: %w", app, err)
-	}
-	return out, nil
-}
-
-// writeGroup writes the tasks of codes, one group of UpsertTasks, in tx,
-// and adds their stored rows to stored. The rows that exist are read
-// here, or taken from known when the caller read them all.
-func (s *Store) writeGroup(tx *gorm.DB, app string, codes []string, want map[string]*Task, known, stored map[string]Task) error {
-	for _, code := range codes {
-		delete(stored, code) // a deadlock retry starts over
-	}
-	if known == nil {
-		if err := readTasks(tx, app, codes, false, stored); err != nil {
-			return err
-		}
-	} else {
-		for _, code := range codes {
-			if t, ok := known[code]; ok {
-				stored[code] = t
-			}
-		}
-	}
-	var missing []string
-	for _, code := range codes {
-		if _, ok := stored[code]; !ok {
-			missing = append(missing, code)
-		}
-	}
-	unsure, wrote, err := s.insertTasks(tx, missing, want, stored)
-	if err != nil {
-		return err
-	}
-	if err := readTasks(tx, app, unsure, true, stored); err != nil {
-		return err
-	}
-	var changed []string
-	for _, code := range codes {
-		cur, ok := stored[code]
-		if !ok {
-			return fmt.Errorf("store: upsert task %q: row missing after insert", code)
-		}
-		if def := definition(want[code]); cur.Kind != def["kind"] {
-			// An HTTP task created at runtime has the code: code must not
-			// turn it into a Go task, nor the other way round.
-			return fmt.Errorf("store: upsert task %q of kind %s: a task of kind %s has the code: %w", code, def["kind"], cur.Kind, ErrExists)
-		}
-		if sameDefinition(definition(&cur), definition(want[code])) {
-			continue
-		}
-		updated, err := s.updateDefinition(tx, cur, want[code])
-		if err != nil {
-			return err
-		}
-		wrote = wrote || updated
-		changed = append(changed, code)
-	}
-	if err := readTasks(tx, app, changed, false, stored); err != nil {
-		return err
-	}
-	if !wrote {
-		return nil
-	}
-	return bumpTaskGen(tx, app)
 }
 
 // batchOfTasks validates a batch and returns its tasks by code and its
@@ -208,19 +150,14 @@ func readTasks(tx *gorm.DB, app string, codes []string, locking bool, into map[s
 	return nil
 }
 
-// insertTasks inserts the rows of codes as UpsertTask does,
-// taskInsertChunk rows per statement; a row another transaction inserted
-// first is left alone. It reports whether it inserted a row, and the
-// codes whose rows it does not know (unsure), to read back; the others it
-// adds to stored.
-func (s *Store) insertTasks(tx *gorm.DB, codes []string, want map[string]*Task, stored map[string]Task) (unsure []string, inserted bool, err error) {
+// insertTasks inserts the rows of codes as UpsertTask does, insertChunk
+// rows per statement; a row another transaction inserted first is left
+// alone. It reports whether it inserted a row.
+func (s *Store) insertTasks(tx *gorm.DB, codes []string, want map[string]*Task) (bool, error) {
+	inserted := false
 	now := s.nowMs()
-	// PostgreSQL and SQLite return the IDs of the rows inserted, in order
-	// (RETURNING): when a statement inserted every row, GORM's IDs are
-	// right. MySQL's are guessed from the first one, so read them back.
-	returning := tx.Dialector.Name() != "mysql"
-	for start := 0; start < len(codes); start += taskInsertChunk {
-		chunk := codes[start:min(start+taskInsertChunk, len(codes))]
+	for start := 0; start < len(codes); start += insertChunk {
+		chunk := codes[start:min(start+insertChunk, len(codes))]
 		rows := make([]Task, len(chunk))
 		for i, code := range chunk {
 			row := *want[code]
@@ -229,26 +166,18 @@ func (s *Store) insertTasks(tx *gorm.DB, codes []string, want map[string]*Task, 
 			if row.Status != TaskPaused {
 				row.Status = TaskActive
 			}
-			def := definition(&row) // the schema's defaults for zero values, as read back
-			row.Kind, row.TimeZone, row.MaxAttempts = def["kind"].(string), def["time_zone"].(string), def["max_attempts"].(int)
 			rows[i] = row
 		}
+		// GORM writes guessed IDs back into rows; readTasks reads the truth.
 		// The rows affected are the rows inserted: a conflict affects none
 		// (on MySQL, onConflictDoNothing's update changes nothing).
 		res := tx.Clauses(onConflictDoNothing(tx, "name")).Create(&rows)
 		if res.Error != nil {
-			return nil, false, fmt.Errorf("store: insert %d tasks from %q: %w", len(rows), chunk[0], res.Error)
+			return false, fmt.Errorf("store: insert %d tasks from %q: %w", len(rows), chunk[0], res.Error)
 		}
 		inserted = inserted || res.RowsAffected > 0
-		if !returning || res.RowsAffected != int64(len(rows)) {
-			unsure = append(unsure, chunk...)
-			continue
-		}
-		for _, r := range rows {
-			stored[r.Code] = r
-		}
 	}
-	return unsure, inserted, nil
+	return inserted, nil
 }
 
 // updateDefinition writes t's code-defined columns over cur and bumps the
