@@ -12,6 +12,22 @@ import (
 	"github.com/xtimer-go/xtimer/internal/fakeclock"
 )
 
+// MeanRun is unknown until a function returned, then at least the run
+// time of functions that all take that long (it measures real time).
+func TestPoolMeanRunFollowsTheRunTimes(t *testing.T) {
+	p := NewPool(2)
+	_, ok := p.MeanRun()
+	require.False(t, ok)
+	for range 4 {
+		p.Submit(func() { time.Sleep(20 * time.Millisecond) })
+	}
+	p.Wait()
+	mean, ok := p.MeanRun()
+	require.True(t, ok)
+	require.GreaterOrEqual(t, mean, 20*time.Millisecond)
+	t.Logf("mean run of four 20 ms sleeps: %s", mean)
+}
+
 func TestPoolRunsAtMostSizeAndKeepsOrder(t *testing.T) {
 	t.Parallel()
 	p := NewPool(2)
