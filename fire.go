@@ -125,7 +125,10 @@ func (s *Scheduler) dispatchLoop(ctx context.Context) {
 // Fires are claimed ahead of their run time by about two round trips of
 // the claim (claimLead), so that their handlers start on time, without a
 // database round trip in between: at the run time, the row says already
-// that this replica starts the fire. Within those bounds.
+// that this replica starts the fire. The lead stays within these bounds.
+// (The armed heap is ordered by run time, so fires sharing a run time
+// with an overlap-forbid fire at its top are claimed with it, at the run
+// time.)
 const (
 	minClaimLead = 2 * time.Millisecond
 	maxClaimLead = 250 * time.Millisecond
