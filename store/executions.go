@@ -122,6 +122,7 @@ func (s *Store) InsertFires(ctx context.Context, fires []Execution) ([]Execution
 	if err != nil {
 		return nil, err
 	}
+	s.analyzeFresh(ctx, len(mine))
 	slices.SortFunc(mine, compareFires)
 	return mine, nil
 }
@@ -231,27 +232,20 @@ func (s *Store) FinishAttempts(ctx context.Context, finishes []Finish) (oks []bo
 			return nil, err
 		}
 	}
+	rows := make([]rowUpdate, len(finishes))
+	for i, f := range finishes {
+		rows[i] = rowUpdate{id: f.ID, match: map[string]any{"attempt": f.Attempt}, set: sets[i]}
+	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	// Updating in id order makes concurrent batches lock rows in the same
-	// order, which keeps InnoDB from deadlocking them against each other.
-	order := make([]int, len(finishes))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(finishes[a].ID, finishes[b].ID) })
+	// updateRows updates in id order, which makes concurrent batches lock
+	// rows in the same order and keeps InnoDB from deadlocking them.
 	err = s.tx(ctx, func(tx *gorm.DB) error {
-		oks = make([]bool, len(finishes))
-		for _, i := range order {
-			f := finishes[i]
-			res := tx.Model(&Execution{}).
-				Where("id = ? AND attempt = ? AND status = ?", f.ID, f.Attempt, StatusRunning).
-				UpdateColumns(sets[i])
-			if res.Error != nil {
-				return fmt.Errorf("store: finish execution %d attempt %d: %w", f.ID, f.Attempt, res.Error)
-			}
-			oks[i] = res.RowsAffected == 1
+		done, err := s.updateRows(tx, "status = ?", []any{StatusRunning}, rows)
+		if err != nil {
+			return fmt.Errorf("store: finish %d attempts: %w", len(finishes), err)
 		}
+		oks = markDone(finishes, func(f Finish) int64 { return f.ID }, done)
 		return nil
 	})
 	if err != nil {

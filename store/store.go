@@ -8,6 +8,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -38,13 +39,15 @@ const insertChunk = 500
 const maxTxRetries = 5
 
 // Store runs xtimer's queries on one GORM database. It is safe for
-// concurrent use; it holds no state besides its options.
+// concurrent use; it holds no state besides its options and whether it
+// saw the executions table analyzed (analyzeFresh).
 type Store struct {
 	db      *gorm.DB
 	now     func() time.Time
 	timeout time.Duration
 	// noRollups: deletions leave xtimer_rollups alone (WithRollups).
 	noRollups bool
+	analyzed  atomic.Bool
 }
 
 // Option changes a Store made by New.

@@ -1,0 +1,123 @@
+package store_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/xtimer-go/xtimer/store"
+)
+
+// A batch of started fires, some that also ended with their own results,
+// is written with one UPDATE (MySQL: one locking read and one UPDATE),
+// each row getting its own values; a row whose claim is not the caller's
+// any more is left alone and reported. The same holds for FinishAttempts.
+func TestStartsAndResultsOfABatchAreOneStatement(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		var fs []store.Execution
+		for i := range 5 {
+			fs = append(fs, store.Execution{App: b.app, TaskCode: "bulk", RunTime: t0 + int64(i)*1000, Replica: "r1"})
+		}
+		rows, err := b.store.InsertFires(b.ctx, fs)
+		require.NoError(t, err)
+		ids := []int64{rows[0].ID, rows[1].ID, rows[2].ID, rows[3].ID, rows[4].ID}
+		started, err := b.store.StartFires(b.ctx, b.app, ids, "r1", t0)
+		require.NoError(t, err)
+		require.Len(t, started, 5)
+
+		rec := &recorder{}
+		s := store.New(b.db.Session(&gorm.Session{Logger: rec}), store.WithNow(func() time.Time { return time.UnixMilli(b.clock.Load()) }))
+		starts := []store.Start{
+			{ID: rows[0].ID, Replica: "r1", StartedMs: rows[0].RunTime},
+			{ID: rows[1].ID, Replica: "r1", StartedMs: rows[1].RunTime,
+				Finish: &store.Result{Status: store.StatusSucceeded, Output: "one", FinishedMs: rows[1].RunTime + 7}},
+			{ID: rows[2].ID, Replica: "r1", StartedMs: rows[2].RunTime,
+				Finish: &store.Result{Status: store.StatusFailed, Error: "two", FinishedMs: rows[2].RunTime + 9}},
+			{ID: rows[3].ID, Replica: "r1", StartedMs: rows[3].RunTime + 5}, // not what StartFires recorded
+			{ID: rows[4].ID, Replica: "r1", StartedMs: rows[4].RunTime,
+				Finish: &store.Result{Status: store.StatusSucceeded, StartedMs: rows[4].RunTime + 3, LatenessMs: 3, FinishedMs: rows[4].RunTime + 4}},
+		}
+		oks, err := s.MarkRunning(b.ctx, starts)
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, true, true, false, true}, oks)
+		require.Equal(t, 3, updates(rec.statements()), "one statement per shape of row: plain start, start and end, start and end with its own start")
+
+		want := []struct {
+			status, output, error string
+			started, duration     int64
+		}{
+			{store.StatusRunning, "", "", rows[0].RunTime, 0},
+			{store.StatusSucceeded, "one", "", rows[1].RunTime, 7},
+			{store.StatusFailed, "", "two", rows[2].RunTime, 9},
+			{store.StatusScheduled, "", "", rows[3].RunTime, 0},
+			{store.StatusSucceeded, "", "", rows[4].RunTime + 3, 1},
+		}
+		for i, w := range want {
+			e, err := b.store.Execution(b.ctx, rows[i].ID)
+			require.NoError(t, err)
+			require.Equal(t, w.status, e.Status, "row %d", i)
+			require.Equal(t, w.output, e.Output, "row %d", i)
+			require.Equal(t, w.error, e.Error, "row %d", i)
+			require.Equal(t, w.started, e.StartedMs, "row %d", i)
+			require.Equal(t, w.duration, e.DurationMs, "row %d", i)
+		}
+
+		rec2 := &recorder{}
+		s = store.New(b.db.Session(&gorm.Session{Logger: rec2}), store.WithNow(func() time.Time { return time.UnixMilli(b.clock.Load()) }))
+		oks, err = s.FinishAttempts(b.ctx, []store.Finish{
+			{ID: rows[0].ID, Attempt: 1, Result: store.Result{Status: store.StatusSucceeded, Output: "late", FinishedMs: rows[0].RunTime + 20}},
+			{ID: rows[1].ID, Attempt: 1, Result: store.Result{Status: store.StatusSucceeded, FinishedMs: rows[1].RunTime + 30}}, // already ended
+		})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, false}, oks)
+		require.Equal(t, 1, updates(rec2.statements()))
+		e, err := b.store.Execution(b.ctx, rows[0].ID)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusSucceeded, e.Status)
+		require.Equal(t, "late", e.Output)
+		require.Equal(t, int64(20), e.DurationMs, "duration from the start the row holds")
+		e, err = b.store.Execution(b.ctx, rows[1].ID)
+		require.NoError(t, err)
+		require.Equal(t, "one", e.Output, "a settled attempt keeps its result")
+	})
+}
+
+// updates counts the UPDATE statements among sqls.
+func updates(sqls []string) int {
+	n := 0
+	for _, q := range sqls {
+		if strings.HasPrefix(strings.TrimSpace(q), "UPDATE") {
+			n++
+		}
+	}
+	return n
+}
+
+// On PostgreSQL, a large insert of fires into an executions table that was
+// never analyzed analyzes it, so that the next claims are planned on the
+// primary key; a small one leaves that to autovacuum.
+func TestLargeFirstInsertAnalyzesTheExecutionsTable(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		if b.db.Dialector.Name() != "postgres" {
+			return // MySQL and SQLite keep their statistics as rows change
+		}
+		analyzed := func() bool {
+			var done bool
+			require.NoError(t, b.db.Raw(`SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relid = 'xtimer_executions'::regclass`).Scan(&done).Error)
+			return done
+		}
+		_, err := b.store.InsertFires(b.ctx, fires(b.app, "small", t0, t0+1000))
+		require.NoError(t, err)
+		require.False(t, analyzed(), "two fires do not call for ANALYZE")
+		runs := make([]int64, 1500)
+		for i := range runs {
+			runs[i] = t0 + int64(i)*1000
+		}
+		_, err = b.store.InsertFires(b.ctx, fires(b.app, "large", runs...))
+		require.NoError(t, err)
+		require.True(t, analyzed(), "1,500 fires into a table never analyzed")
+	})
+}
