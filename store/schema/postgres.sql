@@ -68,7 +68,7 @@ CREATE TABLE IF NOT EXISTS xtimer_executions (
   next_attempt_ms bigint       NOT NULL DEFAULT 0,
   updated_ms      bigint       NOT NULL DEFAULT 0,
   PRIMARY KEY (id)
-);
+) WITH (fillfactor = 50); -- room on each page for the start claim's HOT update (store.executionsFillFactor)
 -- Five indexes, no more: every fire writes its row several times. See
 -- store.Execution for which query each serves.
 CREATE UNIQUE INDEX IF NOT EXISTS xtimer_executions_fire ON xtimer_executions (app, task_code, run_time); -- one row per fire
