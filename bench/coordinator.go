@@ -30,7 +30,7 @@ type plan struct {
 	// lead, for burst: the fire instant F is chosen at least lead after
 	// the replicas start, and spec is built from it.
 	lead      time.Duration
-	topMinute bool                     // F on a top of minute (burst, full profile)
+	topMinute bool                     // F on a top of minute (burst)
 	specAt    func(f time.Time) string // builds spec from F
 	afterFire time.Duration            // burst: measured after the window, for late fires
 	kill      bool                     // failover: SIGKILL the busiest replica at half window

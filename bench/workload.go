@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"time"
 )
 
@@ -19,7 +18,6 @@ type profile struct {
 	steadyWindow  time.Duration
 	burstTasks    int
 	burstLead     time.Duration // replicas start this long before the burst at least
-	burstTop      bool          // the burst is a top of minute ("0 * * * * *")
 	burstAfter    time.Duration // measured after the burst: late fires
 	scaleTasks    []int
 	scaleIdle     time.Duration
@@ -57,7 +55,7 @@ var profiles = map[string]profile{
 		name: "full", systems: systemNames, workloads: allWorkloads, replicas: 3, workers: 64,
 		warmup: 5 * time.Second, tail: 3 * time.Second,
 		steadyTasks: 1000, steadyWindow: 60 * time.Second,
-		burstTasks: 10000, burstLead: 40 * time.Second, burstTop: true, burstAfter: 20 * time.Second,
+		burstTasks: 10000, burstLead: 40 * time.Second, burstAfter: 20 * time.Second,
 		scaleTasks: []int{10_000, 100_000, 1_000_000}, scaleIdle: 60 * time.Second,
 		failTasks: 1000, failWindow: 60 * time.Second,
 		rampSteps: []int{1000, 2000, 5000, 10000, 20000}, rampStep: 20 * time.Second,
@@ -77,14 +75,10 @@ func (pr profile) plans(system, workload string) []plan {
 			window: pr.failWindow, kill: true, ready: pr.readyTimeout}}
 	case "burst":
 		return []plan{{system: system, workload: workload, tasks: pr.burstTasks, lead: pr.burstLead,
-			topMinute: pr.burstTop, window: time.Second, afterFire: pr.burstAfter, ready: pr.readyTimeout,
-			specAt: func(f time.Time) string {
-				if pr.burstTop {
-					return "0 * * * * *"
-				}
-				// One instant a day: the run sees it once.
-				return fmt.Sprintf("%d %d %d * * *", f.Second(), f.Minute(), f.Hour())
-			}}}
+			topMinute: true, window: time.Second, afterFire: pr.burstAfter, ready: pr.readyTimeout,
+			// At a top of minute planned by a running fleet (README):
+			// the run ends before the next one.
+			specAt: func(time.Time) string { return "0 * * * * *" }}}
 	case "scale":
 		var ps []plan
 		for _, n := range pr.scaleTasks {
