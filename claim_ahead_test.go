@@ -2,6 +2,7 @@ package xtimer
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -77,4 +78,73 @@ func TestFireClaimedAheadStartsAtItsRunTimeAndIsReleasedOnStop(t *testing.T) {
 			require.Equal(t, runTime, row().StartedMs)
 		})
 	}
+}
+
+// The promise: fires due at one instant are claimed as far ahead as their
+// claim is expected to take, so that a burst starts on time: with 20
+// fires at 10:01 and 5 ms of claim per fire seen before, about 200 ms
+// ahead, where one fire alone is claimed 2 ms ahead.
+func TestFiresOfOneInstantAreClaimedAheadByTheirNumber(t *testing.T) {
+	t.Parallel()
+	db, app := testsvc.SQLite(t), testsvc.App(t)
+	ctx := context.Background()
+	clock := fakeclock.New(time.Date(2026, 11, 30, 10, 0, 0, 500_000_000, time.UTC))
+	iv := newInvocations()
+	s := newScheduler(t, setupOpts{db: db, app: app, clock: clock}, nil)
+	s.claimPerFire = 5 * time.Millisecond // as if measured by earlier claims
+	require.Equal(t, 201*time.Millisecond, s.claimLead(20))
+	for i := range 20 {
+		require.NoError(t, s.Register(fmt.Sprintf("burst.%02d", i), "0 * * * * *", iv.handler(nil)))
+	}
+	require.NoError(t, s.Start(ctx))
+	stopOnCleanup(t, s)
+	claimed := func() (n int) {
+		var rows []store.Execution
+		require.NoError(t, db.Where("app = ?", app).Find(&rows).Error)
+		for _, r := range rows {
+			if r.StartedMs != 0 {
+				n++
+			}
+		}
+		return n
+	}
+	require.NoError(t, clock.BlockUntil(ctx, 3))
+	clock.Advance(54*time.Second + 500*time.Millisecond) // 10:00:55: the 10:01 fires are recorded
+	require.Eventually(t, func() bool {
+		var n int64
+		require.NoError(t, db.Model(&store.Execution{}).Where("app = ?", app).Count(&n).Error)
+		return n == 20
+	}, 10*time.Second, 10*time.Millisecond)
+
+	require.NoError(t, clock.BlockUntil(ctx, 3))
+	clock.Advance(4*time.Second + 700*time.Millisecond) // 10:00:59.700: 300 ms before
+	time.Sleep(100 * time.Millisecond)                  // room for a wrong claim to land
+	require.Zero(t, claimed(), "not claimed 300 ms ahead")
+	clock.Advance(150 * time.Millisecond) // 10:00:59.850: 150 ms before
+	require.Eventually(t, func() bool { return claimed() == 20 }, 10*time.Second, 10*time.Millisecond,
+		"all 20 claimed together, 150 ms ahead")
+	select {
+	case run := <-iv.ch:
+		t.Fatalf("handler called at %s, before its run time %s", clock.Now(), run.ScheduledAt)
+	case <-time.After(100 * time.Millisecond):
+	}
+	clock.Advance(150 * time.Millisecond) // 10:01:00
+	for range 20 {
+		iv.next(t, 10*time.Second)
+	}
+}
+
+func TestClaimLeadGrowsWithTheFiresOfAnInstant(t *testing.T) {
+	t.Parallel()
+	s := &Scheduler{}
+	require.Equal(t, minClaimLead, s.claimLead(1), "nothing measured yet")
+	s.noteClaim(4*time.Millisecond, 1)     // a round trip
+	s.noteClaim(90*time.Millisecond, 3000) // 30 µs a fire
+	require.Equal(t, 4*time.Millisecond, s.claimRTT)
+	require.Equal(t, 30*time.Microsecond, s.claimPerFire)
+	require.Equal(t, 2*(4*time.Millisecond+30*time.Microsecond)+time.Millisecond, s.claimLead(1))
+	require.Equal(t, 2*(4*time.Millisecond+30*time.Millisecond)+time.Millisecond, s.claimLead(1000))
+	require.Equal(t, maxClaimLead, s.claimLead(10_000), "bounded")
+	s.noteClaim(50*time.Millisecond, 1000) // 50 µs a fire: the average moves a quarter of the way
+	require.Equal(t, 35*time.Microsecond, s.claimPerFire)
 }

@@ -335,14 +335,16 @@ type Scheduler struct {
 	slots     map[slotKey]*slotState
 	armed     fireHeap
 	armedIDs  map[int64]bool // executions in armed
+	armedAt   map[int64]int  // fires in armed by instant (Unix ms)
 	// backlog holds Go-handler fires that are due and checked but wait for
 	// a free worker, unclaimed (fenceNow). Only the dispatcher uses it.
 	backlog []store.Execution
 	// claimed holds the Go and HTTP fires claimed ahead of their run time,
-	// waiting for it, and claimRTT the moving average of the claim's round
-	// trip (claimLead). Only the dispatcher uses them.
-	claimed  fireHeap
-	claimRTT time.Duration
+	// waiting for it; claimRTT and claimPerFire are moving averages of what
+	// a claim takes (claimLead). Only the dispatcher uses them.
+	claimed      fireHeap
+	claimRTT     time.Duration
+	claimPerFire time.Duration
 	// unstarted are the fires claimed ahead and not started when the
 	// dispatcher stopped, for Stop to release.
 	unstarted []int64
@@ -403,6 +405,7 @@ func New(opts Options) (*Scheduler, error) {
 		slots:      map[slotKey]*slotState{},
 		running:    map[string]int{},
 		armedIDs:   map[int64]bool{},
+		armedAt:    map[int64]int{},
 		wake:       make(chan struct{}, 1),
 	}
 	for b := range s.byBucket {
