@@ -40,14 +40,14 @@ const maxTxRetries = 5
 
 // Store runs xtimer's queries on one GORM database. It is safe for
 // concurrent use; it holds no state besides its options and whether it
-// saw the executions table analyzed (analyzeFresh).
+// saw its busiest tables analyzed (analyzeFresh).
 type Store struct {
 	db      *gorm.DB
 	now     func() time.Time
 	timeout time.Duration
 	// noRollups: deletions leave xtimer_rollups alone (WithRollups).
-	noRollups bool
-	analyzed  atomic.Bool
+	noRollups                         bool
+	analyzedExecutions, analyzedTasks atomic.Bool
 }
 
 // Option changes a Store made by New.

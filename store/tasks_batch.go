@@ -60,6 +60,7 @@ func (s *Store) UpsertTasks(ctx context.Context, tasks []*Task) ([]Task, error) 
 		if err != nil {
 			return err
 		}
+		analyzeFresh(ctx, tx, "xtimer_tasks", &s.analyzedTasks, len(missing))
 		if err := readTasks(tx, app, missing, true, stored); err != nil {
 			return err
 		}

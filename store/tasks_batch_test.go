@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xtimer-go/xtimer/internal/testsvc"
 	"github.com/xtimer-go/xtimer/store"
 )
 
@@ -195,4 +196,32 @@ func TestUpsertTasksRefusesABadBatchWhole(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, all)
 	})
+}
+
+// On PostgreSQL, registering many tasks into a tasks table never analyzed
+// analyzes it, inside the upsert's transaction, so that the read-back of
+// the rows (500 codes a statement) is planned on the (app, code) index.
+func TestLargeFirstUpsertAnalyzesTheTasksTable(t *testing.T) {
+	t.Parallel()
+	b := open(t, testsvc.Postgres(t))
+	require.NoError(t, b.store.Migrate(b.ctx))
+	analyzed := func() bool {
+		var done bool
+		require.NoError(t, b.db.Raw(`SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relid = 'xtimer_tasks'::regclass`).Scan(&done).Error)
+		return done
+	}
+	_, err := b.store.UpsertTasks(b.ctx, manyTasks(b.app, 10))
+	require.NoError(t, err)
+	require.False(t, analyzed(), "ten tasks do not call for ANALYZE")
+
+	began := time.Now()
+	got, err := b.store.UpsertTasks(b.ctx, manyTasks(b.app, 5000))
+	require.NoError(t, err)
+	t.Logf("UpsertTasks of 5,000 tasks, 4,990 new: %s", time.Since(began))
+	require.Len(t, got, 5000)
+	for i, row := range got {
+		require.Equal(t, fmt.Sprintf("job.%04d", i), row.Code)
+		require.NotZero(t, row.ID)
+	}
+	require.Eventually(t, analyzed, 5*time.Second, 20*time.Millisecond, "5,000 tasks into a table never analyzed")
 }
