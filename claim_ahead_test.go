@@ -138,6 +138,7 @@ func TestClaimLeadGrowsWithTheFiresOfAnInstant(t *testing.T) {
 	t.Parallel()
 	s := &Scheduler{}
 	require.Equal(t, minClaimLead, s.claimLead(1), "nothing measured yet")
+	require.Equal(t, 2*380*assumedClaimPerFire+time.Millisecond, s.claimLead(380), "nothing measured yet")
 	s.noteClaim(4*time.Millisecond, 1)     // a round trip
 	s.noteClaim(90*time.Millisecond, 3000) // 30 µs a fire
 	require.Equal(t, 4*time.Millisecond, s.claimRTT)

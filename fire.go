@@ -163,8 +163,16 @@ const (
 )
 
 // A claim of fewer than bigClaim fires is timed as a round trip
-// (claimRTT); a larger one per fire (claimPerFire), checks included.
-const bigClaim = 32
+// (claimRTT); a larger one per fire (claimPerFire), checks included. Until
+// one is timed, a fire is taken to cost assumedClaimPerFire, about what
+// one costs on PostgreSQL with three replicas claiming at once: a replica
+// whose first large claim comes at a minute boundary (a new share of the
+// slots, 380 fires a second) claimed it 2 ms ahead and started it 33 ms
+// late.
+const (
+	bigClaim            = 32
+	assumedClaimPerFire = 50 * time.Microsecond
+)
 
 // claimLead is how far ahead of their run time n fires due together are
 // claimed: twice the expected round trip and per-fire work of their claim,
@@ -173,7 +181,11 @@ const bigClaim = 32
 // ms on PostgreSQL, checks included: with the lead of a small claim they
 // started that much late. Only the dispatcher calls it.
 func (s *Scheduler) claimLead(n int) time.Duration {
-	expect := s.claimRTT + time.Duration(n)*s.claimPerFire
+	perFire := s.claimPerFire
+	if perFire == 0 {
+		perFire = assumedClaimPerFire
+	}
+	expect := s.claimRTT + time.Duration(n)*perFire
 	return min(max(2*expect+time.Millisecond, minClaimLead), maxClaimLead)
 }
 
