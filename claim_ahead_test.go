@@ -83,7 +83,8 @@ func TestFireClaimedAheadStartsAtItsRunTimeAndIsReleasedOnStop(t *testing.T) {
 // The promise: fires due at one instant are claimed as far ahead as their
 // claim is expected to take, so that a burst starts on time: with 20
 // fires at 10:01 and 5 ms of claim per fire seen before, about 200 ms
-// ahead, where one fire alone is claimed 2 ms ahead.
+// ahead, where one fire alone is claimed 2 ms ahead; a fire of the instant
+// whose task forbids overlap still at its run time.
 func TestFiresOfOneInstantAreClaimedAheadByTheirNumber(t *testing.T) {
 	t.Parallel()
 	db, app := testsvc.SQLite(t), testsvc.App(t)
@@ -96,6 +97,9 @@ func TestFiresOfOneInstantAreClaimedAheadByTheirNumber(t *testing.T) {
 	for i := range 20 {
 		require.NoError(t, s.Register(fmt.Sprintf("burst.%02d", i), "0 * * * * *", iv.handler(nil)))
 	}
+	// One of the instant's tasks forbids overlap: whether its previous fire
+	// still runs is known only at the run time, so it is claimed then.
+	require.NoError(t, s.Register("burst.forbid", "0 * * * * *", iv.handler(nil), WithOverlap(OverlapForbid)))
 	require.NoError(t, s.Start(ctx))
 	stopOnCleanup(t, s)
 	claimed := func() (n int) {
@@ -113,7 +117,7 @@ func TestFiresOfOneInstantAreClaimedAheadByTheirNumber(t *testing.T) {
 	require.Eventually(t, func() bool {
 		var n int64
 		require.NoError(t, db.Model(&store.Execution{}).Where("app = ?", app).Count(&n).Error)
-		return n == 20
+		return n == 21
 	}, 10*time.Second, 10*time.Millisecond)
 
 	require.NoError(t, clock.BlockUntil(ctx, 3))
@@ -122,14 +126,17 @@ func TestFiresOfOneInstantAreClaimedAheadByTheirNumber(t *testing.T) {
 	require.Zero(t, claimed(), "not claimed 300 ms ahead")
 	clock.Advance(150 * time.Millisecond) // 10:00:59.850: 150 ms before
 	require.Eventually(t, func() bool { return claimed() == 20 }, 10*time.Second, 10*time.Millisecond,
-		"all 20 claimed together, 150 ms ahead")
+		"the 20 fires claimed together, 150 ms ahead")
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, 20, claimed(), "the overlap-forbid fire of the instant waits for its run time")
 	select {
 	case run := <-iv.ch:
 		t.Fatalf("handler called at %s, before its run time %s", clock.Now(), run.ScheduledAt)
 	case <-time.After(100 * time.Millisecond):
 	}
 	clock.Advance(150 * time.Millisecond) // 10:01:00
-	for range 20 {
+	require.Eventually(t, func() bool { return claimed() == 21 }, 10*time.Second, 10*time.Millisecond)
+	for range 21 {
 		iv.next(t, 10*time.Second)
 	}
 }

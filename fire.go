@@ -45,10 +45,17 @@ func (f armedFire) claimAt(lead time.Duration) time.Time {
 
 type fireHeap []armedFire
 
-func (h fireHeap) Len() int           { return len(h) }
-func (h fireHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
-func (h fireHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *fireHeap) Push(x any)        { *h = append(*h, x.(armedFire)) }
+func (h fireHeap) Len() int { return len(h) }
+func (h fireHeap) Less(i, j int) bool {
+	// At one instant, the fires claimed ahead come first: an exact fire at
+	// the top would hold them back until the run time.
+	if h[i].due.Equal(h[j].due) {
+		return !h[i].exact && h[j].exact
+	}
+	return h[i].due.Before(h[j].due)
+}
+func (h fireHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *fireHeap) Push(x any)   { *h = append(*h, x.(armedFire)) }
 func (h *fireHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
@@ -118,8 +125,10 @@ func (s *Scheduler) dispatchLoop(ctx context.Context) {
 		var due []armedFire
 		wait := time.Hour
 		s.mu.Lock()
-		var instant time.Time // of the fires popped last: all of them go together
-		for s.armed.Len() > 0 && (s.armed[0].due.Equal(instant) || !s.topClaimAtLocked(room).After(now)) {
+		// The fires of the instant popped last go with it, except those
+		// claimed at their run time (exact), which wait for it.
+		var instant time.Time
+		for s.armed.Len() > 0 && (s.armed[0].due.Equal(instant) && !s.armed[0].exact || !s.topClaimAtLocked(room).After(now)) {
 			f := s.popArmedLocked()
 			instant = f.due
 			due = append(due, f)
@@ -154,9 +163,9 @@ func (s *Scheduler) dispatchLoop(ctx context.Context) {
 // claim is expected to take (claimLead), so that their handlers start on
 // time, without a database round trip in between: at the run time, the
 // row says already that this replica starts the fire. The lead stays
-// within these bounds. (The armed heap is ordered by run time, so fires
-// sharing a run time with an overlap-forbid fire at its top are claimed
-// with it, at the run time.)
+// within these bounds. (Fires whose task forbids overlap are claimed at
+// their run time; the armed heap puts them after the other fires of their
+// instant, which go ahead without them.)
 const (
 	minClaimLead = 2 * time.Millisecond
 	maxClaimLead = 250 * time.Millisecond
