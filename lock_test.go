@@ -383,3 +383,22 @@ func TestLockRedisSilentServerIsCutOff(t *testing.T) {
 	requireUnavailable(t, err, context.DeadlineExceeded)
 	require.Less(t, took, redisCallTimeout/2, "bounded by the caller's ctx")
 }
+
+// A slot claim cut short by Stop (its context canceled) is not the lock
+// backend failing: no fallback to the database's unique key, no alert,
+// and the slot is not taken.
+func TestSlotClaimCanceledByStopIsNotAFallback(t *testing.T) {
+	t.Parallel()
+	s, err := New(Options{DB: testsvc.SQLite(t), Redis: testsvc.Redis(t), App: testsvc.App(t)})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	st := &slotState{}
+	down := false
+	require.False(t, s.claimSlot(ctx, time.Now(), slotKey{minute: time.Now().Unix() / 60, bucket: 3}, st, &down))
+	require.False(t, down, "a canceled claim must not switch the tick to the database fallback")
+	require.Nil(t, st.lock)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.False(t, s.redisDown, "a canceled claim must not mark Redis down")
+}

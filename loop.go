@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/xtimer-go/xtimer/executor"
@@ -741,6 +742,8 @@ func (s *Scheduler) claimSlot(ctx context.Context, now time.Time, k slotKey, st 
 		st.recheck = now.Add(time.Second) // take over within a tick of the owner's lock expiring
 		s.mu.Unlock()
 		return false
+	case ctx.Err() != nil:
+		return false // stopping: the lock backend is not at fault, and nothing is claimed
 	default:
 		*down = true
 		s.noteRedis(err)
@@ -765,16 +768,16 @@ func (s *Scheduler) takeOver(ctx context.Context, k slotKey) error {
 	}
 	s.mu.Unlock()
 	from := k.minute * 60_000
-	if _, err := s.store.TakeOverFires(ctx, s.opts.App, others, from, from+60_000, ""); err != nil {
+	if _, _, err := s.store.TakeOverFires(ctx, s.opts.App, others, from, from+60_000, ""); err != nil {
 		return err
 	}
-	rows, err := s.store.TakeOverFires(ctx, s.opts.App, mine, from, from+60_000, s.opts.InstanceID)
+	rows, owners, err := s.store.TakeOverFires(ctx, s.opts.App, mine, from, from+60_000, s.opts.InstanceID)
 	if err != nil {
 		return err
 	}
 	if len(rows) > 0 {
 		s.log.Info("took over the fires of a slot whose owner stopped refreshing its lock", "minute", time.Unix(k.minute*60, 0).UTC(),
-			"bucket", k.bucket, "fires", len(rows), "previous_owner", rows[0].Replica)
+			"bucket", k.bucket, "fires", len(rows), "previous_owners", strings.Join(owners, ","))
 	}
 	for _, r := range rows {
 		r.Replica = s.opts.InstanceID

@@ -57,7 +57,11 @@ func (x xtimerSystem) Run(ctx context.Context, env ReplicaEnv, tasks []TaskSpec,
 	rdb := redis.NewClient(&redis.Options{Addr: env.RedisAddr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
 
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	level := slog.LevelWarn
+	if os.Getenv("XTIMER_BENCH_LOG") == "info" {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	s, err := xtimer.New(xtimer.Options{
 		DB: db, Redis: rdb, App: "bench", InstanceID: fmt.Sprintf("replica-%d", env.Replica),
 		Workers: env.Workers, Logger: log,

@@ -77,7 +77,7 @@ func (s *Store) ReleaseFires(ctx context.Context, app, replica string) (int64, e
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	var n int64
-	err := s.tx(ctx, func(tx *gorm.DB) error {
+	err := s.rowTx(ctx, func(tx *gorm.DB) error {
 		res := tx.Model(&Execution{}).
 			Where("app = ? AND replica = ? AND status = ? AND attempt = 0 AND started_ms = 0", app, replica, StatusScheduled).
 			UpdateColumns(map[string]any{"replica": "", "updated_ms": s.nowMs()})
@@ -180,7 +180,7 @@ func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica
 	}
 	// MySQL/MariaDB have no UPDATE ... RETURNING: the rows this call changed
 	// are the ones carrying its nonce.
-	err = s.tx(ctx, func(tx *gorm.DB) error {
+	err = s.rowTx(ctx, func(tx *gorm.DB) error {
 		started = started[:0]
 		for from := 0; from < len(ids); from += insertChunk {
 			chunk := ids[from:min(from+insertChunk, len(ids))]
@@ -216,33 +216,50 @@ func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica
 // (tasks codes, run times in [fromMs, toMs)) that another replica recorded:
 // the caller has just won the slot's lock after its owner stopped
 // refreshing it (killed, frozen, cut off). The old owner can no longer
-// start them: StartFires checks the owner.
-func (s *Store) TakeOverFires(ctx context.Context, app string, codes []string, fromMs, toMs int64, replica string) ([]Execution, error) {
+// start them: StartFires checks the owner. It returns the fires taken and
+// the replicas that held them.
+func (s *Store) TakeOverFires(ctx context.Context, app string, codes []string, fromMs, toMs int64, replica string) (rows []Execution, from []string, err error) {
 	if len(codes) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	claim, err := nonce()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	var rows []Execution
-	err = s.tx(ctx, func(tx *gorm.DB) error {
-		rows = nil
+	err = s.rowTx(ctx, func(tx *gorm.DB) error {
+		rows, from = nil, nil
 		var taken int64
 		// A bucket of a million tasks has tens of thousands of codes:
 		// insertChunk of them per statement keeps within every database's
 		// limit on bound parameters.
-		for from := 0; from < len(codes); from += insertChunk {
-			res := tx.Model(&Execution{}).
-				Where("app = ? AND task_code IN ? AND run_time >= ? AND run_time < ? AND status = ? AND attempt = 0 AND started_ms = 0 AND replica <> ?",
-					app, codes[from:min(from+insertChunk, len(codes))], fromMs, toMs, StatusScheduled, replica).
-				UpdateColumns(map[string]any{"replica": replica, "claim": claim, "updated_ms": s.nowMs()})
+		for i := 0; i < len(codes); i += insertChunk {
+			q := func() *gorm.DB {
+				return tx.Model(&Execution{}).
+					Where("app = ? AND task_code IN ? AND run_time >= ? AND run_time < ? AND status = ? AND attempt = 0 AND started_ms = 0 AND replica <> ?",
+						app, codes[i:min(i+insertChunk, len(codes))], fromMs, toMs, StatusScheduled, replica)
+			}
+			var owners []string
+			if err := q().Distinct("replica").Pluck("replica", &owners).Error; err != nil {
+				return fmt.Errorf("store: read owners of fires to take over: %w", err)
+			}
+			if len(owners) == 0 {
+				continue
+			}
+			res := q().UpdateColumns(map[string]any{"replica": replica, "claim": claim, "updated_ms": s.nowMs()})
 			if res.Error != nil {
 				return fmt.Errorf("store: take over fires: %w", res.Error)
 			}
+			if res.RowsAffected == 0 {
+				continue // started or taken by another meanwhile
+			}
 			taken += res.RowsAffected
+			for _, o := range owners {
+				if !slices.Contains(from, o) {
+					from = append(from, o)
+				}
+			}
 		}
 		if taken == 0 {
 			return nil
@@ -253,7 +270,11 @@ func (s *Store) TakeOverFires(ctx context.Context, app string, codes []string, f
 		}
 		return nil
 	})
-	return rows, err
+	if err != nil {
+		return nil, nil, err
+	}
+	slices.Sort(from)
+	return rows, from, nil
 }
 
 // SkipFire settles a first attempt that will not run (paused, overlap,
@@ -311,7 +332,7 @@ func (s *Store) MarkRunning(ctx context.Context, starts []Start) (oks []bool, er
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	err = s.tx(ctx, func(tx *gorm.DB) error {
+	err = s.rowTx(ctx, func(tx *gorm.DB) error {
 		done, err := s.updateRows(tx, "status = ? AND attempt = 0", []any{StatusScheduled}, rows)
 		if err != nil {
 			return fmt.Errorf("store: mark %d executions running: %w", len(starts), err)
@@ -354,24 +375,43 @@ func (s *Store) PromoteLostStarts(ctx context.Context, app string, live []string
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	var rows []Execution
-	err = s.tx(ctx, func(tx *gorm.DB) error {
-		// A fire is claimed at most maxClaimLead before its run time, so
-		// claimed fires are due by now, give or take the claimer's clock:
-		// the bound keeps the (app, status, run_time) index off the fires
-		// recorded ahead. A claimer whose clock is more than lostStartSkew
-		// ahead has its lost starts promoted that much later, not never.
+	// A fire is claimed at most maxClaimLead before its run time, so
+	// claimed fires are due by now, give or take the claimer's clock:
+	// the bound keeps the (app, status, run_time) index off the fires
+	// recorded ahead. A claimer whose clock is more than lostStartSkew
+	// ahead has its lost starts promoted that much later, not never.
+	lost := func(tx *gorm.DB) *gorm.DB {
 		q := tx.Model(&Execution{}).Where("app = ? AND status = ? AND run_time <= ? AND attempt = 0 AND started_ms > 0",
 			app, StatusScheduled, s.nowMs()+lostStartSkew.Milliseconds())
 		if len(live) > 0 {
 			q = q.Where(tx.Where("replica NOT IN ?", live).Or("started_ms < ?", staleBeforeMs))
 		}
-		res := q.UpdateColumns(map[string]any{"status": StatusRunning, "attempt": 1, "claim": claim, "updated_ms": s.nowMs()})
-		if res.Error != nil {
-			return fmt.Errorf("store: promote lost starts of app %q: %w", app, res.Error)
-		}
+		return q
+	}
+	// Read first, without a lock: nearly always nothing is lost, and an
+	// UPDATE with this condition locks every row it looks at on MySQL and
+	// MariaDB (every fire due in the next lostStartSkew, thousands), once
+	// a second on every replica, against the starts of those same rows.
+	var ids []int64
+	if err := lost(s.db.WithContext(ctx)).Order("id").Pluck("id", &ids).Error; err != nil {
+		return nil, fmt.Errorf("store: read lost starts of app %q: %w", app, err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var rows []Execution
+	err = s.rowTx(ctx, func(tx *gorm.DB) error {
 		rows = nil
-		if res.RowsAffected == 0 {
+		var n int64
+		for from := 0; from < len(ids); from += insertChunk {
+			res := lost(tx).Where("id IN ?", ids[from:min(from+insertChunk, len(ids))]).
+				UpdateColumns(map[string]any{"status": StatusRunning, "attempt": 1, "claim": claim, "updated_ms": s.nowMs()})
+			if res.Error != nil {
+				return fmt.Errorf("store: promote lost starts of app %q: %w", app, res.Error)
+			}
+			n += res.RowsAffected
+		}
+		if n == 0 {
 			return nil
 		}
 		return tx.Where("app = ? AND claim = ? AND status = ? AND attempt = 1", app, claim, StatusRunning).Find(&rows).Error

@@ -93,7 +93,7 @@ func (s *Store) InsertFires(ctx context.Context, fires []Execution) ([]Execution
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	var mine []Execution
-	err = s.tx(ctx, func(tx *gorm.DB) error {
+	err = s.rowTx(ctx, func(tx *gorm.DB) error {
 		for start := 0; start < len(rows); start += insertChunk {
 			// A copy, because GORM writes back IDs it guesses for rows that
 			// ON CONFLICT skipped; the truth comes from the SELECT below.
@@ -240,7 +240,7 @@ func (s *Store) FinishAttempts(ctx context.Context, finishes []Finish) (oks []bo
 	defer cancel()
 	// updateRows updates in id order, which makes concurrent batches lock
 	// rows in the same order and keeps InnoDB from deadlocking them.
-	err = s.tx(ctx, func(tx *gorm.DB) error {
+	err = s.rowTx(ctx, func(tx *gorm.DB) error {
 		done, err := s.updateRows(tx, "status = ?", []any{StatusRunning}, rows)
 		if err != nil {
 			return fmt.Errorf("store: finish %d attempts: %w", len(finishes), err)

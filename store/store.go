@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -160,9 +161,37 @@ func (s *Store) nowMs() int64 { return s.now().UnixMilli() }
 // database reports a deadlock or a serialization failure. fn must be
 // idempotent up to its commit.
 func (s *Store) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return s.txWith(ctx, nil, fn)
+}
+
+// readCommitted asks MySQL and MariaDB for READ COMMITTED.
+var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
+// rowTx is tx for the fire path's writes (claims, starts, results,
+// take-overs): each names the rows it changes by id or by a condition
+// rechecked in the row, and reads back only what it wrote, so it needs
+// no protection from phantoms. On MySQL and MariaDB it runs at READ
+// COMMITTED: at their default, REPEATABLE READ, an UPDATE locks every
+// index entry it scans, and the gap before it, until commit, matching or
+// not, so a take-over of a dead replica's slot and the starts of the
+// fires next to it in the index deadlocked one another (five times in a
+// row in one failover run, the take-over seconds late). PostgreSQL is at
+// READ COMMITTED by default; SQLite has one writer.
+func (s *Store) rowTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	if s.db.Dialector.Name() != "mysql" {
+		return s.tx(ctx, fn)
+	}
+	return s.txWith(ctx, readCommitted, fn)
+}
+
+func (s *Store) txWith(ctx context.Context, opts *sql.TxOptions, fn func(tx *gorm.DB) error) error {
 	var err error
 	for try := 0; try < maxTxRetries; try++ {
-		err = s.db.WithContext(ctx).Transaction(fn)
+		if opts != nil {
+			err = s.db.WithContext(ctx).Transaction(fn, opts)
+		} else {
+			err = s.db.WithContext(ctx).Transaction(fn)
+		}
 		if err == nil || !retryable(err) || ctx.Err() != nil {
 			return err
 		}
