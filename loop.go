@@ -680,6 +680,18 @@ func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey
 		n := min(len(later), recordChunk)
 		parts, later = append(parts, later[:n]), later[n:]
 	}
+	// A dead owner's fires due soon are taken over first: they are late
+	// already (its lock ran out seconds after it died), while the rest of
+	// its slots, thousands of rows each, can wait for the fires this
+	// replica records. One replica often wins every slot of the dead one:
+	// taken over whole, one after the other, the last slot's fires started
+	// 2-3 s after the first's on MariaDB.
+	urgentMs := soon.UnixMilli()
+	for _, k := range takeOver {
+		if err := s.takeOver(ctx, k, k.minute*60_000, min((k.minute+1)*60_000, urgentMs)); err != nil {
+			return err
+		}
+	}
 	for _, part := range parts {
 		if len(part) == 0 {
 			continue
@@ -689,7 +701,7 @@ func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey
 		}
 	}
 	for _, k := range takeOver {
-		if err := s.takeOver(ctx, k); err != nil {
+		if err := s.takeOver(ctx, k, max(k.minute*60_000, urgentMs), (k.minute+1)*60_000); err != nil {
 			return err
 		}
 	}
@@ -754,9 +766,13 @@ func (s *Scheduler) claimSlot(ctx context.Context, now time.Time, k slotKey, st 
 // takeOver gives this replica the recorded, unstarted fires of a slot whose
 // lock it holds but which another replica recorded (its owner stopped
 // refreshing the lock: killed, frozen, cut off, or restarted under a new
-// ID). Fires of tasks this replica has no handler for are set unowned
-// instead, for a replica that has it to claim.
-func (s *Scheduler) takeOver(ctx context.Context, k slotKey) error {
+// ID), those with run times in [fromMs, toMs). Fires of tasks this
+// replica has no handler for are set unowned instead, for a replica that
+// has it to claim.
+func (s *Scheduler) takeOver(ctx context.Context, k slotKey, fromMs, toMs int64) error {
+	if fromMs >= toMs {
+		return nil
+	}
 	s.mu.Lock()
 	var mine, others []string
 	for code := range s.byBucket[k.bucket] {
@@ -767,11 +783,10 @@ func (s *Scheduler) takeOver(ctx context.Context, k slotKey) error {
 		}
 	}
 	s.mu.Unlock()
-	from := k.minute * 60_000
-	if _, _, err := s.store.TakeOverFires(ctx, s.opts.App, others, from, from+60_000, ""); err != nil {
+	if _, _, err := s.store.TakeOverFires(ctx, s.opts.App, others, fromMs, toMs, ""); err != nil {
 		return err
 	}
-	rows, owners, err := s.store.TakeOverFires(ctx, s.opts.App, mine, from, from+60_000, s.opts.InstanceID)
+	rows, owners, err := s.store.TakeOverFires(ctx, s.opts.App, mine, fromMs, toMs, s.opts.InstanceID)
 	if err != nil {
 		return err
 	}

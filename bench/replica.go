@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 	"time"
 )
@@ -54,6 +56,19 @@ func runReplica(start time.Time, name, recPath string, capacity int64, n int, sp
 	tasks := make([]TaskSpec, n)
 	for i := range tasks {
 		tasks[i] = TaskSpec{Code: taskCode(i), Spec: spec}
+	}
+	if dir := os.Getenv("XTIMER_BENCH_CPUPROFILE"); dir != "" {
+		// A CPU profile per replica, for pprof; a SIGKILLed replica leaves
+		// an empty or cut file.
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d-replica-%d.pprof", name, n, env.Replica)))
+		if err != nil {
+			return fmt.Errorf("XTIMER_BENCH_CPUPROFILE: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("XTIMER_BENCH_CPUPROFILE: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
