@@ -551,8 +551,19 @@ func (q *updateQueue) poke() {
 
 func (q *updateQueue) start() { go q.loop() }
 
-// loop writes what is queued, at most every 50ms, so a burst of fires
-// becomes a few transactions instead of one write each.
+// Writes of the queue: at most one every updateEvery, and the first
+// updateGather after the first item queued.
+const (
+	updateEvery  = 50 * time.Millisecond
+	updateGather = 20 * time.Millisecond
+)
+
+// loop writes what is queued, at most every updateEvery, so a burst of
+// fires becomes a few transactions instead of one write each. It waits
+// updateGather after the first start of a round before writing: the fires
+// of one instant start together, and a write as soon as the first of them
+// had started took its CPU while the others were starting (and wrote the
+// others' starts and results later, two writes where one does).
 func (q *updateQueue) loop() {
 	defer close(q.done)
 	for {
@@ -561,13 +572,14 @@ func (q *updateQueue) loop() {
 			return
 		case <-q.kick:
 		}
+		pause(q.quit, updateGather)
 		if err := q.flush(context.Background()); err != nil {
 			q.s.noteDB(err)
 			pause(q.quit, time.Second)
 			q.poke()
 			continue
 		}
-		pause(q.quit, 50*time.Millisecond)
+		pause(q.quit, updateEvery-updateGather)
 	}
 }
 

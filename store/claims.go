@@ -165,12 +165,11 @@ func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica
 	if name := s.db.Dialector.Name(); name == "postgres" || name == "sqlite" {
 		// One statement, one round trip: this is on the fire path.
 		for from := 0; from < len(ids); from += insertChunk {
-			var got []int64
-			err := s.db.WithContext(ctx).Raw(`UPDATE xtimer_executions SET lateness_ms = `+claimLateness+`,
+			got, err := scanIDs(s.db.WithContext(ctx), `UPDATE xtimer_executions SET lateness_ms = `+claimLateness+`,
 				started_ms = `+claimStart+`, claim = ?, updated_ms = ?
 				WHERE id IN ? AND status = ? AND attempt = 0 AND started_ms = 0 AND replica = ? RETURNING id`,
 				claimMs, claimMs, claimMs, claimMs, claim, s.nowMs(),
-				ids[from:min(from+insertChunk, len(ids))], StatusScheduled, replica).Scan(&got).Error
+				ids[from:min(from+insertChunk, len(ids))], StatusScheduled, replica)
 			if err != nil {
 				return started, fmt.Errorf("store: start fires: %w", err)
 			}
