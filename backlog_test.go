@@ -90,3 +90,72 @@ func TestFiresWaitingForAWorkerStayUnclaimed(t *testing.T) {
 		return true
 	}, 10*time.Second, 10*time.Millisecond)
 }
+
+// A replica whose app ran handlers before it started (their run times are
+// in the database) claims a burst of quick fires ahead in one round, the
+// first time too: with one worker and the app's handlers taking under a
+// millisecond, all four fires of the instant are claimed while the first
+// one runs, where a replica with no history claims two (above).
+func TestRecentRunTimesLetAFreshReplicaClaimABurstInOneRound(t *testing.T) {
+	t.Parallel()
+	db, app := testsvc.SQLite(t), testsvc.App(t)
+	ctx := context.Background()
+	clock := fakeclock.New(time.Date(2026, 11, 30, 10, 0, 0, 500_000_000, time.UTC))
+	st := store.New(db)
+	require.NoError(t, st.Migrate(ctx))
+	var history []store.Execution
+	for i := range 20 {
+		at := time.Date(2026, 11, 29, 10, i, 0, 0, time.UTC).UnixMilli()
+		history = append(history, store.Execution{App: app, TaskCode: "yesterday", RunTime: at, Status: store.StatusSucceeded,
+			Attempt: 1, StartedMs: at, FinishedMs: at})
+	}
+	require.NoError(t, db.Create(&history).Error)
+
+	iv := newInvocations()
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	var calls atomic.Int32
+	s := newScheduler(t, setupOpts{db: db, app: app, clock: clock}, func(o *Options) { o.Workers = 1 })
+	block := iv.handler(func(*Run) error {
+		if calls.Add(1) == 1 {
+			<-release
+		}
+		return nil
+	})
+	codes := []string{"a", "b", "c", "d"}
+	for _, code := range codes {
+		require.NoError(t, s.Register(code, "0 * * * * *", block))
+	}
+	require.NoError(t, s.Start(ctx))
+	stopOnCleanup(t, s)
+	t.Cleanup(free)
+
+	claimed := func() (n int) {
+		var rows []store.Execution
+		require.NoError(t, db.Where("app = ? AND task_code IN ?", app, codes).Find(&rows).Error)
+		for _, r := range rows {
+			if r.StartedMs > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	require.NoError(t, clock.BlockUntil(ctx, 3))
+	clock.Advance(54*time.Second + 500*time.Millisecond) // 10:00:55: the 10:01 fires are recorded
+	require.Eventually(t, func() bool {
+		var n int64
+		require.NoError(t, db.Model(&store.Execution{}).Where("app = ? AND task_code IN ?", app, codes).Count(&n).Error)
+		return n == 4
+	}, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, clock.BlockUntil(ctx, 3))
+	clock.Advance(5 * time.Second) // 10:01:00: all four are due, one worker
+
+	iv.next(t, 10*time.Second) // the first runs, and holds the only worker
+	require.Eventually(t, func() bool { return claimed() == 4 }, 10*time.Second, 10*time.Millisecond,
+		"the whole instant claimed in one round")
+	free()
+	for range 3 {
+		iv.next(t, 10*time.Second)
+	}
+}

@@ -558,6 +558,9 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if err := s.retryStart(ctx, "load tasks", s.syncTasks); err != nil {
 		return err
 	}
+	if err := s.retryStart(ctx, "read recent run times", s.seedRunTime); err != nil {
+		return err
+	}
 	now := s.clock.Now()
 	if err := s.retryStart(ctx, "heartbeat", func(ctx context.Context) error { return s.heartbeat(ctx, now) }); err != nil {
 		return err

@@ -84,9 +84,20 @@ func (p *Pool) Stats() (running, waiting int) {
 	return p.running, len(p.queue)
 }
 
+// Seed sets the moving average of run times (MeanRun) to mean, before
+// the first function returned; after that it does nothing. The scheduler
+// seeds it at Start with its app's recent run times.
+func (p *Pool) Seed(mean time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.meanRun == 0 && mean > 0 {
+		p.meanRun = mean
+	}
+}
+
 // MeanRun is a moving average of how long the pool's functions ran, in
 // real time, over about the last eight; ok is false before the first one
-// returned.
+// returned, unless Seed gave it a start.
 func (p *Pool) MeanRun() (mean time.Duration, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

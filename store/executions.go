@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"gorm.io/gorm"
 )
@@ -371,4 +372,31 @@ func (s *Store) RunningCount(ctx context.Context, app, code string) (int64, erro
 		return 0, fmt.Errorf("store: count running executions of task %q: %w", code, err)
 	}
 	return n, nil
+}
+
+// RecentRunTime returns the mean run time of the last n attempts of app
+// that ended (succeeded or failed, by id), and how many it found: what a
+// replica that has just started can expect of its handlers until it has
+// run some. Durations are whole milliseconds: a mean below one is
+// returned as it is, 0 when every attempt took under a millisecond.
+func (s *Store) RecentRunTime(ctx context.Context, app string, n int) (time.Duration, int, error) {
+	if n < 1 {
+		return 0, 0, fmt.Errorf("store: recent run time of app %q: n %d: want at least 1", app, n)
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var out struct {
+		Total int64
+		Count int
+	}
+	err := s.db.WithContext(ctx).Raw(`SELECT COALESCE(SUM(duration_ms), 0) AS total, COUNT(*) AS count FROM
+		(SELECT duration_ms FROM xtimer_executions WHERE app = ? AND status IN ? ORDER BY id DESC LIMIT ?) recent`,
+		app, []string{StatusSucceeded, StatusFailed}, n).Scan(&out).Error
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: recent run time of app %q: %w", app, err)
+	}
+	if out.Count == 0 {
+		return 0, 0, nil
+	}
+	return time.Duration(out.Total) * time.Millisecond / time.Duration(out.Count), out.Count, nil
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -386,5 +387,40 @@ func TestListExecutionsPagesNewestFirst(t *testing.T) {
 		require.Len(t, page, 2)
 		require.Equal(t, t0+2000, page[0].RunTime)
 		require.Equal(t, t0+1000, page[1].RunTime)
+	})
+}
+
+// RecentRunTime is the mean duration of the app's last n attempts that
+// ended, succeeded or failed; nothing else counts, nor other apps.
+func TestRecentRunTimeIsTheMeanOfTheLastEndedAttempts(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		mean, n, err := b.store.RecentRunTime(b.ctx, b.app, 10)
+		require.NoError(t, err)
+		require.Zero(t, n)
+		require.Zero(t, mean)
+		_, _, err = b.store.RecentRunTime(b.ctx, b.app, 0)
+		require.ErrorContains(t, err, "n 0")
+
+		row := func(app string, i int, status string, ms int64) store.Execution {
+			return store.Execution{App: app, TaskCode: "job", RunTime: t0 + int64(i)*1000, Status: status,
+				Attempt: 1, StartedMs: t0, FinishedMs: t0 + ms, DurationMs: ms}
+		}
+		rows := []store.Execution{
+			row(b.app, 0, store.StatusSucceeded, 1000), // oldest: beyond the last 3
+			row(b.app, 1, store.StatusSucceeded, 10),
+			row(b.app, 2, store.StatusRunning, 5000), // not ended
+			row(b.app, 3, store.StatusFailed, 30),
+			row(b.app, 4, store.StatusSucceeded, 20),
+			row(b.app+"-other", 5, store.StatusSucceeded, 9000),
+		}
+		require.NoError(t, b.db.Create(&rows).Error)
+		mean, n, err = b.store.RecentRunTime(b.ctx, b.app, 3)
+		require.NoError(t, err)
+		require.Equal(t, 3, n)
+		require.Equal(t, 20*time.Millisecond, mean)
+		mean, n, err = b.store.RecentRunTime(b.ctx, b.app, 10)
+		require.NoError(t, err)
+		require.Equal(t, 4, n)
+		require.Equal(t, 265*time.Millisecond, mean)
 	})
 }
