@@ -70,12 +70,13 @@ func (s *Store) UpsertTasks(ctx context.Context, tasks []*Task) ([]Task, error) 
 			if !ok {
 				return fmt.Errorf("store: upsert task %q: row missing after insert", code)
 			}
-			if def := definition(want[code]); cur.Kind != def["kind"] {
+			def := defOf(want[code])
+			if cur.Kind != def.kind {
 				// An HTTP task created at runtime has the code: code must not
 				// turn it into a Go task, nor the other way round.
-				return fmt.Errorf("store: upsert task %q of kind %s: a task of kind %s has the code: %w", code, def["kind"], cur.Kind, ErrExists)
+				return fmt.Errorf("store: upsert task %q of kind %s: a task of kind %s has the code: %w", code, def.kind, cur.Kind, ErrExists)
 			}
-			if sameDefinition(definition(&cur), definition(want[code])) {
+			if defOf(&cur) == def {
 				continue
 			}
 			updated, err := s.updateDefinition(tx, cur, want[code])
@@ -205,7 +206,7 @@ func (s *Store) updateDefinition(tx *gorm.DB, cur Task, t *Task) (bool, error) {
 		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("id = ?", cur.ID).Take(&cur).Error; err != nil {
 			return false, fmt.Errorf("store: read task %q: %w", t.Code, err)
 		}
-		if sameDefinition(definition(&cur), want) {
+		if defOf(&cur) == defOf(t) {
 			return false, nil
 		}
 	}
