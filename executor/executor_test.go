@@ -3,7 +3,6 @@ package executor
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,14 +30,16 @@ func TestPoolMeanRunFollowsTheRunTimes(t *testing.T) {
 func TestPoolRunsAtMostSizeAndKeepsOrder(t *testing.T) {
 	t.Parallel()
 	p := NewPool(2)
-	release := make(chan struct{})
-	started := make(chan struct{}, 10)
-	var (
-		mu      sync.Mutex
-		order   []int
-		running atomic.Int32
-		peak    atomic.Int32
-	)
+	// Each function runs until released, one at a time: a released one
+	// frees its worker, which takes the head of the queue. (Releasing all
+	// at once let two workers race to report which they took: the order
+	// seen was not the order taken.)
+	var releases [10]chan struct{}
+	for i := range releases {
+		releases[i] = make(chan struct{})
+	}
+	started := make(chan int, 10)
+	var running, peak atomic.Int32
 	for i := range 10 {
 		p.Submit(func() {
 			n := running.Add(1)
@@ -48,25 +49,24 @@ func TestPoolRunsAtMostSizeAndKeepsOrder(t *testing.T) {
 					break
 				}
 			}
-			mu.Lock()
-			order = append(order, i)
-			mu.Unlock()
-			started <- struct{}{}
-			<-release
+			started <- i
+			<-releases[i]
 			running.Add(-1)
 		})
 	}
 	run, wait := p.Stats()
 	require.Equal(t, 2, run)
 	require.Equal(t, 8, wait)
-	<-started
-	<-started
-	close(release)
+	// The first two start in either order; the queue then drains in order.
+	require.ElementsMatch(t, []int{0, 1}, []int{<-started, <-started})
+	for i := range 8 {
+		close(releases[i])
+		require.Equal(t, i+2, <-started, "after %d ended", i)
+	}
+	close(releases[8])
+	close(releases[9])
 	p.Wait()
 	require.Equal(t, int32(2), peak.Load())
-	// The first two start in either order; the queue then drains in order.
-	require.ElementsMatch(t, []int{0, 1}, order[:2])
-	require.Equal(t, []int{2, 3, 4, 5, 6, 7, 8, 9}, order[2:])
 }
 
 func TestCallReportsSuccessErrorAndPanic(t *testing.T) {
