@@ -208,6 +208,37 @@ func (s *Store) TaskVersions(ctx context.Context, app string) (map[string]int64,
 	return out, nil
 }
 
+// TaskSums sums up the tasks of an app: how many, and the sums of their
+// ids and of their versions. A task inserted (a new id, larger than any
+// before), deleted, or changed by any writer that bumps its version, as
+// every writer of this package does, changes them.
+type TaskSums struct {
+	Count, IDs, Versions int64
+}
+
+// TaskSums returns the sums of app's tasks, computed by the database: the
+// check of a replica's view of the tasks that costs it one row, where
+// TaskVersions costs it every task (3.4 s of a replica's CPU a minute
+// with 1M tasks).
+func (s *Store) TaskSums(ctx context.Context, app string) (TaskSums, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	sum := "COALESCE(SUM(%s), 0)"
+	switch s.db.Dialector.Name() {
+	case "postgres": // SUM of bigint is numeric there
+		sum = "CAST(COALESCE(SUM(%s), 0) AS BIGINT)"
+	case "mysql": // and DECIMAL here
+		sum = "CAST(COALESCE(SUM(%s), 0) AS SIGNED)"
+	}
+	var out TaskSums
+	err := s.db.WithContext(ctx).Raw("SELECT COUNT(*) AS count, "+fmt.Sprintf(sum, "id")+" AS ids, "+fmt.Sprintf(sum, "version")+
+		" AS versions FROM xtimer_tasks WHERE app = ?", app).Scan(&out).Error
+	if err != nil {
+		return TaskSums{}, fmt.Errorf("store: sum the tasks of app %q: %w", app, err)
+	}
+	return out, nil
+}
+
 // SetTaskStatus sets a task active or paused, bumps its version, and bumps
 // the app's task generation (TaskGen).
 func (s *Store) SetTaskStatus(ctx context.Context, app, code, status string) error {

@@ -153,3 +153,36 @@ func TestConcurrentTaskWritesEachBumpTheTaskGen(t *testing.T) {
 		require.Equal(t, int64(writers*writes), taskGen(t, b, b.app))
 	})
 }
+
+// TaskSums counts an app's tasks and sums their ids and versions: an
+// insert, a delete and a version bump each change it, whoever wrote them;
+// other apps' tasks do not count.
+func TestTaskSumsFollowInsertsDeletesAndVersions(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		sums := func() store.TaskSums {
+			got, err := b.store.TaskSums(b.ctx, b.app)
+			require.NoError(t, err)
+			return got
+		}
+		require.Equal(t, store.TaskSums{}, sums())
+
+		rec, err := b.store.UpsertTask(b.ctx, reconcile(b.app))
+		require.NoError(t, err)
+		cb, err := b.store.CreateTask(b.ctx, httpTask(b.app, "cb", `{"url":"a"}`))
+		require.NoError(t, err)
+		_, err = b.store.UpsertTask(b.ctx, reconcile(b.app+"-other"))
+		require.NoError(t, err)
+		require.Equal(t, store.TaskSums{Count: 2, IDs: rec.ID + cb.ID, Versions: 2}, sums())
+
+		require.NoError(t, b.store.SetTaskStatus(b.ctx, b.app, rec.Code, store.TaskPaused))
+		require.Equal(t, store.TaskSums{Count: 2, IDs: rec.ID + cb.ID, Versions: 3}, sums())
+		// A writer that bumps the version and not the generation (an older
+		// release) shows too.
+		require.NoError(t, b.db.Model(&store.Task{}).Where("id = ?", cb.ID).
+			UpdateColumn("version", 2).Error)
+		require.Equal(t, store.TaskSums{Count: 2, IDs: rec.ID + cb.ID, Versions: 4}, sums())
+
+		require.NoError(t, b.store.DeleteTask(b.ctx, b.app, "cb", store.KindHTTP, "test"))
+		require.Equal(t, store.TaskSums{Count: 1, IDs: rec.ID, Versions: 2}, sums())
+	})
+}

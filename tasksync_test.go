@@ -1,0 +1,45 @@
+package xtimer
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/xtimer-go/xtimer/internal/testsvc"
+	"github.com/xtimer-go/xtimer/store"
+)
+
+// Once a minute a replica checks its view of the tasks against the
+// database's sums (TaskSums), for writers that do not bump the task
+// generation: while they agree it reads no task, and a version bumped
+// behind the generation's back (an older release pausing a task) is
+// picked up within the minute.
+func TestMinuteTaskCheckReadsTasksOnlyWhenTheirSumsDiffer(t *testing.T) {
+	t.Parallel()
+	db := testsvc.SQLite(t)
+	var versionReads atomic.Int32
+	require.NoError(t, db.Callback().Row().After("gorm:row").Register("count-version-reads", func(tx *gorm.DB) {
+		if sql := tx.Statement.SQL.String(); strings.Contains(sql, "xtimer_tasks") && strings.Contains(sql, "version") &&
+			!strings.Contains(sql, "SUM(") {
+			versionReads.Add(1)
+		}
+	}))
+	f := newEditFleet(t, db)
+	s := f.start(map[string]string{"nightly": "0 0 3 * * *", "other": "0 0 4 * * *"})
+	require.Equal(t, int32(1), versionReads.Load(), "Start reads them once")
+	versionReads.Store(0)
+	f.runUntil(hms(2, 30))
+	require.Zero(t, versionReads.Load(), "two minutes of agreeing sums read no task")
+
+	require.NoError(t, db.Model(&store.Task{}).Where("app = ? AND code = ?", f.app, "nightly").
+		UpdateColumns(map[string]any{"status": store.TaskPaused, "version": gorm.Expr("version + 1")}).Error)
+	f.runUntil(hms(3, 31))
+	require.NotZero(t, versionReads.Load())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.Equal(t, store.TaskPaused, s.tasks["nightly"].row.Status)
+	require.Equal(t, store.TaskActive, s.tasks["other"].row.Status)
+}
