@@ -323,6 +323,10 @@ type Scheduler struct {
 	// had (math.MaxInt64 while it has none). Planning skips the slots before it (catch-up after a first
 	// start) without looking at a task.
 	bucketFrom []int64
+	// bucketQuiet is, per bucket, a span of time in which no task of the
+	// bucket has a fire, as the last full walk of its tasks (firesIn)
+	// found; a change to a task of the bucket clears it (setTaskLocked).
+	bucketQuiet []quietSpan
 	// codesGen counts the changes to which tasks exist and which of them
 	// this replica runs; claimSet caches what claimCodes derived from them.
 	codesGen int
@@ -391,22 +395,23 @@ func New(opts Options) (*Scheduler, error) {
 		return nil, errors.New(strings.Replace(err.Error(), "HTTPOptions.Allow", "Options.HTTPAllow", 1))
 	}
 	s := &Scheduler{
-		opts:       opts,
-		clock:      opts.Clock,
-		log:        opts.Logger.With("app", opts.App, "replica", opts.InstanceID),
-		pool:       executor.NewPool(opts.Workers),
-		httpPool:   executor.NewPool(opts.HTTPWorkers),
-		caller:     caller,
-		tracer:     newTracer(opts),
-		handlers:   map[string]*taskConfig{},
-		tasks:      map[string]*taskState{},
-		byBucket:   make([]map[string]*taskState, opts.Buckets),
-		bucketFrom: make([]int64, opts.Buckets),
-		slots:      map[slotKey]*slotState{},
-		running:    map[string]int{},
-		armedIDs:   map[int64]bool{},
-		armedAt:    map[int64]int{},
-		wake:       make(chan struct{}, 1),
+		opts:        opts,
+		clock:       opts.Clock,
+		log:         opts.Logger.With("app", opts.App, "replica", opts.InstanceID),
+		pool:        executor.NewPool(opts.Workers),
+		httpPool:    executor.NewPool(opts.HTTPWorkers),
+		caller:      caller,
+		tracer:      newTracer(opts),
+		handlers:    map[string]*taskConfig{},
+		tasks:       map[string]*taskState{},
+		byBucket:    make([]map[string]*taskState, opts.Buckets),
+		bucketFrom:  make([]int64, opts.Buckets),
+		bucketQuiet: make([]quietSpan, opts.Buckets),
+		slots:       map[slotKey]*slotState{},
+		running:     map[string]int{},
+		armedIDs:    map[int64]bool{},
+		armedAt:     map[int64]int{},
+		wake:        make(chan struct{}, 1),
 	}
 	for b := range s.byBucket {
 		s.byBucket[b] = map[string]*taskState{}

@@ -1,0 +1,64 @@
+package xtimer
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xtimer-go/xtimer/internal/testsvc"
+	"github.com/xtimer-go/xtimer/store"
+)
+
+// A bucket whose tasks fire once a day is skipped in the minutes up to
+// their next fire without a look at its tasks; a task adopted into it (a
+// new one, a changed schedule, a resume) fires in the next minute all the
+// same, and the day's fire is planned in its minute.
+func TestQuietBucketIsSkippedUntilATaskOfItChanges(t *testing.T) {
+	t.Parallel()
+	s, err := New(Options{DB: testsvc.SQLite(t), App: testsvc.App(t)})
+	require.NoError(t, err)
+	created := mustTime(t, "2026-01-01T00:00:00Z").UnixMilli()
+	adopt := func(id int64, code, spec string) {
+		s.adoptTask(store.Task{ID: id, App: s.opts.App, Code: code, Kind: store.KindFunc, Spec: spec, TimeZone: "UTC",
+			Status: store.TaskActive, MaxAttempts: 1, CreatedMs: created, Version: 1})
+	}
+	adopt(1, "daily", "0 0 3 * * *")
+	b := bucketOf("daily", s.opts.Buckets)
+	sameBucket := func(prefix string) string {
+		for i := 0; ; i++ {
+			if code := fmt.Sprintf("%s-%d", prefix, i); bucketOf(code, s.opts.Buckets) == b {
+				return code
+			}
+		}
+	}
+	adopt(2, sameBucket("nightly"), "0 30 4 * * *")
+	minute := func(at string) int64 { return mustTime(t, at).Unix() / 60 }
+
+	require.Empty(t, s.firesIn(minute("2026-11-30T10:00:00Z"), b, nil))
+	s.mu.Lock()
+	require.Equal(t, mustTime(t, "2026-12-01T03:00:00Z"), s.bucketQuiet[b].until.UTC(), "quiet until the earliest next fire")
+	// Put a task in the bucket behind the index's back: a minute of the
+	// quiet span does not look at the tasks, so it does not see it.
+	sneaked := &taskState{row: store.Task{Code: "sneaked", Status: store.TaskActive, CreatedMs: created}, bucket: b}
+	sneaked.sched, err = ParseSchedule("* * * * * *")
+	require.NoError(t, err)
+	s.byBucket[b]["sneaked"] = sneaked
+	s.mu.Unlock()
+	require.Empty(t, s.firesIn(minute("2026-11-30T10:01:00Z"), b, nil))
+	s.mu.Lock()
+	delete(s.byBucket[b], "sneaked")
+	s.mu.Unlock()
+
+	// A task adopted into the bucket ends the quiet span.
+	often := sameBucket("often")
+	adopt(3, often, "*/10 * * * * *")
+	got := s.firesIn(minute("2026-11-30T10:02:00Z"), b, nil)
+	require.Len(t, got, 6)
+	for _, f := range got {
+		require.Equal(t, often, f.task.row.Code)
+	}
+	// And the daily fire is planned in its minute.
+	got = s.firesIn(minute("2026-12-01T03:00:00Z"), b, nil)
+	require.Len(t, got, 7)
+}
