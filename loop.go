@@ -199,6 +199,10 @@ func (s *Scheduler) setTaskLocked(t *taskState) {
 	if old == nil || (old.http == nil) != (t.http == nil) {
 		s.codesGen++
 	}
+	if old != nil {
+		s.viewSums.remove(old.row)
+	}
+	s.viewSums.add(t.row)
 	s.tasks[t.row.Code] = t
 	s.byBucket[t.bucket][t.row.Code] = t
 }
@@ -208,6 +212,7 @@ func (s *Scheduler) dropTaskLocked(code string) {
 	if t := s.tasks[code]; t != nil {
 		delete(s.byBucket[t.bucket], code)
 		delete(s.tasks, code)
+		s.viewSums.remove(t.row)
 		s.codesGen++
 	}
 }
@@ -243,7 +248,10 @@ func (s *Scheduler) syncTasks(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if sums == s.taskSums() {
+		s.mu.Lock()
+		same := sums == store.TaskSums(s.viewSums)
+		s.mu.Unlock()
+		if same {
 			s.syncedAt = now
 			return nil
 		}
@@ -255,17 +263,21 @@ func (s *Scheduler) syncTasks(ctx context.Context) error {
 	return nil
 }
 
-// taskSums is store.TaskSums of this replica's view of the tasks.
-func (s *Scheduler) taskSums() store.TaskSums {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var sums store.TaskSums
-	for _, t := range s.tasks {
-		sums.Count++
-		sums.IDs += t.row.ID
-		sums.Versions += t.row.Version
-	}
-	return sums
+// taskSums is store.TaskSums of this replica's view of the tasks, kept
+// as tasks are set and dropped: summing a million tasks once a minute
+// would hold s.mu, which the dispatcher needs, for tens of milliseconds.
+type taskSums store.TaskSums
+
+func (v *taskSums) add(r store.Task) {
+	v.Count++
+	v.IDs += r.ID
+	v.Versions += r.Version
+}
+
+func (v *taskSums) remove(r store.Task) {
+	v.Count--
+	v.IDs -= r.ID
+	v.Versions -= r.Version
 }
 
 // fullSyncEvery bounds how long a task change that did not bump the task

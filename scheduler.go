@@ -327,6 +327,9 @@ type Scheduler struct {
 	// bucket has a fire, as the last full walk of its tasks (firesIn)
 	// found; a change to a task of the bucket clears it (setTaskLocked).
 	bucketQuiet []quietSpan
+	// viewSums sums up tasks, for the minute check against the database's
+	// (syncTasks).
+	viewSums taskSums
 	// codesGen counts the changes to which tasks exist and which of them
 	// this replica runs; claimSet caches what claimCodes derived from them.
 	codesGen int

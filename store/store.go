@@ -187,11 +187,7 @@ func (s *Store) rowTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 func (s *Store) txWith(ctx context.Context, opts *sql.TxOptions, fn func(tx *gorm.DB) error) error {
 	var err error
 	for try := 0; try < maxTxRetries; try++ {
-		if opts != nil {
-			err = s.db.WithContext(ctx).Transaction(fn, opts)
-		} else {
-			err = s.db.WithContext(ctx).Transaction(fn)
-		}
+		err = s.db.WithContext(ctx).Transaction(fn, opts) // nil: the connection's default
 		if err == nil || !retryable(err) || ctx.Err() != nil {
 			return err
 		}
