@@ -508,18 +508,9 @@ func (s *Scheduler) upsertTask(ctx context.Context, c *taskConfig) error {
 }
 
 func (s *Scheduler) taskRow(c *taskConfig) *store.Task {
-	row := &store.Task{
-		App: s.opts.App, Code: c.code, Name: c.name, Description: c.description, Owner: c.owner,
-		Kind: store.KindFunc, Spec: c.spec, Dialect: string(c.dialect), TimeZone: c.loc.String(),
-		TimeoutMs: c.timeout.Milliseconds(), MaxAttempts: c.maxAttempts,
-		BackoffBaseMs: c.backoff.Base.Milliseconds(), BackoffMaxMs: c.backoff.Max.Milliseconds(),
-		Misfire: string(c.misfire), MisfireWindowMs: c.misfireWindow.Milliseconds(), Overlap: string(c.overlap),
-		MaxRuns: c.maxRuns,
-	}
-	if !c.endAt.IsZero() {
-		row.EndAtMs = c.endAt.UnixMilli()
-	}
-	return row
+	def := c.definition()
+	row := store.TaskFrom(s.opts.App, store.TaskDef{Code: c.code, Name: c.name, Def: &def}, store.TaskHead{})
+	return &row
 }
 
 // Start creates the tables, records the registered tasks, catches up what
@@ -546,21 +537,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if err := s.retryStart(ctx, "create tables", s.store.Migrate); err != nil {
 		return err
 	}
-	if err := s.retryStart(ctx, "record tasks", func(ctx context.Context) error {
-		cfgs := s.registered()
-		rows := make([]*store.Task, len(cfgs))
-		for i, c := range cfgs {
-			rows[i] = s.taskRow(c)
-		}
-		stored, err := s.store.UpsertTasks(ctx, rows)
-		if err != nil {
-			return fmt.Errorf("xtimer: record %d tasks: %w", len(rows), err)
-		}
-		for _, t := range stored {
-			s.adoptTask(t)
-		}
-		return nil
-	}); err != nil {
+	if err := s.retryStart(ctx, "record tasks", s.registerAll); err != nil {
 		return err
 	}
 	if err := s.retryStart(ctx, "load tasks", s.syncTasks); err != nil {

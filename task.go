@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/xtimer-go/xtimer/executor"
+	"github.com/xtimer-go/xtimer/store"
 )
 
 // Handler is the work of a task. It receives the fire it runs; ctx ends at
@@ -98,6 +99,23 @@ func newTaskConfig(code, spec string, h Handler) taskConfig {
 		dialect:       DialectCron,
 		name:          code,
 	}
+}
+
+// definition is the store's form of c's code-defined columns but its code
+// and name (store.TaskDef has those).
+func (c *taskConfig) definition() store.Definition {
+	d := store.Definition{
+		Description: c.description, Owner: c.owner, Kind: store.KindFunc, Spec: c.spec,
+		Dialect: string(c.dialect), TimeZone: c.loc.String(),
+		TimeoutMs: c.timeout.Milliseconds(), MaxAttempts: c.maxAttempts,
+		BackoffBaseMs: c.backoff.Base.Milliseconds(), BackoffMaxMs: c.backoff.Max.Milliseconds(),
+		Misfire: string(c.misfire), MisfireWindowMs: c.misfireWindow.Milliseconds(), Overlap: string(c.overlap),
+		MaxRuns: c.maxRuns,
+	}
+	if !c.endAt.IsZero() {
+		d.EndAtMs = c.endAt.UnixMilli()
+	}
+	return d
 }
 
 func optionError(option string, value any, reason string) error {

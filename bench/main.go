@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -44,6 +45,7 @@ func coordinatorMain() int {
 	workers := flag.Int("workers", 0, "handlers running at once per replica, every system (default 64)")
 	killOffset := flag.Duration("kill-offset", 0, "failover: SIGKILL this long after the half-window instant (a whole second) instead of at it")
 	keep := flag.Bool("keep", false, "keep the temp dir (server logs, replica logs, invocation files)")
+	scaleSizes := flag.String("scale", "", "scale: comma-separated task counts instead of the profile's (e.g. 1000000)")
 	flag.Parse()
 
 	prof, ok := profiles[*profName]
@@ -72,6 +74,17 @@ func coordinatorMain() int {
 			(w == "burst" && prof.burstTasks == 0) || (w == "throughput" && len(prof.rampSteps) == 0) {
 			fmt.Fprintf(os.Stderr, "bench: workload %q is not sized in profile %s\n", w, prof.name)
 			return 2
+		}
+	}
+	if *scaleSizes != "" {
+		prof.scaleTasks = nil
+		for _, f := range strings.Split(*scaleSizes, ",") {
+			n, err := strconv.Atoi(strings.ReplaceAll(f, "_", ""))
+			if err != nil || n < 1 {
+				fmt.Fprintf(os.Stderr, "bench: -scale: %q is not a task count (want a positive integer)\n", f)
+				return 2
+			}
+			prof.scaleTasks = append(prof.scaleTasks, n)
 		}
 	}
 	if *replicas > 0 {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 	"time"
@@ -79,6 +80,9 @@ func runReplica(start time.Time, name, recPath string, capacity int64, n int, sp
 		default:
 			close(readyOnce)
 			fmt.Printf("ready %d\n", time.Since(start).Milliseconds())
+			if dir := os.Getenv("XTIMER_BENCH_HEAPPROFILE"); dir != "" {
+				go writeHeapProfile(filepath.Join(dir, fmt.Sprintf("%s-%d-replica-%d.heap", name, n, env.Replica)))
+			}
 		}
 	}
 	if err := sys.Run(ctx, env, tasks, rec, ready); err != nil {
@@ -88,4 +92,22 @@ func runReplica(start time.Time, name, recPath string, capacity int64, n int, sp
 	// the replica lives until SIGTERM.
 	<-ctx.Done()
 	return nil
+}
+
+// writeHeapProfile writes, for pprof, the heap of a replica that has just
+// become ready (XTIMER_BENCH_HEAPPROFILE=DIR): what it holds live once
+// start-up is over, after a collection. Failures go to stderr only.
+func writeHeapProfile(path string) {
+	time.Sleep(2 * time.Second) // start-up's last writes
+	runtime.GC()
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.WriteHeapProfile(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "XTIMER_BENCH_HEAPPROFILE: %v\n", err)
+	}
 }

@@ -122,9 +122,16 @@ func (t Task) Effective() (spec, dialect, timeZone string) {
 // app's tasks (every write to xtimer_tasks bumps it in its transaction), so
 // a replica notices a change anywhere in the fleet by reading one row, and
 // runs TaskVersions only when TaskGen moved.
+//
+// RegDigest and RegGen are what the last registration (RegisterTasks)
+// left: the digest of the tasks it registered, and the task generation at
+// its commit. While TaskGen still equals RegGen, no task was written
+// since, and a registration of the same tasks has nothing to write.
 type AppState struct {
-	App     string `gorm:"column:app;size:64;primaryKey;autoIncrement:false"`
-	TaskGen int64  `gorm:"column:task_gen;not null;default:0"`
+	App       string `gorm:"column:app;size:64;primaryKey;autoIncrement:false"`
+	TaskGen   int64  `gorm:"column:task_gen;not null;default:0"`
+	RegDigest string `gorm:"column:reg_digest;size:64;not null;default:''"`
+	RegGen    int64  `gorm:"column:reg_gen;not null;default:0"`
 }
 
 // TableName is xtimer_apps, whatever the caller's naming strategy.

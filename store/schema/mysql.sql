@@ -46,6 +46,8 @@ CREATE TABLE IF NOT EXISTS `xtimer_tasks` (
 CREATE TABLE IF NOT EXISTS `xtimer_apps` (
   `app`      varchar(64)  NOT NULL,
   `task_gen` bigint       NOT NULL DEFAULT 0,                 -- +1 on every change to the app's tasks
+  `reg_digest` varchar(64) NOT NULL DEFAULT '',              -- the tasks of the last registration, hashed
+  `reg_gen`  bigint       NOT NULL DEFAULT 0,                 -- task_gen at its commit
   PRIMARY KEY (`app`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 

@@ -42,6 +42,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS xtimer_tasks_app_code ON xtimer_tasks (app, co
 CREATE TABLE IF NOT EXISTS xtimer_apps (
   app      varchar(64)  NOT NULL,
   task_gen bigint       NOT NULL DEFAULT 0,                   -- +1 on every change to the app's tasks
+  reg_digest varchar(64) NOT NULL DEFAULT '',                -- the tasks of the last registration, hashed
+  reg_gen  bigint       NOT NULL DEFAULT 0,                   -- task_gen at its commit
   PRIMARY KEY (app)
 );
 

@@ -1,0 +1,687 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// This file is how the tasks a replica's code registers reach
+// xtimer_tasks: RegisterTasks at Start (a million tasks, three replicas
+// at once), UpsertTasks and UpsertTask on top of it.
+//
+// A registration locks the app's row of xtimer_apps first, so the
+// replicas of an app register one at a time: the first to start writes
+// the rows, the others wait for its commit and then find nothing to do.
+// Before that lock, three replicas inserting the same million rows at once
+// waited on one another's unique-key entries, each inserting and reading
+// back every row through GORM: two minutes for a million tasks.
+//
+// The app's row also keeps a digest of the last registration's tasks
+// (every code and definition) and the task generation it left. A replica
+// that registers the same tasks while the generation has not moved since
+// (no task was written by anyone) needs no row at all: the rows are as
+// that registration left them. Any other registration reads the app's
+// rows and writes what differs. Bulk statements are plain SQL, not GORM:
+// reflection over a million rows cost more than the database did.
+
+// Definition is the part of a task's code-defined columns that tasks
+// share: everything but the code and the name (which defaults to the
+// code). It is comparable, so that a caller registering a million tasks
+// with a handful of option sets passes a handful of Definitions, and the
+// store inserts each set with one statement per chunk of codes. Zero
+// values take the schema's defaults (kind func, time zone UTC, one
+// attempt), as in Task.
+type Definition struct {
+	Description, Owner, Kind, Spec, Dialect, TimeZone string
+	TimeoutMs                                         int64
+	MaxAttempts                                       int
+	BackoffBaseMs, BackoffMaxMs                       int64
+	Misfire                                           string
+	MisfireWindowMs                                   int64
+	Overlap                                           string
+	EndAtMs, MaxRuns                                  int64
+	// HTTPTarget is the JSON description of a KindHTTP task's callback;
+	// HasHTTPTarget tells an empty one from none (a NULL column).
+	HTTPTarget    string
+	HasHTTPTarget bool
+}
+
+// withDefaults applies the schema's defaults for zero values.
+func (d Definition) withDefaults() Definition {
+	if d.Kind == "" {
+		d.Kind = KindFunc
+	}
+	if d.TimeZone == "" {
+		d.TimeZone = "UTC"
+	}
+	if d.MaxAttempts == 0 {
+		d.MaxAttempts = 1
+	}
+	return d
+}
+
+// TaskDef is one task as code registers it, for RegisterTasks. Def may
+// be shared by any number of TaskDefs.
+type TaskDef struct {
+	Code string
+	// Name is shown in the console; the root package defaults it to Code.
+	Name string
+	Def  *Definition
+	// Paused inserts a new row paused instead of active. An existing row
+	// keeps the status an operator gave it.
+	Paused bool
+}
+
+// taskDef is the stored form of d, defaults applied.
+func (d TaskDef) taskDef() taskDef {
+	return taskDef{name: d.Name, Definition: d.Def.withDefaults()}
+}
+
+// TaskFrom is the row of a task registered as d whose row has head h:
+// what Tasks would read for it while the row holds d's definition.
+// Head's Code is ignored for d's.
+func TaskFrom(app string, d TaskDef, h TaskHead) Task {
+	def := d.Def.withDefaults()
+	t := Task{
+		ID: h.ID, App: app, Code: d.Code, Name: d.Name, Description: def.Description, Owner: def.Owner,
+		Kind: def.Kind, Spec: def.Spec, Dialect: def.Dialect, TimeZone: def.TimeZone, Status: h.Status,
+		TimeoutMs: def.TimeoutMs, MaxAttempts: def.MaxAttempts, BackoffBaseMs: def.BackoffBaseMs, BackoffMaxMs: def.BackoffMaxMs,
+		Misfire: def.Misfire, MisfireWindowMs: def.MisfireWindowMs, Overlap: def.Overlap, EndAtMs: def.EndAtMs, MaxRuns: def.MaxRuns,
+		SpecOverride: h.SpecOverride, DialectOverride: h.DialectOverride, TZOverride: h.TZOverride,
+		CreatedMs: h.CreatedMs, UpdatedMs: h.UpdatedMs, Version: h.Version,
+	}
+	if def.HasHTTPTarget {
+		target := def.HTTPTarget
+		t.HTTPTarget = &target
+	}
+	return t
+}
+
+// RegisterTasks records the definitions of an app's tasks as its code
+// registers them, with UpsertTask's rules for each: a missing task is
+// inserted (version 1, active unless Paused); an existing one gets only
+// its code-defined columns written, and its version bumped, when they
+// differ; status and the override columns are never written; a code
+// taken by a task of another kind fails the call with ErrExists. defs
+// must be sorted by code, each code once.
+//
+// It is one transaction behind the app's lock (see the top of this
+// file), so an error means nothing was written. It returns the app's task
+// generation as of its commit (TaskGen): a reader that finds the same
+// generation later knows that the rows of defs still hold these
+// definitions.
+func (s *Store) RegisterTasks(ctx context.Context, app string, defs []TaskDef) (int64, error) {
+	return s.register(ctx, app, defs, regFull)
+}
+
+// ReregisterTasks is RegisterTasks without the digest's shortcut: it
+// reads the app's rows and writes what differs even when the last
+// registration named the same tasks. A replica calls it when it finds a
+// task it registered missing from the table (a row deleted by hand, which
+// no task generation records).
+func (s *Store) ReregisterTasks(ctx context.Context, app string, defs []TaskDef) (int64, error) {
+	return s.register(ctx, app, defs, regForce)
+}
+
+// How register treats the app's digest.
+type regMode int
+
+const (
+	// regFull: defs are every task the caller's code registers; they
+	// skip the rows when the digest matches, and leave theirs.
+	regFull regMode = iota
+	// regForce: regFull without the skip.
+	regForce
+	// regPartial: some tasks (a Register after Start, UpsertTasks);
+	// never skipped, and the digest of the full set stays: if this wrote
+	// nothing, the rows are still as the full registration left them; if
+	// it wrote, the generation moved past the digest's.
+	regPartial
+)
+
+func (s *Store) register(ctx context.Context, app string, defs []TaskDef, mode regMode) (int64, error) {
+	if len(app) == 0 || len(app) > 64 {
+		return 0, fmt.Errorf("store: register tasks: app %q: want 1 to 64 bytes", app)
+	}
+	for i := range defs {
+		if err := validDef(defs[i]); err != nil {
+			return 0, err
+		}
+		if i > 0 && defs[i].Code <= defs[i-1].Code {
+			return 0, fmt.Errorf("store: register tasks: code %q at %d after %q: want codes sorted, each once", defs[i].Code, i, defs[i-1].Code)
+		}
+	}
+	digest := ""
+	if mode != regPartial {
+		digest = digestOf(defs)
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var gen int64
+	var err error
+	// A plain INSERT refuses a code that a CreateTask running beside this
+	// call inserted after its read (CreateTask does not take the app's
+	// lock): the next try reads the row, and refuses it or keeps it.
+	for try := 0; try < 3; try++ {
+		err = s.rowTx(ctx, func(tx *gorm.DB) error {
+			var err error
+			gen, err = s.registerTx(ctx, tx, app, defs, digest, mode)
+			return err
+		})
+		if err == nil || !duplicateKey(err) {
+			break
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	return gen, nil
+}
+
+// validDef checks what the schema needs of one TaskDef.
+func validDef(d TaskDef) error {
+	switch {
+	case d.Def == nil:
+		return fmt.Errorf("store: task %q: definition is nil", d.Code)
+	case d.Code == "" || len(d.Code) > 128:
+		return fmt.Errorf("store: task code %q: want 1 to 128 bytes", d.Code)
+	case len(d.Name) > 255:
+		return fmt.Errorf("store: task %q name of %d bytes: want at most 255", d.Code, len(d.Name))
+	case d.Def.Spec == "" || len(d.Def.Spec) > 255:
+		return fmt.Errorf("store: task %q spec %q: want 1 to 255 bytes", d.Code, d.Def.Spec)
+	case d.Def.Kind != "" && d.Def.Kind != KindFunc && d.Def.Kind != KindHTTP:
+		return fmt.Errorf("store: task %q kind %q: want %q or %q", d.Code, d.Def.Kind, KindFunc, KindHTTP)
+	case d.Def.MaxAttempts < 0:
+		return fmt.Errorf("store: task %q max_attempts %d: want 0 (meaning 1) or more", d.Code, d.Def.MaxAttempts)
+	}
+	return nil
+}
+
+// digestOf is the SHA-256, in hex, of the codes, names and definitions of
+// defs (defaults applied), in order. Paused is left out: it matters only
+// for rows not yet inserted, and the digest is compared only when every
+// row exists.
+func digestOf(defs []TaskDef) string {
+	h := sha256.New()
+	perDef := map[*Definition][sha256.Size]byte{} // a million tasks, a few definitions
+	var buf []byte
+	for _, d := range defs {
+		sum, ok := perDef[d.Def]
+		if !ok {
+			sum = sha256.Sum256(encodeDefinition(nil, d.Def.withDefaults()))
+			perDef[d.Def] = sum
+		}
+		buf = appendField(buf[:0], d.Code)
+		buf = appendField(buf, d.Name)
+		buf = append(buf, sum[:]...)
+		h.Write(buf)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// encodeDefinition appends every field of d, length-prefixed, so that no
+// two definitions encode alike.
+func encodeDefinition(buf []byte, d Definition) []byte {
+	for _, f := range []string{d.Description, d.Owner, d.Kind, d.Spec, d.Dialect, d.TimeZone, d.Misfire, d.Overlap, d.HTTPTarget} {
+		buf = appendField(buf, f)
+	}
+	for _, n := range []int64{d.TimeoutMs, int64(d.MaxAttempts), d.BackoffBaseMs, d.BackoffMaxMs, d.MisfireWindowMs, d.EndAtMs, d.MaxRuns} {
+		buf = binary.BigEndian.AppendUint64(buf, uint64(n))
+	}
+	if d.HasHTTPTarget {
+		return append(buf, 1)
+	}
+	return append(buf, 0)
+}
+
+func appendField(buf []byte, s string) []byte {
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(s)))
+	return append(buf, s...)
+}
+
+// lockApp creates the app's row of xtimer_apps if it is missing and locks
+// it until the end of tx, returning it.
+func lockApp(tx *gorm.DB, app string) (AppState, error) {
+	if err := tx.Clauses(onConflictDoNothing(tx, "task_gen")).Create(&AppState{App: app}).Error; err != nil {
+		return AppState{}, fmt.Errorf("store: create the row of app %q: %w", app, err)
+	}
+	var st AppState
+	// FOR UPDATE is ignored by SQLite, whose writers are serialized: the
+	// INSERT above made this transaction the writer.
+	if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("app = ?", app).Take(&st).Error; err != nil {
+		return AppState{}, fmt.Errorf("store: lock the row of app %q: %w", app, err)
+	}
+	return st, nil
+}
+
+// storedDef is what registerTx needs of an existing row.
+type storedDef struct {
+	id   int64
+	kind string
+	def  taskDef
+}
+
+func (s *Store) registerTx(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, digest string, mode regMode) (int64, error) {
+	st, err := lockApp(tx, app)
+	if err != nil {
+		return 0, err
+	}
+	if mode == regFull && st.RegDigest == digest && st.RegGen == st.TaskGen {
+		return st.TaskGen, nil // every row is as the last registration left it
+	}
+	found := make([]bool, len(defs))
+	var changed []int // indexes into defs of rows whose definition differs
+	var changedIDs []int64
+	err = readDefs(ctx, tx, app, defs, func(i int, row storedDef) error {
+		found[i] = true
+		want := defs[i].taskDef()
+		if row.kind != want.Kind {
+			// An HTTP task created at runtime has the code: code must not
+			// turn it into a Go task, nor the other way round.
+			return fmt.Errorf("store: upsert task %q of kind %s: a task of kind %s has the code: %w", defs[i].Code, want.Kind, row.kind, ErrExists)
+		}
+		if row.def != want {
+			changed = append(changed, i)
+			changedIDs = append(changedIDs, row.id)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	var missing []int
+	for i, ok := range found {
+		if !ok {
+			missing = append(missing, i)
+		}
+	}
+	now := s.nowMs()
+	if err := insertDefs(ctx, tx, app, defs, missing, now); err != nil {
+		return 0, err
+	}
+	analyzeFresh(ctx, tx, "xtimer_tasks", &s.analyzedTasks, len(missing))
+	if err := updateDefs(ctx, tx, defs, changed, changedIDs, now); err != nil {
+		return 0, err
+	}
+	gen := st.TaskGen
+	set := map[string]any{}
+	if len(missing) > 0 || len(changed) > 0 {
+		gen++ // the bump of bumpTaskGen: the row is locked already
+		set["task_gen"] = gen
+	}
+	if mode != regPartial {
+		set["reg_digest"], set["reg_gen"] = digest, gen
+	}
+	if len(set) == 0 {
+		return gen, nil
+	}
+	err = tx.Model(&AppState{}).Where("app = ?", app).UpdateColumns(set).Error
+	if err != nil {
+		return 0, fmt.Errorf("store: record the registration of app %q: %w", app, err)
+	}
+	return gen, nil
+}
+
+// Above this many tasks, readDefs reads every row of the app once rather
+// than the rows of the codes, insertChunk codes a statement.
+const scanAllAbove = 4 * insertChunk
+
+// defColumns are the columns readDefs reads, in its Scan's order.
+const defColumns = "id, code, kind, name, description, owner, spec, dialect, time_zone, timeout_ms, max_attempts, " +
+	"backoff_base_ms, backoff_max_ms, misfire, misfire_window_ms, overlap, end_at_ms, max_runs, http_target"
+
+// readDefs calls found with the index in defs and the stored definition
+// of every row of defs' codes that exists.
+func readDefs(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, found func(i int, row storedDef) error) error {
+	pool := tx.Statement.ConnPool
+	each := func(rows *sql.Rows, index func(code string) (int, bool)) error {
+		defer rows.Close()
+		var row storedDef
+		var code string
+		var target sql.NullString
+		d := &row.def
+		for rows.Next() {
+			if err := rows.Scan(&row.id, &code, &row.kind, &d.name, &d.Description, &d.Owner, &d.Spec, &d.Dialect, &d.TimeZone,
+				&d.TimeoutMs, &d.MaxAttempts, &d.BackoffBaseMs, &d.BackoffMaxMs, &d.Misfire, &d.MisfireWindowMs, &d.Overlap,
+				&d.EndAtMs, &d.MaxRuns, &target); err != nil {
+				return fmt.Errorf("store: read the tasks of app %q: %w", app, err)
+			}
+			d.Kind, d.HTTPTarget, d.HasHTTPTarget = row.kind, target.String, target.Valid
+			row.def.Definition = row.def.Definition.withDefaults()
+			if i, ok := index(code); ok {
+				if err := found(i, row); err != nil {
+					return err
+				}
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("store: read the tasks of app %q: %w", app, err)
+		}
+		return nil
+	}
+	if len(defs) > scanAllAbove {
+		byCode := make(map[string]int, len(defs))
+		for i, d := range defs {
+			byCode[d.Code] = i
+		}
+		rows, err := pool.QueryContext(ctx, rebind(tx, "SELECT "+defColumns+" FROM xtimer_tasks WHERE app = ?"), app)
+		if err != nil {
+			return fmt.Errorf("store: read the tasks of app %q: %w", app, err)
+		}
+		return each(rows, func(code string) (int, bool) { i, ok := byCode[code]; return i, ok })
+	}
+	for from := 0; from < len(defs); from += insertChunk {
+		chunk := defs[from:min(from+insertChunk, len(defs))]
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, app)
+		for _, d := range chunk {
+			args = append(args, d.Code)
+		}
+		q := "SELECT " + defColumns + " FROM xtimer_tasks WHERE app = ? AND code IN (" + placeholders(len(chunk)) + ")"
+		rows, err := pool.QueryContext(ctx, rebind(tx, q), args...)
+		if err != nil {
+			return fmt.Errorf("store: read %d tasks of app %q: %w", len(chunk), app, err)
+		}
+		err = each(rows, func(code string) (int, bool) {
+			i, ok := slices.BinarySearchFunc(chunk, code, func(d TaskDef, c string) int { return strings.Compare(d.Code, c) })
+			return from + i, ok
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Rows a statement of insertDefs inserts at most: PostgreSQL's arrays and
+// MySQL's and SQLite's JSON documents of 10,000 codes stay far below
+// every limit on a statement's size.
+const insertDefsChunk = 10_000
+
+// insertColumns are the columns insertDefs writes, in its values' order.
+const insertColumns = "app, code, name, description, owner, kind, spec, dialect, time_zone, status, timeout_ms, max_attempts, " +
+	"backoff_base_ms, backoff_max_ms, misfire, misfire_window_ms, overlap, end_at_ms, max_runs, http_target, created_ms, updated_ms, version"
+
+// insertDefs inserts the rows of defs[i] for i in missing, at version 1,
+// created now. The tasks that share a definition (and a status, and
+// whether their name is their code) go in one statement per
+// insertDefsChunk, with the definition's values bound once and the codes
+// (and names) as one array: a million rows of per-row placeholders were
+// most of a replica's start-up.
+func insertDefs(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, missing []int, now int64) error {
+	type group struct {
+		def        *Definition
+		paused     bool
+		nameIsCode bool
+	}
+	var order []group
+	byGroup := map[group][]int{}
+	for _, i := range missing {
+		d := defs[i]
+		g := group{d.Def, d.Paused, d.Name == d.Code}
+		if byGroup[g] == nil {
+			order = append(order, g)
+		}
+		byGroup[g] = append(byGroup[g], i)
+	}
+	dialect := tx.Dialector.Name()
+	for _, g := range order {
+		d := g.def.withDefaults()
+		status := TaskActive
+		if g.paused {
+			status = TaskPaused
+		}
+		var target any
+		if d.HasHTTPTarget {
+			target = d.HTTPTarget
+		}
+		consts := []any{app, d.Description, d.Owner, d.Kind, d.Spec, d.Dialect, d.TimeZone, status,
+			d.TimeoutMs, d.MaxAttempts, d.BackoffBaseMs, d.BackoffMaxMs, d.Misfire, d.MisfireWindowMs, d.Overlap,
+			d.EndAtMs, d.MaxRuns, target, now, now}
+		idx := byGroup[g]
+		for from := 0; from < len(idx); from += insertDefsChunk {
+			chunk := idx[from:min(from+insertDefsChunk, len(idx))]
+			codes := make([]string, len(chunk))
+			var names []string
+			if !g.nameIsCode {
+				names = make([]string, len(chunk))
+			}
+			for k, i := range chunk {
+				codes[k] = defs[i].Code
+				if names != nil {
+					names[k] = defs[i].Name
+				}
+			}
+			q, source, err := insertDefsSQL(dialect, codes, names)
+			if err != nil {
+				return err
+			}
+			args := append(append([]any{}, consts...), source...)
+			if _, err := tx.Statement.ConnPool.ExecContext(ctx, q, args...); err != nil {
+				return fmt.Errorf("store: insert %d tasks from %q: %w", len(chunk), codes[0], err)
+			}
+		}
+	}
+	return nil
+}
+
+// insertDefsSQL is insertDefs' statement on one dialect, and the
+// arguments that carry codes (and names, unless nil: the names are the
+// codes) after the definition's values. The rows come from a PostgreSQL
+// array (unnest), a MySQL/MariaDB JSON document (JSON_TABLE, MySQL 8 and
+// MariaDB 10.6 on) or an SQLite one (json_each).
+func insertDefsSQL(dialect string, codes, names []string) (string, []any, error) {
+	var code, name, from string
+	var source []any
+	switch dialect {
+	case "postgres":
+		code, name = "c.code", "c.code"
+		from = "unnest($21::text[]) AS c(code)"
+		source = []any{codes}
+		if names != nil {
+			name, from = "c.name", "unnest($21::text[], $22::text[]) AS c(code, name)"
+			source = append(source, names)
+		}
+		return `INSERT INTO xtimer_tasks (` + insertColumns + `) SELECT $1::text, ` + code + `, ` + name + `,
+			$2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::bigint, $10::bigint, $11::bigint,
+			$12::bigint, $13::text, $14::bigint, $15::text, $16::bigint, $17::bigint, $18::text, $19::bigint, $20::bigint, 1
+			FROM ` + from, source, nil
+	case "mysql":
+		code, name = "c.code", "c.code"
+		from = `JSON_TABLE(?, '$[*]' COLUMNS (code VARCHAR(128) PATH '$')) AS c`
+		doc, err := jsonRows(codes, names)
+		if err != nil {
+			return "", nil, err
+		}
+		if names != nil {
+			name = "c.name"
+			from = `JSON_TABLE(?, '$[*]' COLUMNS (code VARCHAR(128) PATH '$[0]', name VARCHAR(255) PATH '$[1]')) AS c`
+		}
+		source = []any{doc}
+	default: // sqlite
+		code, name = "c.value", "c.value"
+		from = "json_each(?) AS c"
+		doc, err := jsonRows(codes, names)
+		if err != nil {
+			return "", nil, err
+		}
+		if names != nil {
+			code, name = "json_extract(c.value, '$[0]')", "json_extract(c.value, '$[1]')"
+		}
+		source = []any{doc}
+	}
+	return `INSERT INTO xtimer_tasks (` + insertColumns + `) SELECT ?, ` + code + `, ` + name + `,
+		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1 FROM ` + from, source, nil
+}
+
+// jsonRows is a JSON array of the codes, or of [code, name] pairs.
+func jsonRows(codes, names []string) (string, error) {
+	var b []byte
+	var err error
+	if names == nil {
+		b, err = json.Marshal(codes)
+	} else {
+		pairs := make([][2]string, len(codes))
+		for i := range codes {
+			pairs[i] = [2]string{codes[i], names[i]}
+		}
+		b, err = json.Marshal(pairs)
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: encode %d codes: %w", len(codes), err)
+	}
+	return string(b), nil
+}
+
+// updateDefs writes the definitions of defs[i] for i in changed over the
+// rows ids (in the same order), bumping each version and updated_ms. The
+// caller holds the app's lock, which every writer of code-defined columns
+// takes: no other transaction changes these columns meanwhile, and writers
+// of the operator's columns (status, overrides) bump the version
+// themselves, so version = version + 1 stays exact. Rows sharing a
+// definition are one UPDATE per insertChunk.
+func updateDefs(ctx context.Context, tx *gorm.DB, defs []TaskDef, changed []int, ids []int64, now int64) error {
+	type group struct {
+		def        *Definition
+		nameIsCode bool
+	}
+	var order []group
+	byGroup := map[group][]int{} // positions in changed
+	for k, i := range changed {
+		g := group{defs[i].Def, defs[i].Name == defs[i].Code}
+		if byGroup[g] == nil {
+			order = append(order, g)
+		}
+		byGroup[g] = append(byGroup[g], k)
+	}
+	for _, g := range order {
+		d := g.def.withDefaults()
+		var target any
+		if d.HasHTTPTarget {
+			target = d.HTTPTarget
+		}
+		pos := byGroup[g]
+		for from := 0; from < len(pos); from += insertChunk {
+			chunk := pos[from:min(from+insertChunk, len(pos))]
+			set := "description = ?, owner = ?, kind = ?, spec = ?, dialect = ?, time_zone = ?, timeout_ms = ?, max_attempts = ?, " +
+				"backoff_base_ms = ?, backoff_max_ms = ?, misfire = ?, misfire_window_ms = ?, overlap = ?, end_at_ms = ?, max_runs = ?, " +
+				"http_target = ?, version = version + 1, updated_ms = ?, name = "
+			args := []any{d.Description, d.Owner, d.Kind, d.Spec, d.Dialect, d.TimeZone, d.TimeoutMs, d.MaxAttempts,
+				d.BackoffBaseMs, d.BackoffMaxMs, d.Misfire, d.MisfireWindowMs, d.Overlap, d.EndAtMs, d.MaxRuns, target, now}
+			if g.nameIsCode {
+				set += "code"
+			} else {
+				set += "CASE id"
+				for _, k := range chunk {
+					set += " WHEN ? THEN ?"
+					args = append(args, ids[k], defs[changed[k]].Name)
+				}
+				set += " END"
+			}
+			for _, k := range chunk {
+				args = append(args, ids[k])
+			}
+			q := "UPDATE xtimer_tasks SET " + set + " WHERE id IN (" + placeholders(len(chunk)) + ")"
+			res, err := tx.Statement.ConnPool.ExecContext(ctx, rebind(tx, q), args...)
+			if err != nil {
+				return fmt.Errorf("store: update %d task definitions: %w", len(chunk), err)
+			}
+			if n, err := res.RowsAffected(); err == nil && n != int64(len(chunk)) {
+				return fmt.Errorf("store: update %d task definitions: %d rows changed", len(chunk), n)
+			}
+		}
+	}
+	return nil
+}
+
+// placeholders is n comma-separated question marks.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// rebind turns the question marks of q into $1, $2... on PostgreSQL, for
+// statements sent to the connection directly, past GORM. q must have no
+// question mark in a literal.
+func rebind(tx *gorm.DB, q string) string {
+	if tx.Dialector.Name() != "postgres" {
+		return q
+	}
+	var b strings.Builder
+	b.Grow(len(q) + len(q)/4)
+	n := 0
+	for _, c := range []byte(q) {
+		if c != '?' {
+			b.WriteByte(c)
+			continue
+		}
+		n++
+		fmt.Fprintf(&b, "$%d", n)
+	}
+	return b.String()
+}
+
+// UpsertTasks is RegisterTasks for tasks given as rows, returning the
+// stored rows in the order of tasks: for callers with a few tasks at a
+// time, and tests. Every task must name the same App, and a code may
+// appear once; t.Status paused inserts a new row paused.
+func (s *Store) UpsertTasks(ctx context.Context, tasks []*Task) ([]Task, error) {
+	if len(tasks) == 0 {
+		return nil, nil
+	}
+	defs := make([]TaskDef, len(tasks))
+	first := map[string]int{}
+	for i, t := range tasks {
+		if t == nil {
+			return nil, fmt.Errorf("store: upsert tasks: row %d is nil", i)
+		}
+		if err := validTask(t); err != nil {
+			return nil, err
+		}
+		if t.App != tasks[0].App {
+			return nil, fmt.Errorf("store: upsert tasks: row %d app %q differs from row 0 app %q", i, t.App, tasks[0].App)
+		}
+		if j, dup := first[t.Code]; dup {
+			return nil, fmt.Errorf("store: upsert tasks: row %d code %q repeats row %d", i, t.Code, j)
+		}
+		first[t.Code] = i
+		d := defOf(t).Definition
+		defs[i] = TaskDef{Code: t.Code, Name: t.Name, Def: &d, Paused: t.Status == TaskPaused}
+	}
+	sorted := slices.Clone(defs)
+	slices.SortFunc(sorted, func(a, b TaskDef) int { return strings.Compare(a.Code, b.Code) })
+	app := tasks[0].App
+	if _, err := s.register(ctx, app, sorted, regPartial); err != nil {
+		return nil, err
+	}
+	codes := make([]string, len(sorted))
+	for i, d := range sorted {
+		codes[i] = d.Code
+	}
+	rows, err := s.TasksByCode(ctx, app, codes)
+	if err != nil {
+		return nil, err
+	}
+	stored := make(map[string]Task, len(rows))
+	for _, t := range rows {
+		stored[t.Code] = t
+	}
+	out := make([]Task, len(tasks))
+	for i, t := range tasks {
+		row, ok := stored[t.Code]
+		if !ok {
+			return nil, fmt.Errorf("store: upsert task %q: row missing after insert", t.Code)
+		}
+		out[i] = row
+	}
+	return out, nil
+}
