@@ -409,7 +409,7 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 		}
 	}
 	s.mu.Unlock()
-	slices.SortFunc(tasks, func(x, y *taskState) int { return cmp.Compare(x.row.Code, y.row.Code) })
+	slices.SortFunc(tasks, func(x, y *taskState) int { return cmp.Compare(x.code, y.code) })
 	probes := 0
 	for _, t := range tasks {
 		if probes >= silentProbesPerRound {
@@ -417,7 +417,7 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 		}
 		fires := lastFires(t.sched, at, n)
 		if len(fires) < n {
-			a.quiet[t.row.Code] = quietTask{t, t.sched.Next(at)}
+			a.quiet[t.code] = quietTask{t, t.sched.Next(at)}
 			continue
 		}
 		first, latest := fires[0], fires[n-1]
@@ -426,23 +426,23 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 		if quiet.until.IsZero() {
 			quiet.until = at.Add(100 * 365 * 24 * time.Hour) // no fire any more
 		}
-		known := max(t.row.CreatedMs, t.row.UpdatedMs, t.since.UnixMilli())
-		if first.UnixMilli() < known || !latest.After(a.probed[t.row.Code]) {
-			a.quiet[t.row.Code] = quiet
+		known := max(t.createdMs, t.updatedMs, t.since.UnixMilli())
+		if first.UnixMilli() < known || !latest.After(a.probed[t.code]) {
+			a.quiet[t.code] = quiet
 			continue // too new to judge, or judged on these fires already
 		}
 		if end := t.endAt(); !end.IsZero() && latest.After(end) {
-			a.quiet[t.row.Code] = quiet
+			a.quiet[t.code] = quiet
 			continue
 		}
 		probes++
-		statuses, err := s.store.StatusesSince(ctx, s.opts.App, t.row.Code, first.UnixMilli(), 4*n)
+		statuses, err := s.store.StatusesSince(ctx, s.opts.App, t.code, first.UnixMilli(), 4*n)
 		if err != nil {
 			return err
 		}
 		if slices.Contains(statuses, store.StatusSucceeded) {
-			a.probed[t.row.Code] = latest
-			a.quiet[t.row.Code] = quiet
+			a.probed[t.code] = latest
+			a.quiet[t.code] = quiet
 			continue
 		}
 		// A fire running or waiting to retry may still succeed: look again
@@ -452,12 +452,12 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 			now.Before(latest.Add(silentGrace(t))) {
 			continue
 		}
-		a.probed[t.row.Code] = latest
-		a.quiet[t.row.Code] = quiet
-		a.raise(Event{Kind: EventSilent, Task: t.row.Code, At: now, ScheduledAt: latest.UTC(), Missed: n,
-			Message: fmt.Sprintf("task %s: no successful run in its last %d fires (%s to %s)", t.row.Code, n,
+		a.probed[t.code] = latest
+		a.quiet[t.code] = quiet
+		a.raise(Event{Kind: EventSilent, Task: t.code, At: now, ScheduledAt: latest.UTC(), Missed: n,
+			Message: fmt.Sprintf("task %s: no successful run in its last %d fires (%s to %s)", t.code, n,
 				first.UTC().Format(time.RFC3339), latest.UTC().Format(time.RFC3339))},
-			t.row.Code, strconv.FormatInt(latest.UnixMilli(), 10))
+			t.code, strconv.FormatInt(latest.UnixMilli(), 10))
 	}
 	return nil
 }
@@ -465,9 +465,9 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 // silentGrace is how long after a fire its success may still come: every
 // attempt's timeout and back-off, and a minute.
 func silentGrace(t *taskState) time.Duration {
-	attempts := time.Duration(max(t.row.MaxAttempts, 1))
-	return time.Minute + attempts*time.Duration(t.row.TimeoutMs)*time.Millisecond +
-		(attempts-1)*time.Duration(t.row.BackoffMaxMs)*time.Millisecond
+	attempts := time.Duration(max(t.def.MaxAttempts, 1))
+	return time.Minute + attempts*time.Duration(t.def.TimeoutMs)*time.Millisecond +
+		(attempts-1)*time.Duration(t.def.BackoffMaxMs)*time.Millisecond
 }
 
 // lastFires returns the last n fires of sched at or before at, oldest

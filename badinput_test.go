@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -293,5 +295,31 @@ func TestBadInputFreeTextThatNoDatabaseStoresIsRefused(t *testing.T) {
 	} {
 		err := s.Register("text.check", "* * * * *", ok, c.opt)
 		require.EqualError(t, err, `xtimer: task "text.check": `+c.want)
+	}
+}
+
+// validCode is the regular expression of the docs, ^[a-z0-9][a-z0-9._:-]{0,127}$,
+// written as a loop: the same answer for every string of the alphabet
+// around it, short and long.
+func TestValidCodeIsTheDocumentedPattern(t *testing.T) {
+	t.Parallel()
+	pattern := regexp.MustCompile(`^[a-z0-9][a-z0-9._:-]{0,127}$`)
+	alphabet := []byte("az09._:-A/ \x00\xff")
+	rng := rand.New(rand.NewPCG(1, 2))
+	check := func(code string) {
+		require.Equal(t, pattern.MatchString(code), validCode(code), "%q", code)
+	}
+	check("")
+	for _, n := range []int{1, 2, 3, 127, 128, 129, 200} {
+		for range 2000 {
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = alphabet[rng.IntN(len(alphabet))]
+				if rng.IntN(4) > 0 { // mostly valid bytes, so long valid codes occur too
+					b[i] = alphabet[rng.IntN(8)]
+				}
+			}
+			check(string(b))
+		}
 	}
 }

@@ -75,7 +75,7 @@ func (s *Scheduler) arm(r store.Execution) {
 	}
 	s.armedIDs[r.ID] = true
 	t := s.tasks[r.TaskCode]
-	exact := t != nil && OverlapPolicy(t.row.Overlap) == OverlapForbid
+	exact := t != nil && OverlapPolicy(t.def.Overlap) == OverlapForbid
 	s.pushArmedLocked(armedFire{row: r, due: time.UnixMilli(r.RunTime), exact: exact})
 	s.mu.Unlock()
 	select {
@@ -258,7 +258,7 @@ func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time
 		case t == nil || !runs:
 			s.updates.skip(r, reasonDeleted, now)
 			continue
-		case r.Source != store.SourceManual && t.row.Status != store.TaskActive:
+		case r.Source != store.SourceManual && t.status != store.TaskActive:
 			s.updates.skip(r, store.ReasonPaused, now)
 			continue
 		case (r.Source == store.SourceSchedule || r.Source == store.SourceCatchup) && !t.firesAt(time.UnixMilli(r.RunTime)):
@@ -269,11 +269,11 @@ func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time
 		case r.Source == store.SourceSchedule && late > misfireAfter && late > window:
 			s.updates.skip(r, store.ReasonMisfire, now)
 			continue
-		case r.Source == store.SourceSchedule && late > misfireAfter && MisfirePolicy(t.row.Misfire) == MisfireSkip:
+		case r.Source == store.SourceSchedule && late > misfireAfter && MisfirePolicy(t.def.Misfire) == MisfireSkip:
 			s.updates.skip(r, store.ReasonMisfire, now)
 			continue
 		}
-		if OverlapPolicy(t.row.Overlap) == OverlapForbid {
+		if OverlapPolicy(t.def.Overlap) == OverlapForbid {
 			n, err := s.store.RunningCount(ctx, s.opts.App, r.TaskCode)
 			if err != nil || n > 0 || running > 0 {
 				// Unknown counts as overlapping: forbid means never two at once.
@@ -281,7 +281,7 @@ func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time
 				continue
 			}
 		}
-		if r.Source == store.SourceSchedule && late > misfireAfter && MisfirePolicy(t.row.Misfire) != MisfireRunAll {
+		if r.Source == store.SourceSchedule && late > misfireAfter && MisfirePolicy(t.def.Misfire) != MisfireRunAll {
 			overdue[r.TaskCode] = append(overdue[r.TaskCode], len(start))
 		}
 		start = append(start, r)

@@ -310,7 +310,7 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 	bad := func(field, value, reason string) error {
 		return &FieldError{Task: t.Code, Field: field, Value: value, Reason: reason}
 	}
-	if !codePattern.MatchString(t.Code) {
+	if !validCode(t.Code) {
 		return nil, bad("code", t.Code, "want 1-128 characters of lower-case letters, digits and . _ : - starting with a letter or digit")
 	}
 	if t.Name == "" {

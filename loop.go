@@ -46,17 +46,16 @@ func (s *Scheduler) heartbeat(ctx context.Context, now time.Time) error {
 	host, _ := os.Hostname()
 	s.mu.Lock()
 	s.lastBeat = now
-	codes := s.beatHandlers
-	if s.beatGen != s.codesGen || codes == nil {
-		// Rebuilt only when the handlers may have changed: they can be a
-		// million.
-		codes = make([]string, 0, len(s.handlers))
-		for c := range s.handlers {
-			codes = append(codes, c)
-		}
-		slices.Sort(codes)
+	big := len(s.handlers) > bigHandlerList
+	// The handlers are written when they changed, and every
+	// handlersRewrite in case the row was pruned and inserted again; a big
+	// list apart from the heartbeat (publishHandlers).
+	due := s.beatGen != s.handlersGen || s.beatHandlersAt.IsZero() || now.Sub(s.beatHandlersAt) >= handlersRewrite
+	var handlers store.Codes
+	if due && !big {
+		handlers = s.handlerCodesLocked()
 	}
-	gen := s.codesGen
+	gen := s.handlersGen
 	var held []slotKey
 	for k, st := range s.slots {
 		if st.lock != nil {
@@ -71,12 +70,6 @@ func (s *Scheduler) heartbeat(ctx context.Context, now time.Time) error {
 	for i, k := range held {
 		slots[i] = strconv.FormatInt(k.minute, 10) + ":" + strconv.Itoa(k.bucket)
 	}
-	// The handlers are written when they changed, and every
-	// handlersRewrite in case the row was pruned and inserted again.
-	var handlers store.Codes
-	if !slices.Equal(codes, s.beatHandlers) || now.Sub(s.beatHandlersAt) >= handlersRewrite {
-		handlers = codes
-	}
 	err := s.store.Heartbeat(ctx, store.Replica{
 		App: s.opts.App, ID: s.opts.InstanceID, Host: host, PID: os.Getpid(), Version: s.opts.Version,
 		StartedMs: now.UnixMilli(), HeartbeatMs: now.UnixMilli(), Handlers: handlers, Slots: slots,
@@ -84,9 +77,15 @@ func (s *Scheduler) heartbeat(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	s.beatGen = gen // codes are the handlers of gen, written or equal to those written
 	if handlers != nil {
-		s.beatHandlers, s.beatHandlersAt = codes, now
+		s.mu.Lock()
+		s.beatGen, s.beatHandlersAt = gen, now
+		s.mu.Unlock()
+	} else if due && big {
+		select {
+		case s.publish <- struct{}{}:
+		default: // one is under way
+		}
 	}
 	ids, err := s.store.LiveReplicaIDs(ctx, s.opts.App, now.Add(-s.opts.ReplicaTimeout).UnixMilli())
 	if err != nil {
@@ -96,6 +95,50 @@ func (s *Scheduler) heartbeat(ctx context.Context, now time.Time) error {
 	s.live = ids
 	s.mu.Unlock()
 	return nil
+}
+
+// bigHandlerList: a replica with more handlers than this writes their
+// list apart from its heartbeats (publishHandlers), off Start and off the
+// tick loop: a million codes are 15 MB of JSON, and sorting, encoding and
+// writing them took 1.5 s of each replica's start-up.
+const bigHandlerList = 10_000
+
+// handlerCodesLocked lists the handlers registered here, sorted. s.mu is
+// held.
+func (s *Scheduler) handlerCodesLocked() []string {
+	codes := make([]string, 0, len(s.handlers))
+	for c := range s.handlers {
+		codes = append(codes, c)
+	}
+	slices.Sort(codes)
+	return codes
+}
+
+// publishHandlers writes this replica's list of handlers into its row when
+// a heartbeat finds it due and too big to go with it (bigHandlerList). It
+// is one of s.loops; a failed write is tried again at the next heartbeat.
+func (s *Scheduler) publishHandlers(ctx context.Context) {
+	defer s.loops.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.publish:
+		}
+		s.mu.Lock()
+		codes, gen := s.handlerCodesLocked(), s.handlersGen
+		s.mu.Unlock()
+		now := s.clock.Now()
+		ok, err := s.store.SetReplicaHandlers(ctx, s.opts.App, s.opts.InstanceID, codes)
+		switch {
+		case err != nil:
+			s.log.Debug("handler list not written; next heartbeat tries again", "handlers", len(codes), "err", err)
+		case ok:
+			s.mu.Lock()
+			s.beatGen, s.beatHandlersAt = gen, now
+			s.mu.Unlock()
+		}
+	}
 }
 
 // tickLoop wakes on every second boundary of the clock.
@@ -220,8 +263,8 @@ func (s *Scheduler) firesIn(minute int64, bucket int, only map[string]bool) []fi
 			next = at
 		}
 	}
-	for code, t := range s.byBucket[bucket] {
-		if !t.active() || only != nil && !only[code] {
+	for _, t := range s.byBucket[bucket] {
+		if !t.active() || only != nil && !only[t.code] {
 			continue
 		}
 		end := t.endAt()
@@ -230,7 +273,7 @@ func (s *Scheduler) firesIn(minute int64, bucket int, only map[string]bool) []fi
 		// Nor before its current schedule was adopted: planning the current
 		// minute again after an edit must not back-fill its past.
 		start := from.Add(-time.Nanosecond)
-		if created := time.UnixMilli(t.row.CreatedMs).Add(-time.Nanosecond); created.After(start) {
+		if created := time.UnixMilli(t.createdMs).Add(-time.Nanosecond); created.After(start) {
 			start = created
 		}
 		if since := t.since.Add(-time.Nanosecond); !t.since.IsZero() && since.After(start) {
@@ -322,11 +365,11 @@ func (s *Scheduler) reopenSlots(t *taskState, now time.Time) {
 		st.gen++ // a plan of the slot under way read the task before this
 		switch {
 		case st.done && st.lock != nil:
-			st.done, st.only = false, map[string]bool{t.row.Code: true}
+			st.done, st.only = false, map[string]bool{t.code: true}
 		case st.done:
 			st.done = false
 		case st.only != nil:
-			st.only[t.row.Code] = true
+			st.only[t.code] = true
 		}
 	}
 }
@@ -563,11 +606,11 @@ func (s *Scheduler) takeOver(ctx context.Context, k slotKey, fromMs, toMs int64)
 	}
 	s.mu.Lock()
 	var mine, others []string
-	for code := range s.byBucket[k.bucket] {
-		if s.runsHereLocked(code) {
-			mine = append(mine, code)
+	for _, t := range s.byBucket[k.bucket] {
+		if s.runsHereLocked(t.code) {
+			mine = append(mine, t.code)
 		} else {
-			others = append(others, code)
+			others = append(others, t.code)
 		}
 	}
 	s.mu.Unlock()
@@ -732,12 +775,12 @@ func (s *Scheduler) record(ctx context.Context, now time.Time, fires []fire) err
 // to those already past and WithMaxRuns.
 func (s *Scheduler) rowsFor(ctx context.Context, now time.Time, t *taskState, ats []time.Time) ([]store.Execution, error) {
 	owner := ""
-	if s.runsHere(t.row.Code) {
+	if s.runsHere(t.code) {
 		owner = s.opts.InstanceID
 	}
 	row := func(at time.Time, status, source, reason string) store.Execution {
-		return store.Execution{App: s.opts.App, TaskCode: t.row.Code, RunTime: at.UnixMilli(), Status: status,
-			Source: source, Reason: reason, MaxAttempts: max(t.row.MaxAttempts, 1), Replica: owner}
+		return store.Execution{App: s.opts.App, TaskCode: t.code, RunTime: at.UnixMilli(), Status: status,
+			Source: source, Reason: reason, MaxAttempts: max(t.def.MaxAttempts, 1), Replica: owner}
 	}
 	var missed, onTime []time.Time
 	for _, at := range ats {
@@ -751,7 +794,7 @@ func (s *Scheduler) rowsFor(ctx context.Context, now time.Time, t *taskState, at
 	var rows []store.Execution
 	for i, at := range missed {
 		run := false
-		switch MisfirePolicy(t.row.Misfire) {
+		switch MisfirePolicy(t.def.Misfire) {
 		case MisfireRunAll:
 			run = now.Sub(at) <= window
 		case MisfireSkip:
@@ -769,12 +812,12 @@ func (s *Scheduler) rowsFor(ctx context.Context, now time.Time, t *taskState, at
 	for _, at := range onTime {
 		rows = append(rows, row(at, store.StatusScheduled, store.SourceSchedule, ""))
 	}
-	if t.row.MaxRuns > 0 {
-		done, err := s.store.ScheduledRuns(ctx, s.opts.App, t.row.Code)
+	if t.def.MaxRuns > 0 {
+		done, err := s.store.ScheduledRuns(ctx, s.opts.App, t.code)
 		if err != nil {
 			return nil, err
 		}
-		left := t.row.MaxRuns - done
+		left := t.def.MaxRuns - done
 		kept := rows[:0]
 		for _, r := range rows {
 			if r.Status == store.StatusSkipped {

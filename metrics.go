@@ -188,7 +188,7 @@ func (s *Scheduler) attemptBegins(r store.Execution, at time.Time) {
 	kind := store.KindFunc
 	s.mu.Lock()
 	if t := s.tasks[r.TaskCode]; t != nil {
-		kind = t.row.Kind
+		kind = t.def.Kind
 	}
 	s.mu.Unlock()
 	m.lateness.WithLabelValues(kind).Observe(max(at.Sub(time.UnixMilli(r.RunTime)), 0).Seconds())

@@ -40,14 +40,15 @@ func TestQuietBucketIsSkippedUntilATaskOfItChanges(t *testing.T) {
 	require.Equal(t, mustTime(t, "2026-12-01T03:00:00Z"), s.bucketQuiet[b].until.UTC(), "quiet until the earliest next fire")
 	// Put a task in the bucket behind the index's back: a minute of the
 	// quiet span does not look at the tasks, so it does not see it.
-	sneaked := &taskState{row: store.Task{Code: "sneaked", Status: store.TaskActive, CreatedMs: created}, bucket: b}
+	sneaked := &taskState{code: "sneaked", status: store.TaskActive, createdMs: created, bucket: b,
+		def: &store.Definition{Kind: store.KindFunc}}
 	sneaked.sched, err = ParseSchedule("* * * * * *")
 	require.NoError(t, err)
-	s.byBucket[b]["sneaked"] = sneaked
+	s.byBucket[b] = append(s.byBucket[b], sneaked)
 	s.mu.Unlock()
 	require.Empty(t, s.firesIn(minute("2026-11-30T10:01:00Z"), b, nil))
 	s.mu.Lock()
-	delete(s.byBucket[b], "sneaked")
+	s.byBucket[b] = s.byBucket[b][:len(s.byBucket[b])-1]
 	s.mu.Unlock()
 
 	// A task adopted into the bucket ends the quiet span.
@@ -56,7 +57,7 @@ func TestQuietBucketIsSkippedUntilATaskOfItChanges(t *testing.T) {
 	got := s.firesIn(minute("2026-11-30T10:02:00Z"), b, nil)
 	require.Len(t, got, 6)
 	for _, f := range got {
-		require.Equal(t, often, f.task.row.Code)
+		require.Equal(t, often, f.task.code)
 	}
 	// And the daily fire is planned in its minute.
 	got = s.firesIn(minute("2026-12-01T03:00:00Z"), b, nil)

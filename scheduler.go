@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -244,7 +243,7 @@ func (o Options) validate() error {
 	switch {
 	case o.DB == nil:
 		return bad("DB", nil, "required: a *gorm.DB on MySQL/MariaDB, PostgreSQL or SQLite")
-	case !codePattern.MatchString(o.App) || len(o.App) > 64:
+	case !validCode(o.App) || len(o.App) > 64:
 		return bad("App", fmt.Sprintf("%q", o.App), "want 1-64 lower-case letters, digits and . _ : - starting with a letter or digit")
 	case o.Buckets < 1 || o.Buckets > 4096:
 		return bad("Buckets", o.Buckets, "want 1-4096")
@@ -312,12 +311,19 @@ type Scheduler struct {
 	httpQueues httpQueues
 
 	mu       sync.Mutex
-	state    int                    // stateNew, stateRunning, stateStopped
-	handlers map[string]*taskConfig // registered in this process
-	tasks    map[string]*taskState  // every task of the app, as stored
+	state    int                      // stateNew, stateRunning, stateStopped
+	handlers map[string]*registration // registered in this process
+	regOpts  map[regKey]*regOpts      // the options they share
+	// The options of the last Register, and their key.
+	lastRegKey  regKey
+	lastRegOpts *regOpts
+	tasks       map[string]*taskState // every task of the app, as stored
 	// byBucket indexes tasks by bucket, so that planning a slot reads the
 	// tasks of its bucket, not every task (setTaskLocked, dropTaskLocked).
-	byBucket []map[string]*taskState
+	byBucket [][]*taskState
+	// defs holds one copy of each task definition in the view, for the
+	// tasks defined alike to share (sharedDefLocked).
+	defs map[store.Definition]*store.Definition
 	// bucketFrom is, per bucket, an instant (Unix ms) before which no task
 	// of the bucket has a fire: the earliest firesFrom of the tasks it has
 	// had (math.MaxInt64 while it has none). Planning skips the slots before it (catch-up after a first
@@ -334,6 +340,9 @@ type Scheduler struct {
 	// this replica runs; claimSet caches what claimCodes derived from them.
 	codesGen int
 	claimSet claimSet
+	// handlersGen counts the changes to the handlers registered here, for
+	// the heartbeat, which lists them.
+	handlersGen int
 	// The task generation of the last sync that read every version, and
 	// when (syncTasks). Only the tick loop and Start use them.
 	synced    bool
@@ -358,11 +367,11 @@ type Scheduler struct {
 	running   map[string]int // code → attempts running here
 	live      []string       // replica IDs alive at the last heartbeat
 	lastBeat  time.Time      // last heartbeat attempt
-	// beatHandlers are the handler codes the last heartbeat that wrote
-	// them wrote, at beatHandlersAt (heartbeats run on the tick loop only).
-	beatHandlers   []string
+	// beatHandlersAt is when this replica's handler list was last written
+	// into its row, as of handlersGen beatGen (heartbeat, publishHandlers).
 	beatHandlersAt time.Time
-	beatGen        int // codesGen when beatHandlers were listed
+	beatGen        int
+	publish        chan struct{} // a big handler list is due (publishHandlers)
 	redisDown      bool
 	dbDown         bool
 
@@ -405,9 +414,11 @@ func New(opts Options) (*Scheduler, error) {
 		httpPool:    executor.NewPool(opts.HTTPWorkers),
 		caller:      caller,
 		tracer:      newTracer(opts),
-		handlers:    map[string]*taskConfig{},
+		handlers:    map[string]*registration{},
+		regOpts:     map[regKey]*regOpts{},
 		tasks:       map[string]*taskState{},
-		byBucket:    make([]map[string]*taskState, opts.Buckets),
+		byBucket:    make([][]*taskState, opts.Buckets),
+		defs:        map[store.Definition]*store.Definition{},
 		bucketFrom:  make([]int64, opts.Buckets),
 		bucketQuiet: make([]quietSpan, opts.Buckets),
 		slots:       map[slotKey]*slotState{},
@@ -415,9 +426,9 @@ func New(opts Options) (*Scheduler, error) {
 		armedIDs:    map[int64]bool{},
 		armedAt:     map[int64]int{},
 		wake:        make(chan struct{}, 1),
+		publish:     make(chan struct{}, 1),
 	}
-	for b := range s.byBucket {
-		s.byBucket[b] = map[string]*taskState{}
+	for b := range s.bucketFrom {
 		s.bucketFrom[b] = math.MaxInt64
 	}
 	s.store = store.New(opts.DB, store.WithNow(s.clock.Now), store.WithRollups(!opts.NoRollups))
@@ -464,20 +475,36 @@ func (s *Scheduler) Register(code, spec string, h Handler, opts ...TaskOption) e
 			return &taskError{code, err}
 		}
 	}
-	if _, err := cfg.validate(); err != nil {
+	sched, err := cfg.validate()
+	if err != nil {
 		return err
+	}
+	key := regKey{cfg.taskOpts, cfg.name == code}
+	if key.nameIsCode {
+		key.name = ""
 	}
 	s.mu.Lock()
 	if s.state == stateStopped {
 		s.mu.Unlock()
 		return ErrStopped
 	}
-	if _, dup := s.handlers[code]; dup || s.tasks[code] != nil && s.tasks[code].row.Kind == store.KindHTTP {
+	if _, dup := s.handlers[code]; dup || s.tasks[code] != nil && s.tasks[code].kind() == store.KindHTTP {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %q", ErrDuplicateTask, code)
 	}
-	s.handlers[code] = &cfg
+	shared := s.lastRegOpts // a loop registering tasks alike: no hashing of the options
+	if shared == nil || s.lastRegKey != key {
+		if shared = s.regOpts[key]; shared == nil {
+			def := cfg.definition()
+			shared = &regOpts{taskOpts: key.taskOpts, nameIsCode: key.nameIsCode, sched: sched, def: &def}
+			s.regOpts[key] = shared
+		}
+		s.lastRegKey, s.lastRegOpts = key, shared
+	}
+	reg := &registration{code: code, handler: h, opts: shared}
+	s.handlers[code] = reg
 	s.codesGen++
+	s.handlersGen++
 	started := s.state == stateRunning
 	s.mu.Unlock()
 	if !started {
@@ -485,10 +512,11 @@ func (s *Scheduler) Register(code, spec string, h Handler, opts ...TaskOption) e
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.upsertTask(ctx, &cfg); err != nil {
+	if err := s.upsertTask(ctx, reg); err != nil {
 		s.mu.Lock()
 		delete(s.handlers, code)
 		s.codesGen++
+		s.handlersGen++
 		s.mu.Unlock()
 		if errors.Is(err, store.ErrExists) {
 			return fmt.Errorf("%w: %q is an HTTP task", ErrDuplicateTask, code)
@@ -498,18 +526,17 @@ func (s *Scheduler) Register(code, spec string, h Handler, opts ...TaskOption) e
 	return nil
 }
 
-func (s *Scheduler) upsertTask(ctx context.Context, c *taskConfig) error {
-	stored, err := s.store.UpsertTask(ctx, s.taskRow(c))
+func (s *Scheduler) upsertTask(ctx context.Context, r *registration) error {
+	stored, err := s.store.UpsertTask(ctx, s.taskRow(r))
 	if err != nil {
-		return fmt.Errorf("xtimer: record task %q: %w", c.code, err)
+		return fmt.Errorf("xtimer: record task %q: %w", r.code, err)
 	}
 	s.adoptTask(stored)
 	return nil
 }
 
-func (s *Scheduler) taskRow(c *taskConfig) *store.Task {
-	def := c.definition()
-	row := store.TaskFrom(s.opts.App, store.TaskDef{Code: c.code, Name: c.name, Def: &def}, store.TaskHead{})
+func (s *Scheduler) taskRow(r *registration) *store.Task {
+	row := store.TaskFrom(s.opts.App, store.TaskDef{Code: r.code, Name: r.name(), Def: r.opts.def}, store.TaskHead{})
 	return &row
 }
 
@@ -561,8 +588,9 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.stop = stop
 	s.mu.Unlock()
 	s.updates.start()
-	s.loops.Add(3)
+	s.loops.Add(4)
 	go s.tickLoop(loopCtx)
+	go s.publishHandlers(loopCtx)
 	go s.dispatchLoop(loopCtx)
 	go s.every(loopCtx, lockRefreshEvery, s.keepLocks)
 	s.loops.Add(1)
@@ -572,7 +600,10 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if s.opts.Redis == nil && s.opts.Locker == nil {
 		mode = "in-process (one process only: start a second replica only with Options.Redis)"
 	}
-	s.log.Info("xtimer started", "lock", mode, "buckets", s.opts.Buckets, "tasks", len(s.registered()))
+	s.mu.Lock()
+	registered := len(s.handlers)
+	s.mu.Unlock()
+	s.log.Info("xtimer started", "lock", mode, "buckets", s.opts.Buckets, "tasks", registered)
 	return nil
 }
 
@@ -597,17 +628,6 @@ func (s *Scheduler) retryStart(ctx context.Context, what string, fn func(context
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
-}
-
-func (s *Scheduler) registered() []*taskConfig {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]*taskConfig, 0, len(s.handlers))
-	for _, c := range s.handlers {
-		out = append(out, c)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].code < out[j].code })
-	return out
 }
 
 // Stop stops claiming slots, hands the fires this replica recorded but has
@@ -794,7 +814,7 @@ func (s *Scheduler) Trigger(ctx context.Context, code string) (Execution, error)
 	for range 10 { // another manual run in the same millisecond: take the next
 		rows, err := s.store.InsertFires(ctx, []store.Execution{{
 			App: s.opts.App, TaskCode: code, RunTime: at, Status: store.StatusScheduled,
-			Source: store.SourceManual, MaxAttempts: t.row.MaxAttempts, Replica: owner,
+			Source: store.SourceManual, MaxAttempts: t.def.MaxAttempts, Replica: owner,
 		}})
 		if err != nil {
 			return Execution{}, fmt.Errorf("xtimer: trigger %q: %w", code, err)
@@ -827,8 +847,7 @@ func (s *Scheduler) NextRuns(code string, n int) ([]time.Time, error) {
 	case t != nil && t.sched != nil:
 		sched, endAt = t.sched, t.endAt()
 	case cfg != nil:
-		sched, _ = cfg.validate()
-		endAt = cfg.endAt
+		sched, endAt = cfg.opts.sched, cfg.opts.endAt
 	default:
 		return nil, fmt.Errorf("%w: %q", ErrTaskNotFound, code)
 	}

@@ -3,6 +3,7 @@ package xtimer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -459,4 +460,27 @@ func eachBackend(t *testing.T, body func(t *testing.T, db *gorm.DB)) {
 			body(t, b.Open(t))
 		})
 	}
+}
+
+// A replica of more than bigHandlerList tasks writes its handler list
+// apart from the heartbeat, off Start, and it lands in its row.
+func TestABigHandlerListReachesTheReplicaRow(t *testing.T) {
+	t.Parallel()
+	db := testsvc.SQLite(t)
+	s := newScheduler(t, setupOpts{db: db, app: testsvc.App(t)}, nil)
+	n := bigHandlerList + 1
+	for i := range n {
+		require.NoError(t, s.Register(fmt.Sprintf("job.%05d", i), "0 0 3 * * *", func(context.Context, *Run) error { return nil }))
+	}
+	require.NoError(t, s.Start(context.Background()))
+	stopOnCleanup(t, s)
+	require.Eventually(t, func() bool {
+		live, err := s.Store().LiveReplicas(context.Background(), s.App(), 0)
+		require.NoError(t, err)
+		return len(live) == 1 && len(live[0].Handlers) == n
+	}, 20*time.Second, 20*time.Millisecond)
+	live, err := s.Store().LiveReplicas(context.Background(), s.App(), 0)
+	require.NoError(t, err)
+	require.Equal(t, "job.00000", live[0].Handlers[0])
+	require.Equal(t, fmt.Sprintf("job.%05d", n-1), live[0].Handlers[n-1], "sorted")
 }

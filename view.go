@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"time"
 
 	"github.com/xtimer-go/xtimer/executor"
@@ -15,11 +14,20 @@ import (
 // database says (taskState), loaded at Start and kept in step with the
 // changes other replicas and the console make (syncTasks).
 
-// taskState is a task as the database says, shared by every replica.
+// taskState is a task as the database says, shared by every replica. It
+// keeps of the row what the engine reads, and points to its code-defined
+// columns, which the tasks defined alike share (s.defs): a replica holds
+// a million of these.
 type taskState struct {
-	row    store.Task
-	sched  Schedule // nil when the stored spec does not parse
-	bucket int
+	code                 string
+	id, version          int64
+	createdMs, updatedMs int64
+	status               string            // store.TaskActive or store.TaskPaused, as stored
+	def                  *store.Definition // shared; defaults applied
+	over                 *override         // the console's schedule overrides; nil when none
+	sched                Schedule          // nil when the stored spec does not parse
+	bucket               int
+	pos                  int // index in s.byBucket[bucket]
 	// http is the callback of a task of kind http (every replica runs its
 	// fires); nil for Go tasks, and for an http task whose stored target
 	// does not decode (it does not fire).
@@ -36,8 +44,30 @@ type taskState struct {
 	quietFrom, quietUntil time.Time
 }
 
+// override is what a console edit of a task's schedule stored
+// (store.Task's SpecOverride, DialectOverride, TZOverride).
+type override struct{ spec, dialect, zone *string }
+
+func overrideOf(spec, dialect, zone *string) *override {
+	if spec == nil && dialect == nil && zone == nil {
+		return nil
+	}
+	return &override{spec, dialect, zone}
+}
+
+func (t *taskState) kind() string { return t.def.Kind }
+
+// effective is the schedule that applies (store.Task.Effective).
+func (t *taskState) effective() (spec, dialect, zone string) {
+	row := store.Task{Spec: t.def.Spec, Dialect: t.def.Dialect, TimeZone: t.def.TimeZone}
+	if o := t.over; o != nil {
+		row.SpecOverride, row.DialectOverride, row.TZOverride = o.spec, o.dialect, o.zone
+	}
+	return row.Effective()
+}
+
 func (t *taskState) active() bool {
-	return t.row.Status == store.TaskActive && t.sched != nil && (t.row.Kind != store.KindHTTP || t.http != nil)
+	return t.status == store.TaskActive && t.sched != nil && (t.def.Kind != store.KindHTTP || t.http != nil)
 }
 
 // firesAt reports whether at is an instant of the task's current schedule.
@@ -69,9 +99,9 @@ func (t *taskState) firesAt(at time.Time) bool {
 // fire: its creation, or the adoption of its current schedule (since).
 func (t *taskState) firesFrom() int64 {
 	if !t.since.IsZero() {
-		return max(t.row.CreatedMs, t.since.UnixMilli())
+		return max(t.createdMs, t.since.UnixMilli())
 	}
-	return t.row.CreatedMs
+	return t.createdMs
 }
 
 func (t *taskState) loc() *time.Location {
@@ -82,32 +112,75 @@ func (t *taskState) loc() *time.Location {
 }
 
 func (t *taskState) endAt() time.Time {
-	if t.row.EndAtMs == 0 {
+	if t.def.EndAtMs == 0 {
 		return time.Time{}
 	}
-	return time.UnixMilli(t.row.EndAtMs)
+	return time.UnixMilli(t.def.EndAtMs)
 }
 
 // misfireWindowMs is how late a missed fire of the task may still run.
 func (t *taskState) misfireWindowMs() int64 {
-	if t == nil || t.row.MisfireWindowMs <= 0 {
+	if t == nil || t.def.MisfireWindowMs <= 0 {
 		return DefaultMisfireWindow.Milliseconds()
 	}
-	return t.row.MisfireWindowMs
+	return t.def.MisfireWindowMs
 }
 
 func (t *taskState) backoff() executor.Backoff {
 	return executor.Backoff{
-		Base:   max(time.Duration(t.row.BackoffBaseMs)*time.Millisecond, time.Millisecond),
-		Max:    max(time.Duration(t.row.BackoffMaxMs)*time.Millisecond, time.Millisecond),
+		Base:   max(time.Duration(t.def.BackoffBaseMs)*time.Millisecond, time.Millisecond),
+		Max:    max(time.Duration(t.def.BackoffMaxMs)*time.Millisecond, time.Millisecond),
 		Jitter: 0.2,
 	}
 }
 
+// bucketOf is FNV-1a of the code, modulo buckets: every replica, of any
+// version, puts a task in the same bucket.
 func bucketOf(code string, buckets int) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(code))
-	return int(h.Sum32() % uint32(buckets))
+	h := uint32(2166136261)
+	for i := 0; i < len(code); i++ {
+		h ^= uint32(code[i])
+		h *= 16777619
+	}
+	return int(h % uint32(buckets))
+}
+
+// maxSharedDefs bounds s.defs; past it the table starts again empty (the
+// tasks keep theirs). Tasks share a few definitions; HTTP tasks one each.
+const maxSharedDefs = 100_000
+
+// sharedDefLocked returns the one copy of d this replica keeps. s.mu is
+// held.
+func (s *Scheduler) sharedDefLocked(d store.Definition) *store.Definition {
+	if p := s.defs[d]; p != nil {
+		return p
+	}
+	if len(s.defs) >= maxSharedDefs {
+		clear(s.defs)
+	}
+	p := &d
+	s.defs[d] = p
+	return p
+}
+
+// stateOf builds the view of a stored row; def is its definition, shared.
+func (s *Scheduler) stateOf(row *store.Task, def *store.Definition) *taskState {
+	return &taskState{
+		code: row.Code, id: row.ID, version: row.Version, createdMs: row.CreatedMs, updatedMs: row.UpdatedMs,
+		status: canonicalStatus(row.Status), def: def,
+		over:   overrideOf(row.SpecOverride, row.DialectOverride, row.TZOverride),
+		bucket: bucketOf(row.Code, s.opts.Buckets),
+	}
+}
+
+func canonicalStatus(status string) string {
+	switch status {
+	case store.TaskActive:
+		return store.TaskActive
+	case store.TaskPaused:
+		return store.TaskPaused
+	}
+	return status
 }
 
 // adoptTask replaces the local view of one task with its stored row. When
@@ -116,7 +189,10 @@ func bucketOf(code string, buckets int) int {
 // planned are planned again for it (reopenSlots); fires already recorded
 // that its schedule no longer has are skipped when due (dispatch).
 func (s *Scheduler) adoptTask(row store.Task) {
-	t := &taskState{row: row, bucket: bucketOf(row.Code, s.opts.Buckets)}
+	s.mu.Lock()
+	def := s.sharedDefLocked(row.Definition())
+	s.mu.Unlock()
+	t := s.stateOf(&row, def)
 	sched, err := ScheduleOf(row)
 	if err != nil {
 		s.log.Error("stored schedule does not parse; the task will not fire", "task", row.Code, "err", err)
@@ -130,16 +206,24 @@ func (s *Scheduler) adoptTask(row store.Task) {
 	}
 	now := s.clock.Now()
 	s.mu.Lock()
-	old := s.tasks[row.Code]
-	if old != nil && old.row.ID == row.ID && row.Version < old.row.Version {
+	old, rescheduled := s.adoptLocked(t, now)
+	s.mu.Unlock()
+	s.logAdopted(old, t, rescheduled)
+}
+
+// adoptLocked puts t in the view in place of the task's old state, unless
+// that is newer; it returns the old state, if any, and whether t changes
+// its schedule. s.mu is held.
+func (s *Scheduler) adoptLocked(t *taskState, now time.Time) (old *taskState, rescheduled bool) {
+	old = s.tasks[t.code]
+	if old != nil && old.id == t.id && t.version < old.version {
 		// A read that raced with a newer change (the tick's sync and an
 		// operator's call on this replica): keep the newer view.
-		s.mu.Unlock()
-		return
+		return nil, false
 	}
-	s.setTaskLocked(t)
-	rescheduled := old != nil && scheduleChanged(old.row, row)
-	resumed := old != nil && old.row.Status != store.TaskActive && row.Status == store.TaskActive
+	s.setTaskLocked(t, old)
+	rescheduled = old != nil && scheduleChanged(old, t)
+	resumed := old != nil && old.status != store.TaskActive && t.status == store.TaskActive
 	switch {
 	case old == nil:
 		s.reopenSlots(t, now)
@@ -149,50 +233,61 @@ func (s *Scheduler) adoptTask(row store.Task) {
 	default:
 		t.since = old.since
 	}
-	s.mu.Unlock()
-	if old != nil && old.row.Status != row.Status {
-		s.log.Info("task "+row.Status, "task", row.Code)
+	return old, rescheduled
+}
+
+// logAdopted logs what an adoption changed that an operator acts on.
+func (s *Scheduler) logAdopted(old, t *taskState, rescheduled bool) {
+	if old != nil && old.status != t.status {
+		s.log.Info("task "+t.status, "task", t.code)
 	}
 	if rescheduled {
-		spec, dialect, zone := row.Effective()
-		s.log.Info("task schedule changed; it applies from now on", "task", row.Code, "spec", spec, "dialect", dialect, "zone", zone)
+		spec, dialect, zone := t.effective()
+		s.log.Info("task schedule changed; it applies from now on", "task", t.code, "spec", spec, "dialect", dialect, "zone", zone)
 	}
 }
 
-// setTaskLocked puts t in the local view of the tasks. s.mu is held.
-func (s *Scheduler) setTaskLocked(t *taskState) {
-	old := s.tasks[t.row.Code]
-	if old != nil && old.bucket != t.bucket {
-		delete(s.byBucket[old.bucket], t.row.Code)
-	}
+// setTaskLocked puts t in the local view of the tasks, in the place of
+// old, the task's state there if it has one. s.mu is held.
+func (s *Scheduler) setTaskLocked(t, old *taskState) {
 	s.bucketFrom[t.bucket] = min(s.bucketFrom[t.bucket], t.firesFrom())
 	s.bucketQuiet[t.bucket] = quietSpan{} // t may fire in it
 	if old == nil || (old.http == nil) != (t.http == nil) {
 		s.codesGen++
 	}
 	if old != nil {
-		s.viewSums.remove(old.row)
+		s.viewSums.remove(old)
+		t.pos = old.pos // same code, same bucket
+		s.byBucket[t.bucket][t.pos] = t
+	} else {
+		t.pos = len(s.byBucket[t.bucket])
+		s.byBucket[t.bucket] = append(s.byBucket[t.bucket], t)
 	}
-	s.viewSums.add(t.row)
-	s.tasks[t.row.Code] = t
-	s.byBucket[t.bucket][t.row.Code] = t
+	s.viewSums.add(t)
+	s.tasks[t.code] = t
 }
 
 // dropTaskLocked removes a task from the local view. s.mu is held.
 func (s *Scheduler) dropTaskLocked(code string) {
-	if t := s.tasks[code]; t != nil {
-		delete(s.byBucket[t.bucket], code)
-		delete(s.tasks, code)
-		s.viewSums.remove(t.row)
-		s.codesGen++
+	t := s.tasks[code]
+	if t == nil {
+		return
 	}
+	in := s.byBucket[t.bucket]
+	last := in[len(in)-1]
+	in[t.pos], last.pos = last, t.pos
+	in[len(in)-1] = nil
+	s.byBucket[t.bucket] = in[:len(in)-1]
+	delete(s.tasks, code)
+	s.viewSums.remove(t)
+	s.codesGen++
 }
 
-// scheduleChanged reports whether two rows of a task name different
+// scheduleChanged reports whether two states of a task name different
 // schedules (spec, dialect or zone, console overrides included).
-func scheduleChanged(a, b store.Task) bool {
-	as, ad, az := a.Effective()
-	bs, bd, bz := b.Effective()
+func scheduleChanged(a, b *taskState) bool {
+	as, ad, az := a.effective()
+	bs, bd, bz := b.effective()
 	return as != bs || ad != bd || az != bz
 }
 
@@ -239,16 +334,16 @@ func (s *Scheduler) syncTasks(ctx context.Context) error {
 // would hold s.mu, which the dispatcher needs, for tens of milliseconds.
 type taskSums store.TaskSums
 
-func (v *taskSums) add(r store.Task) {
+func (v *taskSums) add(t *taskState) {
 	v.Count++
-	v.IDs += r.ID
-	v.Versions += r.Version
+	v.IDs += t.id
+	v.Versions += t.version
 }
 
-func (v *taskSums) remove(r store.Task) {
+func (v *taskSums) remove(t *taskState) {
 	v.Count--
-	v.IDs -= r.ID
-	v.Versions -= r.Version
+	v.IDs -= t.id
+	v.Versions -= t.version
 }
 
 // fullSyncEvery bounds how long a task change that did not bump the task
@@ -264,7 +359,7 @@ func (s *Scheduler) syncAllTasks(ctx context.Context) error {
 	s.mu.Lock()
 	var changed []string
 	for code, v := range versions {
-		if t := s.tasks[code]; t == nil || t.row.Version != v {
+		if t := s.tasks[code]; t == nil || t.version != v {
 			changed = append(changed, code)
 		}
 	}
@@ -302,23 +397,17 @@ func (s *Scheduler) syncAllTasks(ctx context.Context) error {
 // rows, the others find them written) and loads every task of the app
 // into the view (loadTasks).
 func (s *Scheduler) registerAll(ctx context.Context) error {
-	cfgs := s.registered()
-	defs := make([]store.TaskDef, len(cfgs))
-	shared := map[store.Definition]*store.Definition{} // a million tasks, a few option sets
-	for i, c := range cfgs {
-		d := c.definition()
-		p := shared[d]
-		if p == nil {
-			p = &d
-			shared[d] = p
-		}
-		defs[i] = store.TaskDef{Code: c.code, Name: c.name, Def: p}
+	s.mu.Lock()
+	defs := make([]store.TaskDef, 0, len(s.handlers))
+	for _, r := range s.handlers {
+		defs = append(defs, store.TaskDef{Code: r.code, Name: r.name(), Def: r.opts.def})
 	}
+	s.mu.Unlock()
 	gen, err := s.store.RegisterTasks(ctx, s.opts.App, defs)
 	if err != nil {
 		return fmt.Errorf("xtimer: record %d tasks: %w", len(defs), err)
 	}
-	missing, err := s.loadTasks(ctx, gen, len(cfgs), shared)
+	missing, err := s.loadTasks(ctx, gen, len(defs))
 	if err != nil || missing == 0 {
 		return err
 	}
@@ -328,44 +417,93 @@ func (s *Scheduler) registerAll(ctx context.Context) error {
 	if gen, err = s.store.ReregisterTasks(ctx, s.opts.App, defs); err != nil {
 		return fmt.Errorf("xtimer: record %d tasks: %w", len(defs), err)
 	}
-	if missing, err = s.loadTasks(ctx, gen, len(cfgs), shared); err == nil && missing > 0 {
+	if missing, err = s.loadTasks(ctx, gen, len(defs)); err == nil && missing > 0 {
 		err = fmt.Errorf("xtimer: %d registered tasks missing from the database right after they were recorded", missing)
 	}
 	return err
 }
 
+// loadBatch is how many rows loadTasks adopts per hold of s.mu.
+const loadBatch = 512
+
 // loadTasks fills the view with every task of the app, as of task
 // generation gen, at which the rows of the tasks registered here hold
 // their definitions (registerAll). For those it reads only the rows'
-// heads (store.TaskHeads) and takes the rest from the registration; the
-// tasks of other kinds and of other replicas' code it reads whole. If the
+// heads (store.TaskHeads) and takes the rest from the registration, its
+// parsed schedule included unless the console overrides it; the tasks of
+// other kinds and of other replicas' code it reads whole. If the
 // generation moved meanwhile, someone wrote tasks, and every row is read
 // whole instead. It returns how many of the registered tasks registerAll
-// recorded have no row. shared holds the definitions it recorded, for the
-// tasks' rows to share.
-func (s *Scheduler) loadTasks(ctx context.Context, gen int64, registered int, shared map[store.Definition]*store.Definition) (missing int, err error) {
+// recorded (registered) have no row.
+func (s *Scheduler) loadTasks(ctx context.Context, gen int64, registered int) (missing int, err error) {
 	found := 0
 	var others []string
-	err = s.store.TaskHeads(ctx, s.opts.App, func(h store.TaskHead) error {
+	type head struct {
+		store.TaskHead
+		reg *registration // nil: not registered here
+	}
+	heads := make([]head, 0, loadBatch)
+	s.mu.Lock()
+	// Into an empty view (Start), every head is a task new here, once:
+	// no old state to look up, a million times.
+	fresh := len(s.tasks) == 0
+	if fresh {
+		s.sizeViewLocked(registered)
+	}
+	s.mu.Unlock()
+	adopt := func() {
+		now := s.clock.Now()
+		slab := make([]taskState, len(heads)) // one allocation per batch, not per task
 		s.mu.Lock()
-		c := s.handlers[h.Code]
+		defer s.mu.Unlock()
+		for i := range heads {
+			h, r := &heads[i].TaskHead, heads[i].reg
+			if r == nil || h.Kind != store.KindFunc {
+				others = append(others, h.Code)
+				continue
+			}
+			found++
+			t := &slab[i]
+			*t = taskState{code: r.code, id: h.ID, version: h.Version, createdMs: h.CreatedMs, updatedMs: h.UpdatedMs,
+				status: h.Status, def: r.opts.def, over: overrideOf(h.SpecOverride, h.DialectOverride, h.TZOverride),
+				bucket: bucketOf(r.code, s.opts.Buckets)}
+			if t.over == nil {
+				t.sched = r.opts.sched
+			} else if sched, err := ScheduleOf(store.TaskFrom(s.opts.App, store.TaskDef{Code: r.code, Def: r.opts.def}, *h)); err != nil {
+				s.log.Error("stored schedule does not parse; the task will not fire", "task", r.code, "err", err)
+			} else {
+				t.sched = sched
+			}
+			if fresh {
+				s.setTaskLocked(t, nil)
+				s.reopenSlots(t, now)
+			} else if old, rescheduled := s.adoptLocked(t, now); old != nil {
+				s.logAdopted(old, t, rescheduled)
+			}
+		}
+		heads = heads[:0]
+	}
+	// The code's string is the registration's, found once per row.
+	var reg *registration
+	intern := func(code []byte) string {
+		s.mu.Lock()
+		reg = s.handlers[string(code)]
 		s.mu.Unlock()
-		if c == nil || h.Kind != store.KindFunc {
-			others = append(others, h.Code)
-			return nil
+		if reg != nil {
+			return reg.code
 		}
-		found++
-		def := c.definition()
-		p := shared[def]
-		if p == nil { // registered after registerAll listed the handlers
-			p = &def
+		return string(code)
+	}
+	err = s.store.TaskHeads(ctx, s.opts.App, intern, func(h store.TaskHead) error {
+		if heads = append(heads, head{h, reg}); len(heads) == loadBatch {
+			adopt()
 		}
-		s.adoptTask(store.TaskFrom(s.opts.App, store.TaskDef{Code: c.code, Name: c.name, Def: p}, h))
 		return nil
 	})
 	if err != nil {
 		return 0, err
 	}
+	adopt()
 	rows, err := s.store.TasksByCode(ctx, s.opts.App, others)
 	if err != nil {
 		return 0, err
@@ -389,4 +527,13 @@ func (s *Scheduler) loadTasks(ctx context.Context, gen int64, registered int, sh
 	}
 	s.synced, s.syncedGen, s.syncedAt = true, last, now
 	return max(registered-found, 0), nil
+}
+
+// sizeViewLocked makes room in the empty view for n tasks, so that loading
+// a million does not grow the maps and slices step by step. s.mu is held.
+func (s *Scheduler) sizeViewLocked(n int) {
+	s.tasks = make(map[string]*taskState, n)
+	for b := range s.byBucket {
+		s.byBucket[b] = make([]*taskState, 0, n/len(s.byBucket)+n/(4*len(s.byBucket))+8)
+	}
 }

@@ -86,6 +86,32 @@ func (s *Store) Heartbeat(ctx context.Context, r Replica) error {
 	return nil
 }
 
+// SetReplicaHandlers writes the handler list of a replica's row, apart
+// from its heartbeats (a replica of a million tasks writes them so). It
+// reports whether the row was there: a replica whose first heartbeat has
+// not landed yet, or whose row was pruned, writes them again later.
+func (s *Store) SetReplicaHandlers(ctx context.Context, app, id string, codes Codes) (bool, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	if codes == nil {
+		codes = Codes{}
+	}
+	res := s.db.WithContext(ctx).Model(&Replica{}).Where("app = ? AND id = ?", app, id).UpdateColumn("handlers", codes)
+	if res.Error != nil {
+		return false, fmt.Errorf("store: write the handlers of replica %q: %w", id, res.Error)
+	}
+	if res.RowsAffected > 0 {
+		return true, nil
+	}
+	// MySQL counts the rows changed, not those found: the same list again
+	// changes none.
+	var n int64
+	if err := s.db.WithContext(ctx).Model(&Replica{}).Where("app = ? AND id = ?", app, id).Count(&n).Error; err != nil {
+		return false, fmt.Errorf("store: read replica %q: %w", id, err)
+	}
+	return n > 0, nil
+}
+
 // LiveReplicas returns the replicas of app that heart-beat at or after
 // sinceMs, ordered by ID.
 func (s *Store) LiveReplicas(ctx context.Context, app string, sinceMs int64) ([]Replica, error) {

@@ -88,6 +88,29 @@ func TestHeartbeatHoldsAHundredThousandHandlersAndKeepsThemWhenNil(t *testing.T)
 	})
 }
 
+// A replica of many handlers writes their list apart from its heartbeat:
+// into its row when it has one (the same list again included, which MySQL
+// counts as no row changed), and not into a row that is not there.
+func TestSetReplicaHandlersWritesTheRowThatIsThere(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		codes := store.Codes{"a", "b"}
+		ok, err := b.store.SetReplicaHandlers(b.ctx, b.app, "r1", codes)
+		require.NoError(t, err)
+		require.False(t, ok, "no row yet")
+		require.NoError(t, b.store.Heartbeat(b.ctx, store.Replica{App: b.app, ID: "r1"}))
+		for range 2 {
+			ok, err = b.store.SetReplicaHandlers(b.ctx, b.app, "r1", codes)
+			require.NoError(t, err)
+			require.True(t, ok)
+		}
+		require.NoError(t, b.store.Heartbeat(b.ctx, store.Replica{App: b.app, ID: "r1"}))
+		live, err := b.store.LiveReplicas(b.ctx, b.app, 0)
+		require.NoError(t, err)
+		require.Len(t, live, 1)
+		require.Equal(t, codes, live[0].Handlers, "a heartbeat without handlers keeps them")
+	})
+}
+
 func TestMinuteOfFloors(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, int64(29013660), store.MinuteOf(t0))

@@ -87,6 +87,10 @@ func (d TaskDef) taskDef() taskDef {
 	return taskDef{name: d.Name, Definition: d.Def.withDefaults()}
 }
 
+// Definition is the part of t's code-defined columns that tasks share,
+// with the schema's defaults applied.
+func (t Task) Definition() Definition { return defOf(&t).Definition }
+
 // TaskFrom is the row of a task registered as d whose row has head h:
 // what Tasks would read for it while the row holds d's definition.
 // Head's Code is ignored for d's.
@@ -113,7 +117,8 @@ func TaskFrom(app string, d TaskDef, h TaskHead) Task {
 // its code-defined columns written, and its version bumped, when they
 // differ; status and the override columns are never written; a code
 // taken by a task of another kind fails the call with ErrExists. defs
-// must be sorted by code, each code once.
+// may come in any order, each code once; the call sorts them (in place)
+// only when it has rows to read.
 //
 // It is one transaction behind the app's lock (see the top of this
 // file), so an error means nothing was written. It returns the app's task
@@ -156,9 +161,6 @@ func (s *Store) register(ctx context.Context, app string, defs []TaskDef, mode r
 	for i := range defs {
 		if err := validDef(defs[i]); err != nil {
 			return 0, err
-		}
-		if i > 0 && defs[i].Code <= defs[i-1].Code {
-			return 0, fmt.Errorf("store: register tasks: code %q at %d after %q: want codes sorted, each once", defs[i].Code, i, defs[i-1].Code)
 		}
 	}
 	digest := ""
@@ -207,27 +209,53 @@ func validDef(d TaskDef) error {
 	return nil
 }
 
-// digestOf is the SHA-256, in hex, of the codes, names and definitions of
-// defs (defaults applied), in order. Paused is left out: it matters only
-// for rows not yet inserted, and the digest is compared only when every
-// row exists.
+// digestOf digests the codes, names and definitions (defaults applied) of
+// defs, whatever their order, so that a replica that finds its digest
+// stored need not sort a million tasks: each task's SHA-256 is added into
+// a 256-bit sum (four 64-bit lanes, wrapping), a multiset hash. Paused is
+// left out: it matters only for rows not yet inserted, and the digest is
+// compared only when every row exists. A set with a code twice never gets
+// its digest stored (sortDefs refuses it first), so two sets that differ
+// that way do not meet here.
 func digestOf(defs []TaskDef) string {
-	h := sha256.New()
 	perDef := map[*Definition][sha256.Size]byte{} // a million tasks, a few definitions
+	var sum [4]uint64
 	var buf []byte
 	for _, d := range defs {
-		sum, ok := perDef[d.Def]
+		dsum, ok := perDef[d.Def]
 		if !ok {
-			sum = sha256.Sum256(encodeDefinition(nil, d.Def.withDefaults()))
-			perDef[d.Def] = sum
+			dsum = sha256.Sum256(encodeDefinition(nil, d.Def.withDefaults()))
+			perDef[d.Def] = dsum
 		}
 		buf = appendField(buf[:0], d.Code)
 		buf = appendField(buf, d.Name)
-		buf = append(buf, sum[:]...)
-		h.Write(buf)
+		buf = append(buf, dsum[:]...)
+		h := sha256.Sum256(buf)
+		for i := range sum {
+			sum[i] += binary.BigEndian.Uint64(h[8*i:])
+		}
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	var out [32]byte
+	for i, lane := range sum {
+		binary.BigEndian.PutUint64(out[8*i:], lane)
+	}
+	return hex.EncodeToString(out[:])
 }
+
+// sortDefs sorts defs by code and refuses a code given twice.
+func sortDefs(defs []TaskDef) error {
+	if !slices.IsSortedFunc(defs, compareDefs) {
+		slices.SortFunc(defs, compareDefs)
+	}
+	for i := 1; i < len(defs); i++ {
+		if defs[i].Code == defs[i-1].Code {
+			return fmt.Errorf("store: register tasks: code %q given twice", defs[i].Code)
+		}
+	}
+	return nil
+}
+
+func compareDefs(a, b TaskDef) int { return strings.Compare(a.Code, b.Code) }
 
 // encodeDefinition appends every field of d, length-prefixed, so that no
 // two definitions encode alike.
@@ -278,6 +306,9 @@ func (s *Store) registerTx(ctx context.Context, tx *gorm.DB, app string, defs []
 	}
 	if mode == regFull && st.RegDigest == digest && st.RegGen == st.TaskGen {
 		return st.TaskGen, nil // every row is as the last registration left it
+	}
+	if err := sortDefs(defs); err != nil {
+		return 0, err
 	}
 	found := make([]bool, len(defs))
 	var changed []int // indexes into defs of rows whose definition differs
@@ -657,8 +688,7 @@ func (s *Store) UpsertTasks(ctx context.Context, tasks []*Task) ([]Task, error) 
 		d := defOf(t).Definition
 		defs[i] = TaskDef{Code: t.Code, Name: t.Name, Def: &d, Paused: t.Status == TaskPaused}
 	}
-	sorted := slices.Clone(defs)
-	slices.SortFunc(sorted, func(a, b TaskDef) int { return strings.Compare(a.Code, b.Code) })
+	sorted := slices.Clone(defs) // register sorts in place; defs keep the input's order
 	app := tasks[0].App
 	if _, err := s.register(ctx, app, sorted, regPartial); err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -119,28 +120,46 @@ type TaskHead struct {
 	SpecOverride, DialectOverride, TZOverride *string
 }
 
+// headsQuery reads what TaskHead holds, in decodeHead's order.
+const headsQuery = `SELECT id, code, kind, status, version, created_ms, updated_ms,
+	spec_override, dialect_override, tz_override FROM xtimer_tasks WHERE app = ?`
+
 // TaskHeads calls each with the head of every task of app, in no order,
 // reading ten columns a row instead of Task's twenty-six: a replica of a
-// million tasks loads its view with it at Start. Kind and Status are the
-// package's constants when they have their values, so a caller keeping
-// them keeps no string per row. An error from each ends the read.
-func (s *Store) TaskHeads(ctx context.Context, app string, each func(TaskHead) error) error {
+// million tasks loads its view with it at Start. intern, when not nil,
+// makes Code from the code's bytes, which are valid during the call only:
+// a caller that holds the codes already (it registered them) returns its
+// own string and keeps none per row. Kind and Status are the package's
+// constants when they have their values. An error from each ends the
+// read.
+//
+// On PostgreSQL through pgx it reads the rows' binary values as they come
+// off the wire, without database/sql's conversions: a million rows cost a
+// replica 0.9 s of CPU through database/sql.
+func (s *Store) TaskHeads(ctx context.Context, app string, intern func(code []byte) string, each func(TaskHead) error) error {
+	if intern == nil {
+		intern = func(code []byte) string { return string(code) }
+	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	rows, err := s.db.WithContext(ctx).Statement.ConnPool.QueryContext(ctx, rebind(s.db, `SELECT id, code, kind, status, version,
-		created_ms, updated_ms, spec_override, dialect_override, tz_override FROM xtimer_tasks WHERE app = ?`), app)
+	if s.db.Dialector.Name() == "postgres" {
+		if done, err := s.pgTaskHeads(ctx, app, intern, each); done {
+			return err
+		}
+	}
+	rows, err := s.db.WithContext(ctx).Statement.ConnPool.QueryContext(ctx, rebind(s.db, headsQuery), app)
 	if err != nil {
 		return fmt.Errorf("store: read the tasks of app %q: %w", app, err)
 	}
 	defer rows.Close()
 	var h TaskHead
+	var code, kind, status sql.RawBytes
 	var spec, dialect, zone sql.NullString
 	for rows.Next() {
-		if err := rows.Scan(&h.ID, &h.Code, &h.Kind, &h.Status, &h.Version, &h.CreatedMs, &h.UpdatedMs, &spec, &dialect, &zone); err != nil {
+		if err := rows.Scan(&h.ID, &code, &kind, &status, &h.Version, &h.CreatedMs, &h.UpdatedMs, &spec, &dialect, &zone); err != nil {
 			return fmt.Errorf("store: read the tasks of app %q: %w", app, err)
 		}
-		h.Kind = canonical(h.Kind, KindFunc, KindHTTP)
-		h.Status = canonical(h.Status, TaskActive, TaskPaused)
+		h.Code, h.Kind, h.Status = intern(code), canonical(kind, KindFunc, KindHTTP), canonical(status, TaskActive, TaskPaused)
 		h.SpecOverride, h.DialectOverride, h.TZOverride = nullableOf(spec), nullableOf(dialect), nullableOf(zone)
 		if err := each(h); err != nil {
 			return err
@@ -152,14 +171,88 @@ func (s *Store) TaskHeads(ctx context.Context, app string, each func(TaskHead) e
 	return nil
 }
 
-// canonical returns the one of values equal to s, or s.
-func canonical(s string, values ...string) string {
+// pgTaskHeads is TaskHeads on a pgx connection, if the database is one;
+// done is false when it is not (another driver).
+func (s *Store) pgTaskHeads(ctx context.Context, app string, intern func([]byte) string, each func(TaskHead) error) (done bool, err error) {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return false, nil // not a *sql.DB underneath: the generic path
+	}
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return true, fmt.Errorf("store: read the tasks of app %q: %w", app, err)
+	}
+	defer conn.Close()
+	err = conn.Raw(func(dc any) error {
+		pc, ok := dc.(interface{ Conn() *pgx.Conn })
+		if !ok {
+			return nil
+		}
+		done = true
+		binary := pgx.QueryResultFormats{pgx.BinaryFormatCode}
+		rows, err := pc.Conn().Query(ctx, rebind(s.db, headsQuery), binary, app)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var h TaskHead
+		for rows.Next() {
+			v := rows.RawValues()
+			if len(v) != 10 {
+				return fmt.Errorf("%d columns", len(v))
+			}
+			for _, i := range []int{0, 1, 2, 3, 4, 5, 6} {
+				if v[i] == nil || (i == 0 || i >= 4) && len(v[i]) != 8 {
+					return fmt.Errorf("column %d: %d bytes", i, len(v[i]))
+				}
+			}
+			h.ID, h.Version = int64(binaryBE(v[0])), int64(binaryBE(v[4]))
+			h.CreatedMs, h.UpdatedMs = int64(binaryBE(v[5])), int64(binaryBE(v[6]))
+			h.Code, h.Kind, h.Status = intern(v[1]), canonical(v[2], KindFunc, KindHTTP), canonical(v[3], TaskActive, TaskPaused)
+			h.SpecOverride, h.DialectOverride, h.TZOverride = rawNullable(v[7]), rawNullable(v[8]), rawNullable(v[9])
+			if err := each(h); err != nil {
+				return errFromEach{err}
+			}
+		}
+		return rows.Err()
+	})
+	var fromEach errFromEach
+	switch {
+	case errors.As(err, &fromEach):
+		return true, fromEach.err
+	case err != nil:
+		return true, fmt.Errorf("store: read the tasks of app %q: %w", app, err)
+	}
+	return done, nil
+}
+
+// errFromEach carries an error of TaskHeads' caller through conn.Raw.
+type errFromEach struct{ err error }
+
+func (e errFromEach) Error() string { return e.err.Error() }
+
+func binaryBE(b []byte) uint64 {
+	return uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
+		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+}
+
+// rawNullable is a nullable text column's raw value as a *string.
+func rawNullable(b []byte) *string {
+	if b == nil {
+		return nil
+	}
+	v := string(b)
+	return &v
+}
+
+// canonical returns the one of values equal to b, or b as a new string.
+func canonical(b []byte, values ...string) string {
 	for _, v := range values {
-		if s == v {
+		if string(b) == v {
 			return v
 		}
 	}
-	return s
+	return string(b)
 }
 
 func nullableOf(v sql.NullString) *string {
