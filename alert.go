@@ -398,13 +398,13 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 	at := now.Add(-time.Minute)
 	s.mu.Lock()
 	var tasks []*taskState
-	for code, t := range s.tasks {
-		if q, ok := a.quiet[code]; t.active() && (!ok || q.t != t || !at.Before(q.until)) {
+	s.eachTaskLocked(func(t *taskState) {
+		if q, ok := a.quiet[t.code]; t.active() && (!ok || q.t != t || !at.Before(q.until)) {
 			tasks = append(tasks, t)
 		}
-	}
+	})
 	for code, q := range a.quiet {
-		if s.tasks[code] != q.t {
+		if s.taskLocked(code) != q.t {
 			delete(a.quiet, code) // edited or deleted
 		}
 	}

@@ -323,3 +323,28 @@ func TestValidCodeIsTheDocumentedPattern(t *testing.T) {
 		}
 	}
 }
+
+// A second Register of a code is refused and leaves the first one as it
+// was: its handler, its options, its place in the registration order.
+func TestDuplicateRegisterKeepsTheFirstRegistration(t *testing.T) {
+	t.Parallel()
+	s, err := New(Options{DB: testsvc.SQLite(t), App: testsvc.App(t)})
+	require.NoError(t, err)
+	called := ""
+	first := func(context.Context, *Run) error { called = "first"; return nil }
+	second := func(context.Context, *Run) error { called = "second"; return nil }
+	require.NoError(t, s.Register("a", "0 * * * * *", first, WithTimeout(time.Minute)))
+	require.NoError(t, s.Register("b", "0 * * * * *", first))
+	err = s.Register("a", "30 * * * * *", second)
+	require.ErrorIs(t, err, ErrDuplicateTask)
+	require.EqualError(t, err, `xtimer: task already registered: "a"`)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.handlers["a"]
+	require.NoError(t, r.handler(context.Background(), nil))
+	require.Equal(t, "first", called)
+	require.Equal(t, "0 * * * * *", r.opts.spec)
+	require.Equal(t, time.Minute, r.opts.timeout)
+	require.Len(t, s.regOrder, 2)
+	require.Equal(t, []string{"a", "b"}, []string{s.regOrder[0].code, s.regOrder[1].code})
+}

@@ -70,5 +70,5 @@ func TestUnownedFireIsClaimedWhateverTheNumberOfTasks(t *testing.T) {
 func (s *Scheduler) taskKnown(code string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.tasks[code] != nil
+	return s.taskLocked(code) != nil
 }

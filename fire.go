@@ -74,7 +74,7 @@ func (s *Scheduler) arm(r store.Execution) {
 		return
 	}
 	s.armedIDs[r.ID] = true
-	t := s.tasks[r.TaskCode]
+	t := s.taskLocked(r.TaskCode)
 	exact := t != nil && OverlapPolicy(t.def.Overlap) == OverlapForbid
 	s.pushArmedLocked(armedFire{row: r, due: time.UnixMilli(r.RunTime), exact: exact})
 	s.mu.Unlock()
@@ -249,7 +249,7 @@ func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time
 	for _, f := range due {
 		r := f.row
 		s.mu.Lock()
-		t, runs := s.tasks[r.TaskCode], s.runsHereLocked(r.TaskCode)
+		t, runs := s.taskLocked(r.TaskCode), s.runsHereLocked(r.TaskCode)
 		running := s.running[r.TaskCode]
 		s.mu.Unlock()
 		late := now.Sub(time.UnixMilli(r.RunTime))
@@ -437,7 +437,7 @@ func (s *Scheduler) fenceNow(ready []store.Execution) []store.Execution {
 func (s *Scheduler) startAttempt(r store.Execution, now time.Time) {
 	s.mu.Lock()
 	loc := time.UTC
-	if t := s.tasks[r.TaskCode]; t != nil {
+	if t := s.taskLocked(r.TaskCode); t != nil {
 		loc = t.loc()
 	}
 	s.running[r.TaskCode]++
@@ -501,7 +501,7 @@ func (s *Scheduler) settle(r store.Execution, at time.Time, err error, timedOut 
 	}
 	f.Error = err.Error()
 	s.mu.Lock()
-	t := s.tasks[r.TaskCode]
+	t := s.taskLocked(r.TaskCode)
 	s.mu.Unlock()
 	switch {
 	case r.Attempt < r.MaxAttempts && t != nil:

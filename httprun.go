@@ -28,7 +28,7 @@ func (s *Scheduler) runsHereLocked(code string) bool {
 	if _, ok := s.handlers[code]; ok {
 		return true
 	}
-	t := s.tasks[code]
+	t := s.others[code]
 	return t != nil && t.http != nil
 }
 
@@ -56,11 +56,10 @@ func (s *Scheduler) claimCodes() store.CodeSet {
 		// cost 0.6 s of CPU each time a task came or went.
 		var others []string
 		runs := len(s.handlers)
-		for c, t := range s.tasks {
-			switch {
-			case t.http != nil:
+		for c, t := range s.others { // registered tasks are never HTTP tasks
+			if t.http != nil {
 				runs++
-			case s.handlers[c] == nil:
+			} else {
 				others = append(others, c)
 			}
 		}
@@ -91,7 +90,7 @@ func (s *Scheduler) runCodesLocked() []string {
 	for c := range s.handlers {
 		runs = append(runs, c)
 	}
-	for c, t := range s.tasks {
+	for c, t := range s.others {
 		if t.http != nil {
 			runs = append(runs, c)
 		}
@@ -219,7 +218,7 @@ func (s *Scheduler) httpAttempt(sp *httpSpec, r store.Execution, run *Run, statu
 // deleted in between).
 func (s *Scheduler) attemptWork(r store.Execution, run *Run, status *atomic.Int64) (work func(context.Context) error, submit func(func()), timeout time.Duration) {
 	s.mu.Lock()
-	t, cfg := s.tasks[r.TaskCode], s.handlers[r.TaskCode]
+	t, cfg := s.taskLocked(r.TaskCode), s.handlers[r.TaskCode]
 	s.mu.Unlock()
 	if t != nil {
 		timeout = time.Duration(t.def.TimeoutMs) * time.Millisecond

@@ -461,7 +461,7 @@ func TestHTTPTaskIsAdoptedAndRunByAReplicaThatDidNotCreateIt(t *testing.T) {
 	require.Eventually(t, func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return b.tasks["every.second"] != nil
+		return b.taskLocked("every.second") != nil
 	}, 1500*time.Millisecond, 10*time.Millisecond, "adopted within a tick")
 	t.Logf("adopted %s after creation", time.Since(created).Round(time.Millisecond))
 	require.Eventually(t, func() bool {

@@ -187,7 +187,7 @@ func (s *Scheduler) attemptBegins(r store.Execution, at time.Time) {
 	}
 	kind := store.KindFunc
 	s.mu.Lock()
-	if t := s.tasks[r.TaskCode]; t != nil {
+	if t := s.taskLocked(r.TaskCode); t != nil {
 		kind = t.def.Kind
 	}
 	s.mu.Unlock()

@@ -141,10 +141,8 @@ func (sw *sweeper) run(ctx context.Context, now time.Time) (sweepStats, error) {
 	}
 	if keep := s.opts.RetentionPerTask; keep > 0 {
 		s.mu.Lock()
-		codes := make([]string, 0, len(s.tasks))
-		for code := range s.tasks {
-			codes = append(codes, code)
-		}
+		codes := make([]string, 0, s.viewSums.Count)
+		s.eachTaskLocked(func(t *taskState) { codes = append(codes, t.code) })
 		s.mu.Unlock()
 		slices.Sort(codes)
 		for _, code := range codes {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -313,11 +314,17 @@ type Scheduler struct {
 	mu       sync.Mutex
 	state    int                      // stateNew, stateRunning, stateStopped
 	handlers map[string]*registration // registered in this process
-	regOpts  map[regKey]*regOpts      // the options they share
+	// regOrder lists them in the order they were registered: a code's
+	// list of them is often sorted already, which spares the store a sort
+	// of a million (RegisterTasks).
+	regOrder []*registration
+	regOpts  map[regKey]*regOpts // the options they share
 	// The options of the last Register, and their key.
 	lastRegKey  regKey
 	lastRegOpts *regOpts
-	tasks       map[string]*taskState // every task of the app, as stored
+	// others are the tasks of the app, as stored, not registered here; a
+	// registered task's state is in its registration (taskLocked).
+	others map[string]*taskState
 	// byBucket indexes tasks by bucket, so that planning a slot reads the
 	// tasks of its bucket, not every task (setTaskLocked, dropTaskLocked).
 	byBucket [][]*taskState
@@ -416,7 +423,7 @@ func New(opts Options) (*Scheduler, error) {
 		tracer:      newTracer(opts),
 		handlers:    map[string]*registration{},
 		regOpts:     map[regKey]*regOpts{},
-		tasks:       map[string]*taskState{},
+		others:      map[string]*taskState{},
 		byBucket:    make([][]*taskState, opts.Buckets),
 		defs:        map[store.Definition]*store.Definition{},
 		bucketFrom:  make([]int64, opts.Buckets),
@@ -475,34 +482,57 @@ func (s *Scheduler) Register(code, spec string, h Handler, opts ...TaskOption) e
 			return &taskError{code, err}
 		}
 	}
-	sched, err := cfg.validate()
-	if err != nil {
-		return err
-	}
 	key := regKey{cfg.taskOpts, cfg.name == code}
 	if key.nameIsCode {
 		key.name = ""
+	}
+	s.mu.Lock()
+	shared := s.lastRegOpts // a loop registering tasks alike: no hashing of the options
+	if shared == nil || s.lastRegKey != key {
+		shared = s.regOpts[key]
+	}
+	s.mu.Unlock()
+	sched, err := cfg.validate(shared)
+	if err != nil {
+		return err
 	}
 	s.mu.Lock()
 	if s.state == stateStopped {
 		s.mu.Unlock()
 		return ErrStopped
 	}
-	if _, dup := s.handlers[code]; dup || s.tasks[code] != nil && s.tasks[code].kind() == store.KindHTTP {
+	if t := s.others[code]; t != nil && t.kind() == store.KindHTTP {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %q", ErrDuplicateTask, code)
 	}
-	shared := s.lastRegOpts // a loop registering tasks alike: no hashing of the options
-	if shared == nil || s.lastRegKey != key {
+	if shared == nil {
 		if shared = s.regOpts[key]; shared == nil {
 			def := cfg.definition()
 			shared = &regOpts{taskOpts: key.taskOpts, nameIsCode: key.nameIsCode, sched: sched, def: &def}
 			s.regOpts[key] = shared
 		}
-		s.lastRegKey, s.lastRegOpts = key, shared
 	}
+	s.lastRegKey, s.lastRegOpts = key, shared
 	reg := &registration{code: code, handler: h, opts: shared}
+	if t := s.others[code]; t != nil { // another replica's task until now
+		reg.state = t
+		delete(s.others, code)
+	}
+	// One map operation, not a lookup and then an insert: a code already
+	// there leaves the map's length as it was.
+	n := len(s.handlers)
 	s.handlers[code] = reg
+	if len(s.handlers) == n {
+		for _, first := range s.regOrder { // put the first registration back: an error, rare
+			if first.code == code {
+				s.handlers[code] = first
+				break
+			}
+		}
+		s.mu.Unlock()
+		return fmt.Errorf("%w: %q", ErrDuplicateTask, code)
+	}
+	s.regOrder = append(s.regOrder, reg)
 	s.codesGen++
 	s.handlersGen++
 	started := s.state == stateRunning
@@ -514,7 +544,13 @@ func (s *Scheduler) Register(code, spec string, h Handler, opts ...TaskOption) e
 	defer cancel()
 	if err := s.upsertTask(ctx, reg); err != nil {
 		s.mu.Lock()
+		if reg.state != nil {
+			s.others[code] = reg.state
+		}
 		delete(s.handlers, code)
+		if i := slices.Index(s.regOrder, reg); i >= 0 {
+			s.regOrder = slices.Delete(s.regOrder, i, i+1)
+		}
 		s.codesGen++
 		s.handlersGen++
 		s.mu.Unlock()
@@ -786,7 +822,7 @@ func (s *Scheduler) ResetSchedule(ctx context.Context, code string) error {
 // on a replica that has it, within a second.
 func (s *Scheduler) Trigger(ctx context.Context, code string) (Execution, error) {
 	s.mu.Lock()
-	state, t := s.state, s.tasks[code]
+	state, t := s.state, s.taskLocked(code)
 	local := s.runsHereLocked(code)
 	s.mu.Unlock()
 	switch state {
@@ -803,7 +839,7 @@ func (s *Scheduler) Trigger(ctx context.Context, code string) (Execution, error)
 			return Execution{}, err
 		}
 		s.mu.Lock()
-		t, local = s.tasks[code], s.runsHereLocked(code)
+		t, local = s.taskLocked(code), s.runsHereLocked(code)
 		s.mu.Unlock()
 	}
 	owner := ""
@@ -838,7 +874,7 @@ func (s *Scheduler) NextRuns(code string, n int) ([]time.Time, error) {
 		return nil, fmt.Errorf("xtimer: NextRuns(%q, %d): n must be 1-1000", code, n)
 	}
 	s.mu.Lock()
-	t := s.tasks[code]
+	t := s.taskLocked(code)
 	cfg := s.handlers[code]
 	s.mu.Unlock()
 	var sched Schedule
@@ -862,7 +898,7 @@ func (s *Scheduler) Execution(ctx context.Context, id int64) (Execution, error) 
 	}
 	s.mu.Lock()
 	loc := time.UTC
-	if t := s.tasks[row.TaskCode]; t != nil {
+	if t := s.taskLocked(row.TaskCode); t != nil {
 		loc = t.loc()
 	}
 	s.mu.Unlock()

@@ -132,6 +132,9 @@ type registration struct {
 	code    string
 	handler Handler
 	opts    *regOpts
+	// state is the task as stored, in this replica's view; nil until its
+	// row is (taskLocked). Guarded by s.mu.
+	state *taskState
 }
 
 // regOpts are the options of one or more registrations, with what they
@@ -382,14 +385,19 @@ func WithMaxRuns(n int64) TaskOption {
 	}
 }
 
-// validate checks what no single option can: the code, the handler, and the
-// spec read with the options' dialect and zone.
-func (c *taskConfig) validate() (Schedule, error) {
+// validate checks what no single option can: the code, the handler, and
+// the spec read with the options' dialect and zone. known, when not nil,
+// are options validated before that equal c's but for the code and the
+// name: their spec is not read again (a million Registers of one spec).
+func (c *taskConfig) validate(known *regOpts) (Schedule, error) {
 	if !validCode(c.code) {
 		return nil, fmt.Errorf("xtimer: task code %q: want 1-128 characters of lower-case letters, digits and . _ : - starting with a letter or digit", c.code)
 	}
 	if c.handler == nil {
 		return nil, fmt.Errorf("xtimer: task %q: handler is nil", c.code)
+	}
+	if known != nil {
+		return known.sched, nil
 	}
 	sched, err := ParseSchedule(c.spec, WithDialect(c.dialect), In(c.loc))
 	if err != nil {

@@ -215,7 +215,7 @@ func (s *Scheduler) adoptTask(row store.Task) {
 // that is newer; it returns the old state, if any, and whether t changes
 // its schedule. s.mu is held.
 func (s *Scheduler) adoptLocked(t *taskState, now time.Time) (old *taskState, rescheduled bool) {
-	old = s.tasks[t.code]
+	old = s.taskLocked(t.code)
 	if old != nil && old.id == t.id && t.version < old.version {
 		// A read that raced with a newer change (the tick's sync and an
 		// operator's call on this replica): keep the newer view.
@@ -247,9 +247,44 @@ func (s *Scheduler) logAdopted(old, t *taskState, rescheduled bool) {
 	}
 }
 
+// taskLocked returns the view's state of a task, nil when it has none. A
+// task registered here keeps its state in its registration, the others in
+// s.others: a replica of a million tasks keeps one map of them, not two.
+// s.mu is held.
+func (s *Scheduler) taskLocked(code string) *taskState {
+	if r := s.handlers[code]; r != nil {
+		return r.state
+	}
+	return s.others[code]
+}
+
+// eachTaskLocked calls f with every task of the view. s.mu is held; f
+// must not add or remove tasks.
+func (s *Scheduler) eachTaskLocked(f func(t *taskState)) {
+	for _, r := range s.handlers {
+		if r.state != nil {
+			f(r.state)
+		}
+	}
+	for _, t := range s.others {
+		f(t)
+	}
+}
+
 // setTaskLocked puts t in the local view of the tasks, in the place of
 // old, the task's state there if it has one. s.mu is held.
 func (s *Scheduler) setTaskLocked(t, old *taskState) {
+	if r := s.handlers[t.code]; r != nil {
+		r.state = t
+	} else {
+		s.others[t.code] = t
+	}
+	s.placeLocked(t, old)
+}
+
+// placeLocked files t, the task's new state in the view, in the place of
+// old: in its bucket, the sums, the generation of codes. s.mu is held.
+func (s *Scheduler) placeLocked(t, old *taskState) {
 	s.bucketFrom[t.bucket] = min(s.bucketFrom[t.bucket], t.firesFrom())
 	s.bucketQuiet[t.bucket] = quietSpan{} // t may fire in it
 	if old == nil || (old.http == nil) != (t.http == nil) {
@@ -264,21 +299,24 @@ func (s *Scheduler) setTaskLocked(t, old *taskState) {
 		s.byBucket[t.bucket] = append(s.byBucket[t.bucket], t)
 	}
 	s.viewSums.add(t)
-	s.tasks[t.code] = t
 }
 
 // dropTaskLocked removes a task from the local view. s.mu is held.
 func (s *Scheduler) dropTaskLocked(code string) {
-	t := s.tasks[code]
+	t := s.taskLocked(code)
 	if t == nil {
 		return
+	}
+	if r := s.handlers[code]; r != nil {
+		r.state = nil
+	} else {
+		delete(s.others, code)
 	}
 	in := s.byBucket[t.bucket]
 	last := in[len(in)-1]
 	in[t.pos], last.pos = last, t.pos
 	in[len(in)-1] = nil
 	s.byBucket[t.bucket] = in[:len(in)-1]
-	delete(s.tasks, code)
 	s.viewSums.remove(t)
 	s.codesGen++
 }
@@ -359,14 +397,18 @@ func (s *Scheduler) syncAllTasks(ctx context.Context) error {
 	s.mu.Lock()
 	var changed []string
 	for code, v := range versions {
-		if t := s.tasks[code]; t == nil || t.version != v {
+		if t := s.taskLocked(code); t == nil || t.version != v {
 			changed = append(changed, code)
 		}
 	}
-	for code := range s.tasks {
-		if _, ok := versions[code]; !ok {
-			s.dropTaskLocked(code)
+	var gone []string
+	s.eachTaskLocked(func(t *taskState) {
+		if _, ok := versions[t.code]; !ok {
+			gone = append(gone, t.code)
 		}
+	})
+	for _, code := range gone {
+		s.dropTaskLocked(code)
 	}
 	s.mu.Unlock()
 	if len(changed) > 20 {
@@ -398,8 +440,8 @@ func (s *Scheduler) syncAllTasks(ctx context.Context) error {
 // into the view (loadTasks).
 func (s *Scheduler) registerAll(ctx context.Context) error {
 	s.mu.Lock()
-	defs := make([]store.TaskDef, 0, len(s.handlers))
-	for _, r := range s.handlers {
+	defs := make([]store.TaskDef, 0, len(s.regOrder))
+	for _, r := range s.regOrder {
 		defs = append(defs, store.TaskDef{Code: r.code, Name: r.name(), Def: r.opts.def})
 	}
 	s.mu.Unlock()
@@ -446,7 +488,7 @@ func (s *Scheduler) loadTasks(ctx context.Context, gen int64, registered int) (m
 	s.mu.Lock()
 	// Into an empty view (Start), every head is a task new here, once:
 	// no old state to look up, a million times.
-	fresh := len(s.tasks) == 0
+	fresh := s.viewSums.Count == 0
 	if fresh {
 		s.sizeViewLocked(registered)
 	}
@@ -475,7 +517,8 @@ func (s *Scheduler) loadTasks(ctx context.Context, gen int64, registered int) (m
 				t.sched = sched
 			}
 			if fresh {
-				s.setTaskLocked(t, nil)
+				r.state = t // r has no state: nothing to look up, a million times
+				s.placeLocked(t, nil)
 				s.reopenSlots(t, now)
 			} else if old, rescheduled := s.adoptLocked(t, now); old != nil {
 				s.logAdopted(old, t, rescheduled)
@@ -532,7 +575,6 @@ func (s *Scheduler) loadTasks(ctx context.Context, gen int64, registered int) (m
 // sizeViewLocked makes room in the empty view for n tasks, so that loading
 // a million does not grow the maps and slices step by step. s.mu is held.
 func (s *Scheduler) sizeViewLocked(n int) {
-	s.tasks = make(map[string]*taskState, n)
 	for b := range s.byBucket {
 		s.byBucket[b] = make([]*taskState, 0, n/len(s.byBucket)+n/(4*len(s.byBucket))+8)
 	}

@@ -401,15 +401,21 @@ func readDefs(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, foun
 		return nil
 	}
 	if len(defs) > scanAllAbove {
-		byCode := make(map[string]int, len(defs))
-		for i, d := range defs {
-			byCode[d.Code] = i
-		}
+		var byCode map[string]int // built at the first row: none in a new app
 		rows, err := pool.QueryContext(ctx, rebind(tx, "SELECT "+defColumns+" FROM xtimer_tasks WHERE app = ?"), app)
 		if err != nil {
 			return fmt.Errorf("store: read the tasks of app %q: %w", app, err)
 		}
-		return each(rows, func(code string) (int, bool) { i, ok := byCode[code]; return i, ok })
+		return each(rows, func(code string) (int, bool) {
+			if byCode == nil {
+				byCode = make(map[string]int, len(defs))
+				for i, d := range defs {
+					byCode[d.Code] = i
+				}
+			}
+			i, ok := byCode[code]
+			return i, ok
+		})
 	}
 	for from := 0; from < len(defs); from += insertChunk {
 		chunk := defs[from:min(from+insertChunk, len(defs))]
