@@ -18,6 +18,7 @@ import (
 // oneWorkerBurst is a replica with one worker and four tasks, a to d, due
 // together at 10:01, whose first handler call holds the worker until free.
 type oneWorkerBurst struct {
+	s     *Scheduler
 	db    *gorm.DB
 	app   string
 	clock *fakeclock.Clock
@@ -45,6 +46,7 @@ func startOneWorkerBurst(t *testing.T, db *gorm.DB, app string) *oneWorkerBurst 
 	require.NoError(t, s.Start(context.Background()))
 	stopOnCleanup(t, s)
 	t.Cleanup(f.free) // before the Stop above: a failed assertion must not leave the handler blocked
+	f.s = s
 	return f
 }
 
@@ -135,6 +137,41 @@ func TestRecentRunTimesLetAFreshReplicaClaimABurstInOneRound(t *testing.T) {
 	f := startOneWorkerBurst(t, db, app)
 	f.toTheRunTime(t)
 	f.iv.next(t, 10*time.Second) // the first runs, and holds the only worker
+	require.Eventually(t, func() bool { return f.claimed(t) == 4 }, 10*time.Second, 10*time.Millisecond,
+		"the whole instant claimed in one round")
+	f.free()
+	for range 3 {
+		f.iv.next(t, 10*time.Second)
+	}
+}
+
+// A replica that started before its app had any history learns the run
+// times later (reseed), while its own pool has run nothing: here the
+// history lands after Start, as another replica's runs would, and the
+// burst is still claimed in one round.
+func TestRunTimesRecordedAfterStartReachAnIdleReplica(t *testing.T) {
+	t.Parallel()
+	db, app := testsvc.SQLite(t), testsvc.App(t)
+	f := startOneWorkerBurst(t, db, app)
+	var history []store.Execution
+	for i := range 20 {
+		at := time.Date(2026, 11, 30, 9, i, 0, 0, time.UTC).UnixMilli()
+		history = append(history, store.Execution{App: app, TaskCode: "elsewhere", RunTime: at, Status: store.StatusSucceeded,
+			Attempt: 1, StartedMs: at, FinishedMs: at})
+	}
+	require.NoError(t, db.Create(&history).Error)
+	_, seeded := f.s.pool.MeanRun()
+	require.False(t, seeded, "nothing to read at Start")
+
+	// 10:00:55: the tick records the 10:01 fires and reads the run times.
+	ctx := context.Background()
+	require.NoError(t, f.clock.BlockUntil(ctx, 3))
+	f.clock.Advance(54*time.Second + 500*time.Millisecond)
+	require.Eventually(t, func() bool { _, ok := f.s.pool.MeanRun(); return ok && len(f.rows(t)) == 4 },
+		10*time.Second, 10*time.Millisecond, "seeded by the tick")
+	require.NoError(t, f.clock.BlockUntil(ctx, 3))
+	f.clock.Advance(5 * time.Second)
+	f.iv.next(t, 10*time.Second)
 	require.Eventually(t, func() bool { return f.claimed(t) == 4 }, 10*time.Second, 10*time.Millisecond,
 		"the whole instant claimed in one round")
 	f.free()

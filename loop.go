@@ -177,6 +177,9 @@ func (s *Scheduler) tick(ctx context.Context, now time.Time) {
 	if err == nil {
 		err = s.pickRetries(ctx, now)
 	}
+	if err == nil {
+		s.reseed(ctx, now)
+	}
 	s.noteDB(err)
 }
 

@@ -368,6 +368,9 @@ type Scheduler struct {
 	claimed      fireHeap
 	claimRTT     time.Duration
 	claimPerFire time.Duration
+	// reseedAt is when the tick loop reads the app's recent run times
+	// again if the pool has still run nothing (reseed).
+	reseedAt time.Time
 	// unstarted are the fires claimed ahead and not started when the
 	// dispatcher stopped, for Stop to release.
 	unstarted []int64

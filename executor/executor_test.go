@@ -141,3 +141,35 @@ func TestBackoffDoublesCapsAndJitters(t *testing.T) {
 	require.Equal(t, 4*time.Second, b.Delay(3, func() float64 { return 0.5 }))
 	require.Equal(t, 4800*time.Millisecond, b.Delay(3, func() float64 { return 1 }))
 }
+
+// Rate is the pace at which the pool starts queued functions while it has
+// a queue: a spell of 40 starts in 40 ms is 1,000 a second. A spell of a
+// few (fewer than minSpell) tells nothing.
+func TestPoolRateIsThePaceOfItsBusySpells(t *testing.T) {
+	t.Parallel()
+	p := NewPool(2)
+	var clock atomic.Int64
+	p.now = func() time.Time { return time.Unix(0, clock.Load()) }
+	spell := func(queued int, took time.Duration) {
+		block := make(chan struct{})
+		for range 2 {
+			p.Submit(func() { <-block }) // both workers busy
+		}
+		for range queued {
+			p.Submit(func() {})
+		}
+		clock.Add(int64(took))
+		close(block)
+		p.Wait()
+	}
+	spell(minSpell-1, 10*time.Millisecond)
+	_, ok := p.Rate()
+	require.False(t, ok, "a spell of %d starts", minSpell-1)
+	spell(40, 40*time.Millisecond)
+	rate, ok := p.Rate()
+	require.True(t, ok)
+	require.InDelta(t, 1000, rate, 0.001)
+	spell(40, 10*time.Millisecond) // 4,000 a second: the average moves a quarter of the way
+	rate, _ = p.Rate()
+	require.InDelta(t, 1750, rate, 0.001)
+}
