@@ -126,13 +126,7 @@ func TestRecentRunTimesLetAFreshReplicaClaimABurstInOneRound(t *testing.T) {
 	t.Parallel()
 	db, app := testsvc.SQLite(t), testsvc.App(t)
 	require.NoError(t, store.New(db).Migrate(context.Background()))
-	var history []store.Execution
-	for i := range 20 {
-		at := time.Date(2026, 11, 29, 10, i, 0, 0, time.UTC).UnixMilli()
-		history = append(history, store.Execution{App: app, TaskCode: "yesterday", RunTime: at, Status: store.StatusSucceeded,
-			Attempt: 1, StartedMs: at, FinishedMs: at})
-	}
-	require.NoError(t, db.Create(&history).Error)
+	recordQuickRuns(t, db, app, "yesterday", time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
 
 	f := startOneWorkerBurst(t, db, app)
 	f.toTheRunTime(t)
@@ -153,13 +147,7 @@ func TestRunTimesRecordedAfterStartReachAnIdleReplica(t *testing.T) {
 	t.Parallel()
 	db, app := testsvc.SQLite(t), testsvc.App(t)
 	f := startOneWorkerBurst(t, db, app)
-	var history []store.Execution
-	for i := range 20 {
-		at := time.Date(2026, 11, 30, 9, i, 0, 0, time.UTC).UnixMilli()
-		history = append(history, store.Execution{App: app, TaskCode: "elsewhere", RunTime: at, Status: store.StatusSucceeded,
-			Attempt: 1, StartedMs: at, FinishedMs: at})
-	}
-	require.NoError(t, db.Create(&history).Error)
+	recordQuickRuns(t, db, app, "elsewhere", time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
 	_, seeded := f.s.pool.MeanRun()
 	require.False(t, seeded, "nothing to read at Start")
 
@@ -178,4 +166,17 @@ func TestRunTimesRecordedAfterStartReachAnIdleReplica(t *testing.T) {
 	for range 3 {
 		f.iv.next(t, 10*time.Second)
 	}
+}
+
+// recordQuickRuns writes the history of 20 attempts of a task, a minute
+// apart from `from` on, that succeeded in under a millisecond.
+func recordQuickRuns(t *testing.T, db *gorm.DB, app, code string, from time.Time) {
+	t.Helper()
+	var history []store.Execution
+	for i := range 20 {
+		at := from.Add(time.Duration(i) * time.Minute).UnixMilli()
+		history = append(history, store.Execution{App: app, TaskCode: code, RunTime: at, Status: store.StatusSucceeded,
+			Attempt: 1, StartedMs: at, FinishedMs: at})
+	}
+	require.NoError(t, db.Create(&history).Error)
 }

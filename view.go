@@ -163,14 +163,26 @@ func (s *Scheduler) sharedDefLocked(d store.Definition) *store.Definition {
 	return p
 }
 
-// stateOf builds the view of a stored row; def is its definition, shared.
-func (s *Scheduler) stateOf(row *store.Task, def *store.Definition) *taskState {
-	return &taskState{
-		code: row.Code, id: row.ID, version: row.Version, createdMs: row.CreatedMs, updatedMs: row.UpdatedMs,
-		status: canonicalStatus(row.Status), def: def,
-		over:   overrideOf(row.SpecOverride, row.DialectOverride, row.TZOverride),
-		bucket: bucketOf(row.Code, s.opts.Buckets),
+// stateOf is the view of a stored task from its row's head; def is its
+// definition, shared. Its schedule is left to the caller.
+func (s *Scheduler) stateOf(h store.TaskHead, def *store.Definition) taskState {
+	return taskState{
+		code: h.Code, id: h.ID, version: h.Version, createdMs: h.CreatedMs, updatedMs: h.UpdatedMs,
+		status: canonicalStatus(h.Status), def: def,
+		over:   overrideOf(h.SpecOverride, h.DialectOverride, h.TZOverride),
+		bucket: bucketOf(h.Code, s.opts.Buckets),
 	}
+}
+
+// storedSchedule parses the schedule a stored row names (ScheduleOf);
+// nil, logged, when it does not parse: the task does not fire.
+func (s *Scheduler) storedSchedule(row store.Task) Schedule {
+	sched, err := ScheduleOf(row)
+	if err != nil {
+		s.log.Error("stored schedule does not parse; the task will not fire", "task", row.Code, "err", err)
+		return nil
+	}
+	return sched
 }
 
 func canonicalStatus(status string) string {
@@ -192,14 +204,11 @@ func (s *Scheduler) adoptTask(row store.Task) {
 	s.mu.Lock()
 	def := s.sharedDefLocked(row.Definition())
 	s.mu.Unlock()
-	t := s.stateOf(&row, def)
-	sched, err := ScheduleOf(row)
-	if err != nil {
-		s.log.Error("stored schedule does not parse; the task will not fire", "task", row.Code, "err", err)
-	} else {
-		t.sched = sched
-	}
+	t := new(taskState)
+	*t = s.stateOf(row.Head(), def)
+	t.sched = s.storedSchedule(row)
 	if row.Kind == store.KindHTTP {
+		var err error
 		if t.http, err = decodeHTTPSpec(row); err != nil {
 			s.log.Error("stored http target does not decode; the task will not fire", "task", row.Code, "err", err)
 		}
@@ -506,15 +515,11 @@ func (s *Scheduler) loadTasks(ctx context.Context, gen int64, registered int) (m
 			}
 			found++
 			t := &slab[i]
-			*t = taskState{code: r.code, id: h.ID, version: h.Version, createdMs: h.CreatedMs, updatedMs: h.UpdatedMs,
-				status: h.Status, def: r.opts.def, over: overrideOf(h.SpecOverride, h.DialectOverride, h.TZOverride),
-				bucket: bucketOf(r.code, s.opts.Buckets)}
+			*t = s.stateOf(*h, r.opts.def) // h.Code is r.code (intern)
 			if t.over == nil {
 				t.sched = r.opts.sched
-			} else if sched, err := ScheduleOf(store.TaskFrom(s.opts.App, store.TaskDef{Code: r.code, Def: r.opts.def}, *h)); err != nil {
-				s.log.Error("stored schedule does not parse; the task will not fire", "task", r.code, "err", err)
 			} else {
-				t.sched = sched
+				t.sched = s.storedSchedule(store.TaskFrom(s.opts.App, store.TaskDef{Code: r.code, Def: r.opts.def}, *h))
 			}
 			if fresh {
 				r.state = t // r has no state: nothing to look up, a million times

@@ -91,6 +91,12 @@ func (d TaskDef) taskDef() taskDef {
 // with the schema's defaults applied.
 func (t Task) Definition() Definition { return defOf(&t).Definition }
 
+// Head is t's TaskHead.
+func (t Task) Head() TaskHead {
+	return TaskHead{ID: t.ID, Code: t.Code, Kind: t.Kind, Status: t.Status, Version: t.Version, CreatedMs: t.CreatedMs,
+		UpdatedMs: t.UpdatedMs, SpecOverride: t.SpecOverride, DialectOverride: t.DialectOverride, TZOverride: t.TZOverride}
+}
+
 // TaskFrom is the row of a task registered as d whose row has head h:
 // what Tasks would read for it while the row holds d's definition.
 // Head's Code is ignored for d's.
@@ -294,9 +300,8 @@ func lockApp(tx *gorm.DB, app string) (AppState, error) {
 
 // storedDef is what registerTx needs of an existing row.
 type storedDef struct {
-	id   int64
-	kind string
-	def  taskDef
+	id  int64
+	def taskDef
 }
 
 func (s *Store) registerTx(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, digest string, mode regMode) (int64, error) {
@@ -316,10 +321,10 @@ func (s *Store) registerTx(ctx context.Context, tx *gorm.DB, app string, defs []
 	err = readDefs(ctx, tx, app, defs, func(i int, row storedDef) error {
 		found[i] = true
 		want := defs[i].taskDef()
-		if row.kind != want.Kind {
+		if row.def.Kind != want.Kind {
 			// An HTTP task created at runtime has the code: code must not
 			// turn it into a Go task, nor the other way round.
-			return fmt.Errorf("store: upsert task %q of kind %s: a task of kind %s has the code: %w", defs[i].Code, want.Kind, row.kind, ErrExists)
+			return fmt.Errorf("store: upsert task %q of kind %s: a task of kind %s has the code: %w", defs[i].Code, want.Kind, row.def.Kind, ErrExists)
 		}
 		if row.def != want {
 			changed = append(changed, i)
@@ -382,12 +387,12 @@ func readDefs(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, foun
 		var target sql.NullString
 		d := &row.def
 		for rows.Next() {
-			if err := rows.Scan(&row.id, &code, &row.kind, &d.name, &d.Description, &d.Owner, &d.Spec, &d.Dialect, &d.TimeZone,
+			if err := rows.Scan(&row.id, &code, &d.Kind, &d.name, &d.Description, &d.Owner, &d.Spec, &d.Dialect, &d.TimeZone,
 				&d.TimeoutMs, &d.MaxAttempts, &d.BackoffBaseMs, &d.BackoffMaxMs, &d.Misfire, &d.MisfireWindowMs, &d.Overlap,
 				&d.EndAtMs, &d.MaxRuns, &target); err != nil {
 				return fmt.Errorf("store: read the tasks of app %q: %w", app, err)
 			}
-			d.Kind, d.HTTPTarget, d.HasHTTPTarget = row.kind, target.String, target.Valid
+			d.HTTPTarget, d.HasHTTPTarget = target.String, target.Valid
 			row.def.Definition = row.def.Definition.withDefaults()
 			if i, ok := index(code); ok {
 				if err := found(i, row); err != nil {
@@ -461,16 +466,7 @@ func insertDefs(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, mi
 		paused     bool
 		nameIsCode bool
 	}
-	var order []group
-	byGroup := map[group][]int{}
-	for _, i := range missing {
-		d := defs[i]
-		g := group{d.Def, d.Paused, d.Name == d.Code}
-		if byGroup[g] == nil {
-			order = append(order, g)
-		}
-		byGroup[g] = append(byGroup[g], i)
-	}
+	order, byGroup := groupBy(missing, func(i int) group { d := defs[i]; return group{d.Def, d.Paused, d.Name == d.Code} })
 	dialect := tx.Dialector.Name()
 	for _, g := range order {
 		d := g.def.withDefaults()
@@ -478,13 +474,9 @@ func insertDefs(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, mi
 		if g.paused {
 			status = TaskPaused
 		}
-		var target any
-		if d.HasHTTPTarget {
-			target = d.HTTPTarget
-		}
 		consts := []any{app, d.Description, d.Owner, d.Kind, d.Spec, d.Dialect, d.TimeZone, status,
 			d.TimeoutMs, d.MaxAttempts, d.BackoffBaseMs, d.BackoffMaxMs, d.Misfire, d.MisfireWindowMs, d.Overlap,
-			d.EndAtMs, d.MaxRuns, target, now, now}
+			d.EndAtMs, d.MaxRuns, d.targetArg(), now, now}
 		idx := byGroup[g]
 		for from := 0; from < len(idx); from += insertDefsChunk {
 			chunk := idx[from:min(from+insertDefsChunk, len(idx))]
@@ -592,29 +584,21 @@ func updateDefs(ctx context.Context, tx *gorm.DB, defs []TaskDef, changed []int,
 		def        *Definition
 		nameIsCode bool
 	}
-	var order []group
-	byGroup := map[group][]int{} // positions in changed
-	for k, i := range changed {
-		g := group{defs[i].Def, defs[i].Name == defs[i].Code}
-		if byGroup[g] == nil {
-			order = append(order, g)
-		}
-		byGroup[g] = append(byGroup[g], k)
+	positions := make([]int, len(changed))
+	for k := range changed {
+		positions[k] = k
 	}
+	order, byGroup := groupBy(positions, func(k int) group { d := defs[changed[k]]; return group{d.Def, d.Name == d.Code} })
 	for _, g := range order {
 		d := g.def.withDefaults()
-		var target any
-		if d.HasHTTPTarget {
-			target = d.HTTPTarget
-		}
-		pos := byGroup[g]
+		pos := byGroup[g] // positions in changed
 		for from := 0; from < len(pos); from += insertChunk {
 			chunk := pos[from:min(from+insertChunk, len(pos))]
 			set := "description = ?, owner = ?, kind = ?, spec = ?, dialect = ?, time_zone = ?, timeout_ms = ?, max_attempts = ?, " +
 				"backoff_base_ms = ?, backoff_max_ms = ?, misfire = ?, misfire_window_ms = ?, overlap = ?, end_at_ms = ?, max_runs = ?, " +
 				"http_target = ?, version = version + 1, updated_ms = ?, name = "
 			args := []any{d.Description, d.Owner, d.Kind, d.Spec, d.Dialect, d.TimeZone, d.TimeoutMs, d.MaxAttempts,
-				d.BackoffBaseMs, d.BackoffMaxMs, d.Misfire, d.MisfireWindowMs, d.Overlap, d.EndAtMs, d.MaxRuns, target, now}
+				d.BackoffBaseMs, d.BackoffMaxMs, d.Misfire, d.MisfireWindowMs, d.Overlap, d.EndAtMs, d.MaxRuns, d.targetArg(), now}
 			if g.nameIsCode {
 				set += "code"
 			} else {
@@ -639,6 +623,28 @@ func updateDefs(ctx context.Context, tx *gorm.DB, defs []TaskDef, changed []int,
 		}
 	}
 	return nil
+}
+
+// groupBy splits items by key, keeping the order in which keys first come.
+func groupBy[K comparable](items []int, key func(int) K) ([]K, map[K][]int) {
+	var order []K
+	by := map[K][]int{}
+	for _, it := range items {
+		k := key(it)
+		if by[k] == nil {
+			order = append(order, k)
+		}
+		by[k] = append(by[k], it)
+	}
+	return order, by
+}
+
+// targetArg is d's HTTP target as a statement's argument: NULL without one.
+func (d Definition) targetArg() any {
+	if !d.HasHTTPTarget {
+		return nil
+	}
+	return d.HTTPTarget
 }
 
 // placeholders is n comma-separated question marks.
