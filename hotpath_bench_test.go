@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,4 +192,59 @@ func BenchmarkRegister(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(codes)), "ns/task")
+}
+
+// BenchmarkStartInstant starts the fires of one instant the way the
+// dispatcher does at their run time, once their rows are claimed
+// (dispatchLoop's begin of each claimed fire), and waits until every
+// handler has been called: each op is one instant of n fires of n tasks
+// on a pool of 64 workers, with a handler that returns at once. It
+// reports the time from the instant to the last handler's call (spread)
+// and to the median one (median), the lateness the dispatcher adds to a
+// steady fleet's fires. The status writes queue up and are not written
+// (the scheduler is never started).
+func BenchmarkStartInstant(b *testing.B) {
+	for _, n := range []int{100, 1000, 3000} {
+		b.Run(fmt.Sprintf("fires=%d", n), func(b *testing.B) {
+			s := benchScheduler(b, Options{Workers: 64})
+			s.handlerCtx = context.Background()
+			called := make([]time.Duration, n)
+			var wg sync.WaitGroup
+			var at time.Time
+			var seq atomic.Int64
+			h := func(context.Context, *Run) error {
+				called[seq.Add(1)-1] = time.Since(at)
+				wg.Done()
+				return nil
+			}
+			rows := make([]store.Execution, n)
+			for i := range rows {
+				code := fmt.Sprintf("t%07d", i)
+				require.NoError(b, s.Register(code, "* * * * * *", h))
+				rows[i] = store.Execution{ID: int64(i + 1), TaskCode: code, Source: store.SourceSchedule, MaxAttempts: 1}
+			}
+			var spread, median time.Duration
+			b.ReportAllocs()
+			for b.Loop() {
+				seq.Store(0)
+				wg.Add(n)
+				at = time.Now()
+				for i := range rows {
+					rows[i].RunTime = at.UnixMilli()
+					s.begin(rows[i], at)
+				}
+				wg.Wait()
+				s.attempts.Wait()
+				slices.Sort(called)
+				spread += called[n-1]
+				median += called[n/2]
+				s.updates.mu.Lock()
+				s.updates.starts, s.updates.finishes = s.updates.starts[:0], s.updates.finishes[:0]
+				s.updates.mu.Unlock()
+			}
+			b.ReportMetric(float64(spread.Microseconds())/float64(b.N)/1000, "spread-ms")
+			b.ReportMetric(float64(median.Microseconds())/float64(b.N)/1000, "median-ms")
+			b.ReportMetric(float64(spread.Nanoseconds())/float64(b.N)/float64(n), "ns/fire")
+		})
+	}
 }

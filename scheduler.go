@@ -368,6 +368,10 @@ type Scheduler struct {
 	claimed      fireHeap
 	claimRTT     time.Duration
 	claimPerFire time.Duration
+	// recordPerFire is a moving average of what recording a fire takes in
+	// a chunk planSlots records between instants (recordBetweenInstants).
+	// Only the tick loop uses it.
+	recordPerFire time.Duration
 	// reseedAt is when the tick loop reads the app's recent run times
 	// again if the pool has still run nothing (reseed).
 	reseedAt time.Time

@@ -275,15 +275,15 @@ func TestCatchUpAfterFullOutageFollowsMisfirePolicy(t *testing.T) {
 	require.NoError(t, first.Start(ctx))
 	require.NoError(t, first.Stop(ctx))
 
-	// Ten minutes later (10:10:00.5) a new replica starts: fires 10:01 ... 10:10 were missed.
-	clock.Set(t0.Add(10*time.Minute + 500*time.Millisecond))
+	// Ten minutes later (10:10:00) a new replica starts: fires 10:01 ... 10:10 were missed.
+	clock.Set(t0.Add(10 * time.Minute))
 	iv := newInvocations()
 	second := newScheduler(t, setupOpts{db: db, app: app, clock: clock}, nil)
 	register(second, iv.handler(nil))
 	require.NoError(t, second.Start(ctx))
 	stopOnCleanup(t, second)
 	require.NoError(t, clock.BlockUntil(ctx, 4)) // tick, dispatch, locks, retention
-	clock.Advance(500 * time.Millisecond)        // the first tick, at 10:10:01
+	clock.Advance(500 * time.Millisecond)        // the first tick, at 10:10:00.5 (tickPhase)
 
 	// Fires 10:00 ... 10:09 were missed; all: 10:05-10:09 are inside the 5m30s window.
 	want := map[string]int{"once": 1, "all": 5}

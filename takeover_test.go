@@ -53,7 +53,7 @@ func TestDeadOwnersFiresDueSoonAreTakenOverFirst(t *testing.T) {
 	db, app := testsvc.SQLite(t), testsvc.App(t)
 	ctx := context.Background()
 	minute := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	clock := fakeclock.New(minute.Add(5500 * time.Millisecond))
+	clock := fakeclock.New(minute.Add(5 * time.Second))
 
 	// What the dead replica left: every fire of the minute recorded, none started.
 	st := store.New(db)
@@ -72,25 +72,25 @@ func TestDeadOwnersFiresDueSoonAreTakenOverFirst(t *testing.T) {
 	require.NoError(t, s.Start(ctx))
 	stopOnCleanup(t, s)
 
-	// The first tick, 10:00:06: the fires due by 10:00:09 (urgentHorizon)
-	// first, nine, then the other 51.
+	// The first tick, 10:00:05.5 (tickPhase): the fires due by 10:00:08.5
+	// (urgentHorizon) first, nine, then the other 51.
 	require.NoError(t, clock.BlockUntil(ctx, 4)) // tick, dispatch, locks, retention
 	clock.Advance(500 * time.Millisecond)
 	require.Eventually(t, func() bool { return len(log.counts()) == 2 }, 10*time.Second, 5*time.Millisecond)
 	require.Equal(t, []int64{9, 51}, log.counts())
 
-	// The seven due by now run at once, the others at their run times, once each.
-	for range 7 {
+	// The six due by now run at once, the others at their run times, once each.
+	for range 6 {
 		iv.next(t, 10*time.Second)
 	}
 	require.NoError(t, clock.BlockUntil(ctx, 4))
-	clock.Advance(2 * time.Second) // 10:00:08
+	clock.Advance(2 * time.Second) // 10:00:07.5
 	for range 2 {
 		iv.next(t, 10*time.Second)
 	}
 	iv.mu.Lock()
 	defer iv.mu.Unlock()
-	require.Len(t, iv.calls, 9)
+	require.Len(t, iv.calls, 8)
 	for id, calls := range iv.calls {
 		require.Len(t, calls, 1, "fire %s", id)
 	}

@@ -107,6 +107,49 @@ func TestConcurrentInsertFiresReportEveryFireExactlyOnce(t *testing.T) {
 	})
 }
 
+// A call of more fires than one statement takes, over more tasks than one
+// read-back takes, of two shapes (fires to run, and misfires recorded
+// skipped, owned by another replica), some already recorded: it returns
+// exactly the fires it inserted, each equal to its row as stored.
+func TestInsertFiresOfManyTasksReturnsTheRowsAsStored(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		b.set(t0 - 5000)
+		var batch []store.Execution
+		for task := range 600 {
+			for sec := range 20 {
+				f := store.Execution{App: b.app, TaskCode: fmt.Sprintf("t%03d", task), RunTime: t0 + int64(sec)*1000,
+					MaxAttempts: task%3 + 1, Replica: "r2"}
+				if (task+sec)%7 == 0 {
+					f.Status, f.Reason, f.Replica = store.StatusSkipped, store.ReasonMisfire, "r1"
+				}
+				batch = append(batch, f)
+			}
+		}
+		before, err := b.store.InsertFires(b.ctx, batch[:1000:1000])
+		require.NoError(t, err)
+		require.Len(t, before, 1000)
+
+		got, err := b.store.InsertFires(b.ctx, batch)
+		require.NoError(t, err)
+		require.Len(t, got, len(batch)-1000, "the fires not recorded before")
+		var stored []store.Execution
+		require.NoError(t, b.db.Where("app = ?", b.app).Find(&stored).Error)
+		require.Len(t, stored, len(batch))
+		byID := map[int64]store.Execution{}
+		for _, r := range stored {
+			byID[r.ID] = r
+		}
+		for _, r := range before {
+			delete(byID, r.ID)
+		}
+		for i, r := range got {
+			require.Equal(t, byID[r.ID], r, "fire %d returned", i)
+			delete(byID, r.ID)
+		}
+		require.Empty(t, byID, "rows inserted and not returned")
+	})
+}
+
 func TestInsertFiresRejectsBadRowsWithoutInsertingAny(t *testing.T) {
 	eachDB(t, func(t *testing.T, b *bundle) {
 		batch := fires(b.app, "a", t0, t0+1000)
