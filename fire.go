@@ -1,10 +1,12 @@
 package xtimer
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -305,6 +307,9 @@ func (s *Scheduler) dispatch(ctx context.Context, due []armedFire, now time.Time
 	if len(fence) == 0 {
 		return
 	}
+	if last := slices.MaxFunc(fence, func(a, b store.Execution) int { return cmp.Compare(a.RunTime, b.RunTime) }); last.RunTime > now.UnixMilli() {
+		s.lastLead.Store(int64(time.UnixMilli(last.RunTime).Sub(now)))
+	}
 	ids := make([]int64, len(fence))
 	for i, r := range fence {
 		ids[i] = r.ID
@@ -464,7 +469,8 @@ func (s *Scheduler) fenceNow(ready []store.Execution) []store.Execution {
 func (s *Scheduler) startAttempt(r store.Execution, now time.Time) {
 	s.mu.Lock()
 	loc := time.UTC
-	if t := s.taskLocked(r.TaskCode); t != nil {
+	t, cfg := s.taskLocked(r.TaskCode), s.handlers[r.TaskCode]
+	if t != nil {
 		loc = t.loc()
 	}
 	s.running[r.TaskCode]++
@@ -476,7 +482,7 @@ func (s *Scheduler) startAttempt(r store.Execution, now time.Time) {
 		Source: Source(r.Source), Replica: s.opts.InstanceID, max: s.opts.MaxOutput,
 	}
 	var status atomic.Int64
-	work, submit, timeout := s.attemptWork(r, run, &status)
+	work, submit, timeout := s.attemptWork(r, t, cfg, run, &status)
 	submit(func() {
 		defer s.attempts.Done()
 		began := s.clock.Now()
@@ -506,16 +512,25 @@ func (s *Scheduler) startAttempt(r store.Execution, now time.Time) {
 		s.attemptEnds(r, out, fin)
 		endSpan(out, fin)
 		s.alerts.settled(r, fin)
-		attrs := []any{"task", r.TaskCode, "execution", r.ID, "attempt", r.Attempt, "status", fin.Status,
-			"duration", out.Finished.Sub(out.Started), "lateness", out.Started.Sub(time.UnixMilli(r.RunTime))}
+		level, msg := slog.LevelDebug, "attempt succeeded"
 		switch {
 		case out.Err != nil && fin.Status == store.StatusRetrying:
-			s.log.Info("attempt failed; will retry", append(attrs, "next_attempt", time.UnixMilli(fin.NextAttemptMs), "err", out.Err)...)
+			level, msg = slog.LevelInfo, "attempt failed; will retry"
 		case out.Err != nil:
-			s.log.Warn("execution failed", append(attrs, "err", out.Err)...)
-		default:
-			s.log.Debug("attempt succeeded", attrs...)
+			level, msg = slog.LevelWarn, "execution failed"
 		}
+		if !s.log.Enabled(context.Background(), level) {
+			return // the attributes below cost more than starting the fire did
+		}
+		attrs := []any{"task", r.TaskCode, "execution", r.ID, "attempt", r.Attempt, "status", fin.Status,
+			"duration", out.Finished.Sub(out.Started), "lateness", out.Started.Sub(time.UnixMilli(r.RunTime))}
+		if level == slog.LevelInfo {
+			attrs = append(attrs, "next_attempt", time.UnixMilli(fin.NextAttemptMs))
+		}
+		if out.Err != nil {
+			attrs = append(attrs, "err", out.Err)
+		}
+		s.log.Log(context.Background(), level, msg, attrs...)
 	})
 }
 

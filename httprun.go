@@ -212,14 +212,12 @@ func (s *Scheduler) httpAttempt(sp *httpSpec, r store.Execution, run *Run, statu
 	}
 }
 
-// attemptWork returns how this replica runs one attempt of r's task, and
+// attemptWork returns how this replica runs one attempt of r's task t
+// (nil if deleted) with cfg its registration here (nil without one), and
 // on which queue: the registered handler on the pool of Go handlers, or the
-// HTTP caller behind the task's queue; nil when it cannot (the task was
-// deleted in between).
-func (s *Scheduler) attemptWork(r store.Execution, run *Run, status *atomic.Int64) (work func(context.Context) error, submit func(func()), timeout time.Duration) {
-	s.mu.Lock()
-	t, cfg := s.taskLocked(r.TaskCode), s.handlers[r.TaskCode]
-	s.mu.Unlock()
+// HTTP caller behind the task's queue; an error when it cannot (the task
+// was deleted in between).
+func (s *Scheduler) attemptWork(r store.Execution, t *taskState, cfg *registration, run *Run, status *atomic.Int64) (work func(context.Context) error, submit func(func()), timeout time.Duration) {
 	if t != nil {
 		timeout = time.Duration(t.def.TimeoutMs) * time.Millisecond
 	}

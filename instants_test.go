@@ -25,22 +25,31 @@ func TestTicksFallHalfwayBetweenInstants(t *testing.T) {
 	}
 }
 
-// A chunk of rows starts only where it is expected to end quietGap before
-// the next whole second, and not within quietGap after the last one.
-func TestRecordedChunksKeepClearOfWholeSeconds(t *testing.T) {
-	ms := time.Millisecond
+// A chunk of rows holds as many fires as end quietGap before the claim of
+// the next whole second's fires (lead before it), and starts no sooner
+// than quietGap after the last one; a second with room for fewer than
+// minRecordChunk is left alone.
+func TestRecordedChunksKeepClearOfWholeSecondsAndTheirClaims(t *testing.T) {
+	ms, us := time.Millisecond, time.Microsecond
 	for _, c := range []struct {
-		since, expect, want time.Duration
+		since, perFire, lead, wait time.Duration
+		n                          int
 	}{
-		{500 * ms, 100 * ms, 0},
-		{5 * ms, 100 * ms, 15 * ms},         // just past a second
-		{quietGap, 100 * ms, 0},             // past the gap
-		{880 * ms, 100 * ms, 0},             // ends 20 ms before the next second
-		{881 * ms, 100 * ms, 139 * ms},      // would end 19 ms before it: after it
-		{600 * ms, maxRecordWait, 420 * ms}, // the longest expected chunk
-		{10 * ms, maxRecordWait, 10 * ms},   // fits once past the gap
-		{985 * ms, 0, 35 * ms},              // even an instant chunk keeps the gap
+		{500 * ms, 100 * us, 0, 0, 4_800},                // 480 ms of room, 100 µs a fire
+		{5 * ms, 40 * us, 0, 15 * ms, recordChunk},       // just past a second: a moment more, then all the room
+		{quietGap, 100 * us, 0, 0, 9_600},                // 960 ms of room
+		{900 * ms, 100 * us, 0, 0, 800},                  // 80 ms of room
+		{975 * ms, 40 * us, 0, 45 * ms, recordChunk},     // 5 ms of room, 125 fires: after the next second
+		{965 * ms, 100 * us, 0, 55 * ms, 9_600},          // 15 ms, 150 fires: after it
+		{960 * ms, 100 * us, 0, 0, minRecordChunk},       // 20 ms, 200 fires: now
+		{500 * ms, 10 * ms, 0, 520 * ms, minRecordChunk}, // a database that slow: as few as that, after the next second
+		{100 * ms, 0, 0, 0, recordChunk},                 // not timed to take anything: the most
+		{500 * ms, 100 * us, 200 * ms, 0, 2_800},         // 280 ms of room before the next second's claim
+		{800 * ms, 100 * us, 200 * ms, 220 * ms, 7_600},  // none: after the next second, 760 ms of room
+		{500 * ms, 100 * us, maxClaimLead, 0, 2_300},     // the longest lead: 230 ms of room
 	} {
-		require.Equal(t, c.want, quietWait(c.since, c.expect), "%s past the second, expected to take %s", c.since, c.expect)
+		wait, n := chunkAt(c.since, c.perFire, c.lead)
+		require.Equal(t, c.wait, wait, "wait, %s past the second, %s a fire", c.since, c.perFire)
+		require.Equal(t, c.n, n, "fires, %s past the second, %s a fire", c.since, c.perFire)
 	}
 }

@@ -36,7 +36,7 @@ const (
 	// urgentHorizon: fires this close are recorded (and armed) first.
 	urgentHorizon = 3 * time.Second
 	// recordChunk bounds the fires recorded in one round trip after those.
-	recordChunk = 5000
+	recordChunk = 10_000
 	// handlersRewrite: the heartbeat writes this replica's handler codes
 	// when they change, and at least this often.
 	handlersRewrite = 10 * time.Minute
@@ -521,16 +521,11 @@ func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey
 			later = append(later, f)
 		}
 	}
-	// The rest goes in time order, in chunks, each armed as soon as it is
-	// committed: a slow database delays the end of the minute, not its start.
-	// (Missed fires are all in urgent, so splitting later never separates the
-	// missed fires of one task.)
+	// The rest goes in time order, in chunks between instants (nextChunk),
+	// each armed as soon as it is committed: a slow database delays the
+	// end of the minute, not its start. (Missed fires are all in urgent,
+	// so splitting later never separates the missed fires of one task.)
 	sort.Slice(later, func(i, j int) bool { return later[i].at.Before(later[j].at) })
-	parts := [][]fire{urgent}
-	for len(later) > 0 {
-		n := min(len(later), recordChunk)
-		parts, later = append(parts, later[:n]), later[n:]
-	}
 	// A dead owner's fires due soon are taken over first: they are late
 	// already (its lock ran out seconds after it died), while the rest of
 	// its slots, thousands of rows each, can wait for the fires this
@@ -543,20 +538,22 @@ func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey
 			return err
 		}
 	}
-	for i, part := range parts {
-		if len(part) == 0 {
-			continue
+	if len(urgent) > 0 {
+		if err := s.record(ctx, now, urgent); err != nil {
+			return err // slots stay open and are retried next tick under the lock
 		}
-		if i > 0 && !s.betweenInstants(ctx, len(part)) {
+	}
+	for len(later) > 0 {
+		n, ok := s.nextChunk(ctx, len(later))
+		if !ok {
 			return ctx.Err() // stopping; the slots stay open
 		}
 		began := time.Now()
-		if err := s.record(ctx, now, part); err != nil {
-			return err // slots stay open and are retried next tick under the lock
+		if err := s.record(ctx, now, later[:n]); err != nil {
+			return err
 		}
-		if i > 0 {
-			s.noteRecord(time.Since(began), len(part))
-		}
+		s.noteRecord(time.Since(began), n)
+		later = later[n:]
 	}
 	for _, k := range takeOver {
 		if err := s.takeOver(ctx, k, max(k.minute*60_000, urgentMs), (k.minute+1)*60_000); err != nil {
@@ -585,51 +582,59 @@ func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey
 // takes the CPU and the database from the fires starting there (on one
 // replica of 1,000 fires a second, the 60 chunks of the next minute's
 // rows made the seconds they crossed start 10-15 ms late, against 4-6
-// ms). So the chunks after the urgent fires are recorded between
-// instants: a chunk starts only when it is expected to end quietGap
-// before the next whole second, or else quietGap after it. A chunk is
-// expected to take recordPerFire per fire (assumedRecordPerFire before
-// one was timed), at most maxRecordWait: a database that slow overlaps
-// the boundary anyway, and waiting would only delay the minute.
+// ms). So the fires after the urgent ones are recorded between instants,
+// in chunks sized to end quietGap before the claim of the next whole
+// second's fires (the dispatcher's last claim lead before it: claimed
+// against a chunk, 2,200 fires a second started 100-230 ms late), started
+// quietGap after one at the earliest (nextChunk), by the moving average
+// of the cost of a recorded fire (recordPerFire; assumedRecordPerFire
+// before one was timed). A chunk is at most recordChunk fires, and at
+// least minRecordChunk: a database slower than that overlaps the boundary
+// anyway. (Chunks of a fixed 5,000 fires, each waiting for a second that
+// had room for it, recorded one chunk a second on a database slowed by a
+// burst, and a replica of 4,400 fires a second fell 5 s behind.)
 const (
 	quietGap             = 20 * time.Millisecond
 	assumedRecordPerFire = 40 * time.Microsecond
-	maxRecordWait        = 500 * time.Millisecond
+	minRecordChunk       = 200
 )
 
-// betweenInstants waits, if need be, until a chunk of n fires can be
-// recorded before the next whole second (see quietGap). It measures real
-// time, as the fires' lateness does: under an injected clock it delays a
-// chunk by at most a second. It returns false if ctx ended first.
-func (s *Scheduler) betweenInstants(ctx context.Context, n int) bool {
-	perFire := cmp.Or(s.recordPerFire, assumedRecordPerFire)
-	expect := min(time.Duration(n)*perFire, maxRecordWait)
+// nextChunk waits, if need be, until a chunk of fires can be recorded
+// between instants (see quietGap), and returns how many of left it may
+// hold. It measures real time, as the fires' lateness does: under an
+// injected clock it delays a chunk by at most a second. ok is false if
+// ctx ended first.
+func (s *Scheduler) nextChunk(ctx context.Context, left int) (n int, ok bool) {
 	wall := time.Now()
-	wait := quietWait(wall.Sub(wall.Truncate(time.Second)), expect)
-	if wait == 0 {
-		return true
+	lead := min(time.Duration(s.lastLead.Load()), maxClaimLead)
+	wait, n := chunkAt(wall.Sub(wall.Truncate(time.Second)), cmp.Or(s.recordPerFire, assumedRecordPerFire), lead)
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return 0, false
+		case <-t.C:
+		}
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return min(n, left), true
 }
 
-// quietWait is how long a chunk expected to take expect waits, since the
-// time since the last whole second: until quietGap after it, or after the
-// next one if the chunk would not end quietGap before it; 0 to go now.
-func quietWait(since, expect time.Duration) time.Duration {
-	switch {
-	case since < quietGap:
-		return quietGap - since
-	case time.Second-since < expect+quietGap:
-		return time.Second - since + quietGap
+// chunkAt is how long a chunk waits, since the time since the last whole
+// second, and how many fires it may hold, each expected to take perFire,
+// when the fires of a second are claimed lead before it: as many as end
+// quietGap before that claim, if at least minRecordChunk do, from
+// quietGap after the last whole second; otherwise from quietGap after the
+// next one.
+func chunkAt(since, perFire, lead time.Duration) (wait time.Duration, n int) {
+	if since < quietGap {
+		wait, since = quietGap-since, quietGap
 	}
-	return 0
+	fits := func(room time.Duration) int { return int(min(max(room, 0)/max(perFire, 1), recordChunk)) }
+	if n = fits(time.Second - since - quietGap - lead); n >= minRecordChunk {
+		return wait, n
+	}
+	return time.Second - since + quietGap + wait, max(fits(time.Second-2*quietGap-lead), minRecordChunk)
 }
 
 // noteRecord folds the time a chunk of n fires took to record into

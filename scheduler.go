@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -368,6 +369,9 @@ type Scheduler struct {
 	claimed      fireHeap
 	claimRTT     time.Duration
 	claimPerFire time.Duration
+	// lastLead is the lead of the dispatcher's last claim ahead, which the
+	// tick loop keeps its chunks of rows clear of (nextChunk).
+	lastLead atomic.Int64
 	// recordPerFire is a moving average of what recording a fire takes in
 	// a chunk planSlots records between instants (recordBetweenInstants).
 	// Only the tick loop uses it.

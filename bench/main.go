@@ -46,6 +46,7 @@ func coordinatorMain() int {
 	killOffset := flag.Duration("kill-offset", 0, "failover: SIGKILL this long after the half-window instant (a whole second) instead of at it")
 	keep := flag.Bool("keep", false, "keep the temp dir (server logs, replica logs, invocation files)")
 	scaleSizes := flag.String("scale", "", "scale: comma-separated task counts instead of the profile's (e.g. 1000000)")
+	rampSteps := flag.String("ramp", "", "throughput: comma-separated fire rates (tasks every second) instead of the profile's (e.g. 5000,10000)")
 	flag.Parse()
 
 	prof, ok := profiles[*profName]
@@ -76,15 +77,21 @@ func coordinatorMain() int {
 			return 2
 		}
 	}
-	if *scaleSizes != "" {
-		prof.scaleTasks = nil
-		for _, f := range strings.Split(*scaleSizes, ",") {
+	for _, list := range []struct {
+		flag, value string
+		into        *[]int
+	}{{"scale", *scaleSizes, &prof.scaleTasks}, {"ramp", *rampSteps, &prof.rampSteps}} {
+		if list.value == "" {
+			continue
+		}
+		*list.into = nil
+		for _, f := range strings.Split(list.value, ",") {
 			n, err := strconv.Atoi(strings.ReplaceAll(f, "_", ""))
 			if err != nil || n < 1 {
-				fmt.Fprintf(os.Stderr, "bench: -scale: %q is not a task count (want a positive integer)\n", f)
+				fmt.Fprintf(os.Stderr, "bench: -%s: %q is not a task count (want a positive integer)\n", list.flag, f)
 				return 2
 			}
-			prof.scaleTasks = append(prof.scaleTasks, n)
+			*list.into = append(*list.into, n)
 		}
 	}
 	if *replicas > 0 {
