@@ -46,7 +46,7 @@ func TestRecordedChunksKeepClearOfWholeSecondsAndTheirClaims(t *testing.T) {
 		{100 * ms, 0, 0, 0, recordChunk},                 // not timed to take anything: the most
 		{500 * ms, 100 * us, 200 * ms, 0, 2_800},         // 280 ms of room before the next second's claim
 		{800 * ms, 100 * us, 200 * ms, 220 * ms, 7_600},  // none: after the next second, 760 ms of room
-		{500 * ms, 100 * us, maxClaimLead, 0, 2_300},     // the longest lead: 230 ms of room
+		{500 * ms, 100 * us, maxQuietLead, 0, 2_300},     // the longest lead: 230 ms of room
 	} {
 		wait, n := chunkAt(c.since, c.perFire, c.lead)
 		require.Equal(t, c.wait, wait, "wait, %s past the second, %s a fire", c.since, c.perFire)

@@ -595,6 +595,7 @@ func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey
 // burst, and a replica of 4,400 fires a second fell 5 s behind.)
 const (
 	quietGap             = 20 * time.Millisecond
+	maxQuietLead         = 250 * time.Millisecond // a longer lead leaves a burst's second no room for rows
 	assumedRecordPerFire = 40 * time.Microsecond
 	minRecordChunk       = 200
 )
@@ -606,7 +607,7 @@ const (
 // ctx ended first.
 func (s *Scheduler) nextChunk(ctx context.Context, left int) (n int, ok bool) {
 	wall := time.Now()
-	lead := min(time.Duration(s.lastLead.Load()), maxClaimLead)
+	lead := min(time.Duration(s.lastLead.Load()), maxQuietLead)
 	wait, n := chunkAt(wall.Sub(wall.Truncate(time.Second)), cmp.Or(s.recordPerFire, assumedRecordPerFire), lead)
 	if wait > 0 {
 		t := time.NewTimer(wait)

@@ -167,7 +167,7 @@ func BenchmarkInsertFires(b *testing.B) {
 func BenchmarkStartFires(b *testing.B) {
 	startedMs := t0 + 1000 // any instant: nothing here checks lateness
 	eachBenchDB(b, func(b *testing.B, d *benchDB) {
-		for _, n := range []int{1, 100} {
+		for _, n := range []int{1, 100, 3000} {
 			b.Run(fmt.Sprintf("claim/fires=%d", n), func(b *testing.B) {
 				groups := d.recorded(b, b.N*n, n)
 				d.analyze(b)
