@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -144,7 +145,15 @@ func (s *Scheduler) dispatchLoop(ctx context.Context) {
 			s.begin(f.row, f.due)
 		}
 		if s.claimed.Len() > 0 {
-			wait = min(wait, s.claimed[0].due.Sub(now))
+			until := s.claimed[0].due.Sub(now)
+			if _, real := s.clock.(systemClock); real {
+				if until <= startEarly && wait > until {
+					spinUntil(s.claimed[0].due)
+					continue
+				}
+				until -= startEarly
+			}
+			wait = min(wait, until)
 		}
 		if len(due) > 0 || (len(s.backlog) > 0 && s.fenceRoom() > 0) {
 			s.dispatch(ctx, due, now)
@@ -158,6 +167,23 @@ func (s *Scheduler) dispatchLoop(ctx context.Context) {
 			timer.Stop()
 		case <-timer.C():
 		}
+	}
+}
+
+// startEarly: on the system clock, the dispatcher's timer wakes this long
+// before the run time of the fires it claimed, and waits the rest by
+// reading the clock (spinUntil). Go's timers wake up to a millisecond late
+// on Linux, where epoll's timeout is in whole milliseconds (0.6 ms at the
+// median, 1.05 ms at most, for a timer of an idle process here), and
+// every fire of the instant waited for it. The last stretch costs at most
+// this much CPU per instant.
+const startEarly = 1500 * time.Microsecond
+
+// spinUntil returns at t (real time), not before, letting other
+// goroutines run meanwhile.
+func spinUntil(t time.Time) {
+	for time.Now().Before(t) {
+		runtime.Gosched()
 	}
 }
 

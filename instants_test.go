@@ -53,3 +53,13 @@ func TestRecordedChunksKeepClearOfWholeSecondsAndTheirClaims(t *testing.T) {
 		require.Equal(t, c.n, n, "fires, %s past the second, %s a fire", c.since, c.perFire)
 	}
 }
+
+// The last stretch before a claimed fire's run time is waited for by
+// reading the clock: it never ends before the instant.
+func TestSpinUntilNeverReturnsEarly(t *testing.T) {
+	for _, ahead := range []time.Duration{-time.Millisecond, 0, 200 * time.Microsecond, startEarly} {
+		at := time.Now().Add(ahead)
+		spinUntil(at)
+		require.False(t, time.Now().Before(at), "returned before an instant %s ahead", ahead)
+	}
+}
