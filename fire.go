@@ -122,6 +122,7 @@ func (s *Scheduler) dispatchLoop(ctx context.Context) {
 	defer s.stopClaimed()
 	timer := s.clock.NewTimer(time.Hour)
 	defer timer.Stop()
+	_, realTime := s.clock.(systemClock) // startEarly applies
 	for {
 		now := s.clock.Now()
 		room := max(s.fenceRoom(), 1)
@@ -146,7 +147,7 @@ func (s *Scheduler) dispatchLoop(ctx context.Context) {
 		}
 		if s.claimed.Len() > 0 {
 			until := s.claimed[0].due.Sub(now)
-			if _, real := s.clock.(systemClock); real {
+			if realTime {
 				if until <= startEarly && wait > until {
 					spinUntil(s.claimed[0].due)
 					continue
@@ -238,6 +239,12 @@ func (s *Scheduler) noteClaim(d time.Duration, n int) {
 	if n >= bigClaim {
 		avg, sample = &s.claimPerFire, d/time.Duration(n)
 	}
+	fold(avg, sample)
+}
+
+// fold moves the moving average *avg a quarter of the way to sample (to
+// sample itself when nothing was measured yet).
+func fold(avg *time.Duration, sample time.Duration) {
 	if *avg == 0 {
 		*avg = sample
 		return

@@ -641,12 +641,7 @@ func chunkAt(since, perFire, lead time.Duration) (wait time.Duration, n int) {
 // noteRecord folds the time a chunk of n fires took to record into
 // recordPerFire.
 func (s *Scheduler) noteRecord(d time.Duration, n int) {
-	sample := d / time.Duration(max(n, 1))
-	if s.recordPerFire == 0 {
-		s.recordPerFire = sample
-		return
-	}
-	s.recordPerFire += (sample - s.recordPerFire) / 4
+	fold(&s.recordPerFire, d/time.Duration(max(n, 1)))
 }
 
 // claimSlot takes the slot's lock. With the lock's backend unreachable it

@@ -373,7 +373,7 @@ type Scheduler struct {
 	// tick loop keeps its chunks of rows clear of (nextChunk).
 	lastLead atomic.Int64
 	// recordPerFire is a moving average of what recording a fire takes in
-	// a chunk planSlots records between instants (recordBetweenInstants).
+	// a chunk planSlots records between instants (nextChunk).
 	// Only the tick loop uses it.
 	recordPerFire time.Duration
 	// reseedAt is when the tick loop reads the app's recent run times

@@ -120,6 +120,10 @@ func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim st
 		shape.TaskCode, shape.RunTime, shape.MaxAttempts = "", 0, 0
 		return shape
 	})
+	at := make(map[fireKey]int, len(rows)) // rows' index by key, for what the database answers
+	for i, r := range rows {
+		at[fireKey{r.TaskCode, r.RunTime}] = i
+	}
 	mine := make([]Execution, 0, len(rows))
 	for _, shape := range order {
 		idx := byShape[shape]
@@ -146,7 +150,7 @@ func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim st
 			if err != nil {
 				return nil, fmt.Errorf("store: insert %d fires from %s at %d: %w", len(chunk), codes[0], runTimes[0], err)
 			}
-			mine = appendInserted(mine, rows, got)
+			mine = appendInserted(mine, rows, at, got)
 		}
 	}
 	if dialect == "postgres" {
@@ -155,20 +159,17 @@ func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim st
 	// rows are sorted by task: each read takes the keys of insertChunk
 	// tasks, through the unique index.
 	for from := 0; from < len(rows); {
-		to, tasks := from, 0
-		for to < len(rows) && (tasks < insertChunk || rows[to].TaskCode == rows[to-1].TaskCode) {
-			if to == from || rows[to].TaskCode != rows[to-1].TaskCode {
-				tasks++
-			}
-			to++
-		}
-		codes := make([]any, 0, tasks)
+		codes := make([]any, 0, min(insertChunk, len(rows)-from))
 		minRun, maxRun := rows[from].RunTime, rows[from].RunTime
-		for _, r := range rows[from:to] {
-			if len(codes) == 0 || codes[len(codes)-1] != r.TaskCode {
+		to := from
+		for ; to < len(rows); to++ {
+			if r := rows[to]; to == from || r.TaskCode != rows[to-1].TaskCode {
+				if len(codes) == insertChunk {
+					break
+				}
 				codes = append(codes, r.TaskCode)
 			}
-			minRun, maxRun = min(minRun, r.RunTime), max(maxRun, r.RunTime)
+			minRun, maxRun = min(minRun, rows[to].RunTime), max(maxRun, rows[to].RunTime)
 		}
 		q := "SELECT id, task_code, run_time FROM xtimer_executions WHERE app = ? AND task_code IN (" + placeholders(len(codes)) +
 			") AND run_time BETWEEN ? AND ? AND claim = ?"
@@ -177,7 +178,7 @@ func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim st
 		if err != nil {
 			return nil, fmt.Errorf("store: read back inserted fires: %w", err)
 		}
-		mine = appendInserted(mine, rows[from:to], got)
+		mine = appendInserted(mine, rows, at, got)
 		from = to
 	}
 	return mine, nil
@@ -210,14 +211,11 @@ func scanFireKeys(rs *sql.Rows, err error) ([]insertedKey, error) {
 	return keys, rs.Err()
 }
 
-// appendInserted appends to mine the rows of rows that got names, with
-// their IDs. A key that is not one of rows (a task code that differs in
-// case only, on MySQL's case-insensitive collation) is not ours.
-func appendInserted(mine, rows []Execution, got []insertedKey) []Execution {
-	at := make(map[fireKey]int, len(rows))
-	for i, r := range rows {
-		at[fireKey{r.TaskCode, r.RunTime}] = i
-	}
+// appendInserted appends to mine the rows of rows (at: their index by
+// key) that got names, with their IDs. A key that is not one of rows (a
+// task code that differs in case only, on MySQL's case-insensitive
+// collation) is not ours.
+func appendInserted(mine, rows []Execution, at map[fireKey]int, got []insertedKey) []Execution {
 	for _, k := range got {
 		if i, ok := at[k.fireKey]; ok {
 			r := rows[i]
