@@ -248,3 +248,41 @@ func BenchmarkStartInstant(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPopInstant takes the fires of one instant off the armed heap as
+// the dispatcher does when their claim is due (popDueLocked), with the
+// fires of the next nine instants armed behind them: the time between the
+// dispatcher's wake and its claim's first check. Each op pops n fires; the
+// heap is refilled outside the timer.
+func BenchmarkPopInstant(b *testing.B) {
+	for _, n := range []int{1000, 3000} {
+		b.Run(fmt.Sprintf("fires=%d", n), func(b *testing.B) {
+			s := benchScheduler(b, Options{Workers: 64})
+			at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+			arm := func(instant time.Time) {
+				for i := range n {
+					s.pushArmedLocked(&armedFire{due: instant, row: store.Execution{
+						ID: instant.Unix()*int64(n) + int64(i), TaskCode: fmt.Sprintf("t%07d", i),
+						Source: store.SourceSchedule, MaxAttempts: 1, RunTime: instant.UnixMilli()}})
+				}
+			}
+			for k := range 10 {
+				arm(at.Add(time.Duration(k) * time.Second))
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				s.mu.Lock()
+				due := s.popDueLocked(at)
+				s.mu.Unlock()
+				if len(due) != n {
+					b.Fatalf("popped %d fires, want %d", len(due), n)
+				}
+				b.StopTimer()
+				arm(at.Add(10 * time.Second))
+				at = at.Add(time.Second)
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/fire")
+		})
+	}
+}
