@@ -357,9 +357,12 @@ type Scheduler struct {
 	syncedGen int64
 	syncedAt  time.Time
 	slots     map[slotKey]*slotState
-	armed     fireHeap
-	armedIDs  map[int64]bool // executions in armed
-	armedAt   map[int64]int  // fires in armed by instant (Unix ms)
+	// replanAt, if set, is when plan wants a tick before the next regular
+	// one (startShareWait). Only the tick loop uses it.
+	replanAt time.Time
+	armed    fireHeap
+	armedIDs map[int64]bool // executions in armed
+	armedAt  map[int64]int  // fires in armed by instant (Unix ms)
 	// backlog holds Go-handler fires that are due and checked but wait for
 	// a free worker, unclaimed (fenceNow). Only the dispatcher uses it.
 	backlog []store.Execution

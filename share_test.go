@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
 
 	"github.com/xtimer-go/xtimer/internal/fakeclock"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
@@ -23,66 +24,27 @@ import (
 // the injected clock, with the live list the heartbeat would have read.
 func TestNextMinuteIsSharedOutAmongLiveReplicas(t *testing.T) {
 	t.Parallel()
-	db, app := testsvc.SQLite(t), testsvc.App(t)
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	clock := fakeclock.New(t0)
-	locker := NewLocalLocker(clock) // one lock for both, as Redis would be
-	live := []string{"replica-a", "replica-b"}
-	replica := func(id string) *Scheduler {
-		s := newScheduler(t, setupOpts{db: db, app: app, clock: clock}, func(o *Options) {
-			o.InstanceID, o.Locker = id, locker
-		})
-		for i := range 64 {
-			s.adoptTask(store.Task{ID: int64(i + 1), App: app, Code: fmt.Sprintf("report.%02d", i), Kind: store.KindFunc,
-				Spec: "0 * * * * *", TimeZone: "UTC", Status: store.TaskActive, MaxAttempts: 1,
-				CreatedMs: t0.UnixMilli(), Version: 1})
-		}
-		s.live = live
-		return s
-	}
-	a, b := replica("replica-a"), replica("replica-b")
-	require.NoError(t, a.store.Migrate(ctx))
+	f := newShareFleet(t, t0, "0 * * * * *")
+	a, b := f.replica("replica-a"), f.replica("replica-b")
 	require.Equal(t, 5*time.Second, a.shareWait(), "half of ClaimAhead (10s)")
-
-	// held returns the buckets of minute m whose lock s holds.
-	held := func(s *Scheduler, m time.Time) map[int]bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		out := map[int]bool{}
-		for k, st := range s.slots {
-			if k.minute == m.Unix()/60 && st.lock != nil {
-				out[k.bucket] = true
-			}
-		}
-		return out
-	}
-	withFires := map[int]bool{}
-	for i := range 64 {
-		withFires[bucketOf(fmt.Sprintf("report.%02d", i), a.opts.Buckets)] = true
-	}
-	share := func(s *Scheduler, m time.Time) map[int]bool {
-		out := map[int]bool{}
-		for bucket := range withFires {
-			s.mu.Lock()
-			mine := s.sharesLocked(slotKey{m.Unix() / 60, bucket})
-			s.mu.Unlock()
-			if mine {
-				out[bucket] = true
-			}
-		}
-		return out
-	}
+	clock, held, share, withFires := f.clock, f.held, f.share, f.withFires
 	recorded := func(m time.Time) (n int64) {
-		require.NoError(t, db.Model(&store.Execution{}).Where("app = ? AND run_time = ?", app, m.UnixMilli()).Count(&n).Error)
+		require.NoError(t, f.db.Model(&store.Execution{}).Where("app = ? AND run_time = ?", f.app, m.UnixMilli()).Count(&n).Error)
 		return n
 	}
 
 	// Both alive: at ClaimAhead, each takes its share and only that.
 	next := t0.Add(time.Minute)
 	clock.Set(next.Add(-10 * time.Second))
+	require.NoError(t, a.heartbeat(ctx, clock.Now()))
+	require.NoError(t, b.heartbeat(ctx, clock.Now()))
 	require.NoError(t, a.plan(ctx, clock.Now()))
 	require.NoError(t, b.plan(ctx, clock.Now()))
+	a.mu.Lock()
+	require.Equal(t, []string{"replica-a", "replica-b"}, a.live, "read again as replica-a saw the minute first")
+	a.mu.Unlock()
 	require.NotEmpty(t, share(a, next))
 	require.NotEmpty(t, share(b, next))
 	require.Equal(t, share(a, next), held(a, next), "replica-a holds its share of 10:01")
@@ -125,4 +87,117 @@ func TestShareWaitLeavesTheOthersTimeToClaim(t *testing.T) {
 		s := &Scheduler{opts: Options{ClaimAhead: ahead}}
 		require.Equal(t, want, s.shareWait(), "ClaimAhead %s", ahead)
 	}
+}
+
+// The promise: the minute a fleet starts in is shared out as the next ones
+// are: at its first tick, a replica claims its share of the current
+// minute only, and the others' startShareWait later if they are still
+// free (their replica ticks later, or is listed but dead); alone, it
+// claims every slot at once.
+func TestTheMinuteAFleetStartsInIsSharedOut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 30, 10, 0, 20, 500_000_000, time.UTC)
+	this := t0.Truncate(time.Minute)
+
+	// Started together: each holds its share of 10:00 after its first plan.
+	f := newShareFleet(t, t0, "* * * * * *")
+	a, b := f.replica("replica-a"), f.replica("replica-b")
+	require.NoError(t, a.heartbeat(ctx, t0)) // Start's heartbeats: replica-a's before replica-b's
+	require.NoError(t, b.heartbeat(ctx, t0))
+	require.NoError(t, a.plan(ctx, t0))
+	require.Equal(t, f.share(a, this), f.held(a, this), "replica-a claims its share of the minute it started in")
+	require.Equal(t, t0.Add(startShareWait), a.replanAt, "and ticks again for the rest")
+	require.NoError(t, b.plan(ctx, t0))
+	require.Equal(t, f.share(b, this), f.held(b, this))
+	require.NotEmpty(t, f.held(a, this))
+	require.NotEmpty(t, f.held(b, this))
+	a.replanAt = time.Time{}
+	require.NoError(t, a.plan(ctx, t0.Add(startShareWait)))
+	require.Equal(t, f.share(a, this), f.held(a, this), "replica-b's share is held by replica-b")
+	require.Len(t, f.withFires, len(f.held(a, this))+len(f.held(b, this)), "every slot with fires is held once")
+
+	// replica-c is listed (its Start wrote a heartbeat) but never plans:
+	// replica-d takes c's share of the minute startShareWait later.
+	f = newShareFleet(t, t0, "* * * * * *")
+	c, d := f.replica("replica-c"), f.replica("replica-d")
+	require.NoError(t, c.heartbeat(ctx, t0))
+	require.NoError(t, d.heartbeat(ctx, t0))
+	for _, at := range []time.Duration{0, time.Second} {
+		require.NoError(t, d.plan(ctx, t0.Add(at)))
+		require.Equal(t, f.share(d, this), f.held(d, this), "at +%s, replica-d holds its share only", at)
+	}
+	require.NotEqual(t, f.withFires, f.held(d, this))
+	require.NoError(t, d.plan(ctx, t0.Add(startShareWait)))
+	require.Equal(t, f.withFires, f.held(d, this), "at +%s, every slot", startShareWait)
+
+	// Alone in the list: every slot at the first plan.
+	f = newShareFleet(t, t0, "* * * * * *")
+	e := f.replica("replica-e")
+	require.NoError(t, e.heartbeat(ctx, t0))
+	require.NoError(t, e.plan(ctx, t0))
+	require.Equal(t, f.withFires, f.held(e, this))
+	require.True(t, e.replanAt.IsZero())
+}
+
+// shareFleet is replicas of one app on one SQLite database and one lock,
+// as Redis would be, each with the same 64 tasks of spec, that the share
+// tests plan at chosen instants of the injected clock. They are never
+// started.
+type shareFleet struct {
+	t         *testing.T
+	db        *gorm.DB
+	app, spec string
+	clock     *fakeclock.Clock
+	locker    Locker
+	withFires map[int]bool // buckets that have tasks
+}
+
+func newShareFleet(t *testing.T, t0 time.Time, spec string) *shareFleet {
+	clock := fakeclock.New(t0)
+	f := &shareFleet{t: t, db: testsvc.SQLite(t), app: testsvc.App(t), spec: spec, clock: clock,
+		locker: NewLocalLocker(clock), withFires: map[int]bool{}}
+	return f
+}
+
+func (f *shareFleet) replica(id string) *Scheduler {
+	s := newScheduler(f.t, setupOpts{db: f.db, app: f.app, clock: f.clock}, func(o *Options) {
+		o.InstanceID, o.Locker = id, f.locker
+	})
+	require.NoError(f.t, s.store.Migrate(context.Background()))
+	for i := range 64 {
+		code := fmt.Sprintf("report.%02d", i)
+		s.adoptTask(store.Task{ID: int64(i + 1), App: f.app, Code: code, Kind: store.KindFunc,
+			Spec: f.spec, TimeZone: "UTC", Status: store.TaskActive, MaxAttempts: 1,
+			CreatedMs: f.clock.Now().Add(-time.Hour).UnixMilli(), Version: 1})
+		f.withFires[bucketOf(code, s.opts.Buckets)] = true
+	}
+	return s
+}
+
+// held returns the buckets of minute m whose lock s holds.
+func (f *shareFleet) held(s *Scheduler, m time.Time) map[int]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[int]bool{}
+	for k, st := range s.slots {
+		if k.minute == m.Unix()/60 && st.lock != nil {
+			out[k.bucket] = true
+		}
+	}
+	return out
+}
+
+// share returns the buckets with fires of minute m that are s's share.
+func (f *shareFleet) share(s *Scheduler, m time.Time) map[int]bool {
+	out := map[int]bool{}
+	for bucket := range f.withFires {
+		s.mu.Lock()
+		mine := s.sharesLocked(slotKey{m.Unix() / 60, bucket})
+		s.mu.Unlock()
+		if mine {
+			out[bucket] = true
+		}
+	}
+	return out
 }
