@@ -152,8 +152,9 @@ func (s *Scheduler) publishHandlers(ctx context.Context) {
 // and in between at the instant plan asked for (replanAt), if any.
 func (s *Scheduler) tickLoop(ctx context.Context) {
 	defer s.loops.Done()
-	now := s.clock.Now()
-	timer := s.clock.NewTimer(untilTick(now.Add(firstTickAfter-time.Nanosecond)) + firstTickAfter - time.Nanosecond)
+	// The first tick instant at or after firstTickAfter from now (untilTick
+	// of a tick instant is a whole second).
+	timer := s.clock.NewTimer(firstTickAfter + untilTick(s.clock.Now().Add(firstTickAfter))%time.Second)
 	defer timer.Stop()
 	for {
 		select {

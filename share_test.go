@@ -155,9 +155,8 @@ type shareFleet struct {
 
 func newShareFleet(t *testing.T, t0 time.Time, spec string) *shareFleet {
 	clock := fakeclock.New(t0)
-	f := &shareFleet{t: t, db: testsvc.SQLite(t), app: testsvc.App(t), spec: spec, clock: clock,
+	return &shareFleet{t: t, db: testsvc.SQLite(t), app: testsvc.App(t), spec: spec, clock: clock,
 		locker: NewLocalLocker(clock), withFires: map[int]bool{}}
-	return f
 }
 
 func (f *shareFleet) replica(id string) *Scheduler {
