@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // This file turns what the engine sees into alerts (notify.go has the
@@ -23,7 +23,7 @@ import (
 // that ran it, a lost replica or a silent task on the replica holding the
 // alert lock. Raising costs a map update: a sender goroutine coalesces
 // events of one kind and subject and counts them into the row of
-// xtimer_alerts that every replica shares (store/alerts.go). The row lets
+// xtimer_alerts that every replica shares (internal/store/alerts.go). The row lets
 // one event per AlertWindow through, to the replica whose conditional
 // update claimed it, and counts the others; the next alert carries that
 // count (Event.Suppressed), and a window that ends with damped events and

@@ -11,8 +11,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/xtimer-go/xtimer/internal/fakeclock"
+	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
-	"github.com/xtimer-go/xtimer/store"
 )
 
 // oneWorkerBurst is a replica with one worker and four tasks, a to d, due

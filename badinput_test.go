@@ -15,8 +15,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/xtimer-go/xtimer/internal/fakeclock"
+	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
-	"github.com/xtimer-go/xtimer/store"
 )
 
 // metachars are inputs that break naive SQL, HTML, logs or byte-oriented

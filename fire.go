@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/xtimer-go/xtimer/executor"
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // This file starts recorded fires at their run time and records how each

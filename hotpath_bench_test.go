@@ -13,8 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
-	"github.com/xtimer-go/xtimer/store"
 )
 
 // The engine's side of the fire path, benchmarked so that a regression
@@ -23,7 +23,7 @@ import (
 //	go test -run '^$' -bench . -count 10 . > new.txt; benchstat old.txt new.txt
 //
 // The store's side (InsertFires, StartFires, MarkRunning, FinishAttempts)
-// is in store/hotpath_bench_test.go. A server that does not answer skips
+// is in internal/store/hotpath_bench_test.go. A server that does not answer skips
 // its sub-benchmarks, unless XTIMER_REQUIRE_SERVICES=1 (testsvc).
 
 // benchScheduler returns a Scheduler that is never started: the

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/xtimer-go/xtimer/executor"
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // This file runs the attempts of HTTP callback tasks (httptask.go). Every

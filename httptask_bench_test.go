@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
-	"github.com/xtimer-go/xtimer/store"
 )
 
 // BenchmarkHTTPCallbackThroughput measures how many callbacks a second one

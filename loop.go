@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // This file is the tick loop of DESIGN.md: once a second every replica

@@ -18,8 +18,8 @@ import (
 
 	"github.com/xtimer-go/xtimer/executor"
 	"github.com/xtimer-go/xtimer/internal/fakeclock"
+	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
-	"github.com/xtimer-go/xtimer/store"
 )
 
 // scriptedRun runs one minute on the fake clock with three tasks firing at

@@ -14,8 +14,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/xtimer-go/xtimer/internal/fakeclock"
+	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
-	"github.com/xtimer-go/xtimer/store"
 )
 
 // The promise checked here: a schedule changed at runtime (SetSchedule,

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // This file is retention: every RetentionInterval one replica of the app
@@ -26,7 +26,7 @@ import (
 // which is small (one row per operator action) and which audits need for
 // longer than executions: it is never deleted by xtimer.
 //
-// Roll-ups (unless Options.NoRollups; store/rollup.go): the sweep first
+// Roll-ups (unless Options.NoRollups; internal/store/rollup.go): the sweep first
 // rolls up, oldest first, every UTC day of the app that has executions, is
 // not rolled up yet and is settled: it ended at least CatchUpHorizon (and
 // a minute) ago, so that no catch-up can record a fire on it any more, and

@@ -22,7 +22,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/xtimer-go/xtimer/executor"
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // Defaults of Options.
@@ -127,7 +127,7 @@ type Options struct {
 	// DefaultRetentionInterval (1 minute); at least 1 second.
 	RetentionInterval time.Duration
 	// NoRollups turns off the daily roll-ups that the retention sweep
-	// writes (retention.go, store/rollup.go): per task, UTC day and final
+	// writes (retention.go, internal/store/rollup.go): per task, UTC day and final
 	// status, how many executions there were, so that the task page's
 	// daily chart outlives the executions. They cost a few rows a task a
 	// day. Defaults to false: roll-ups on whenever the sweep runs, that is

@@ -16,8 +16,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/xtimer-go/xtimer/internal/fakeclock"
+	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
-	"github.com/xtimer-go/xtimer/store"
 )
 
 // invocations records every handler call, independently of the execution

@@ -10,8 +10,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/xtimer-go/xtimer/internal/fakeclock"
+	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
-	"github.com/xtimer-go/xtimer/store"
 )
 
 // The promise: the next minute's slots are shared out among the live

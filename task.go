@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/xtimer-go/xtimer/executor"
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // Handler is the work of a task. It receives the fire it runs; ctx ends at

@@ -17,8 +17,8 @@ import (
 
 	"github.com/xtimer-go/xtimer/executor"
 	"github.com/xtimer-go/xtimer/internal/fakeclock"
+	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
-	"github.com/xtimer-go/xtimer/store"
 )
 
 // recorded returns a TracerProvider that keeps every span in memory.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/xtimer-go/xtimer/executor"
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // This file is this replica's view of the app's tasks: every task as the

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/xtimer-go/xtimer"
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // DefaultPrefix is where Handler expects to be mounted when Options.Prefix

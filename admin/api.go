@@ -14,7 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/xtimer-go/xtimer"
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // Machine-readable error codes of the JSON API, each with one HTTP status.

@@ -19,8 +19,8 @@ import (
 
 	"github.com/xtimer-go/xtimer"
 	"github.com/xtimer-go/xtimer/internal/fakeclock"
+	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
-	"github.com/xtimer-go/xtimer/store"
 )
 
 // apiResult is one answer of the API, decoded strictly: the envelope

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // The task page's chart of recent executions: one bar per execution,

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // The task page's daily chart: one column per UTC day of the last

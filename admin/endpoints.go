@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/xtimer-go/xtimer"
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // The JSON API, under Prefix+"api/". README.md documents it with curl.

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/xtimer-go/xtimer"
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // HTTP callback tasks in the console: the body of POST api/tasks and PUT

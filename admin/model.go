@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/xtimer-go/xtimer"
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // The views below are what the console shows: the JSON API returns them as

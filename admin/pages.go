@@ -7,7 +7,7 @@ import (
 	"strconv"
 
 	"github.com/xtimer-go/xtimer"
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // The web console: server-rendered pages under the prefix, readable

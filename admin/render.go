@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // How the pages are drawn: the templates, the layout every page shares

@@ -15,8 +15,8 @@ import (
 
 	"github.com/xtimer-go/xtimer"
 	"github.com/xtimer-go/xtimer/internal/fakeclock"
+	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
-	"github.com/xtimer-go/xtimer/store"
 )
 
 // fixture is a started scheduler with the console mounted on a real HTTP

@@ -16,7 +16,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/xtimer-go/xtimer"
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 func openDB(dsn string) (*gorm.DB, error) {

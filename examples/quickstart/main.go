@@ -30,7 +30,7 @@ import (
 	"github.com/xtimer-go/xtimer"
 	"github.com/xtimer-go/xtimer/admin"
 	"github.com/xtimer-go/xtimer/internal/backend"
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 func main() {

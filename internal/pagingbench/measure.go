@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // pageSize is the console's page.

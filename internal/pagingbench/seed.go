@@ -10,7 +10,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // The seeded history: one app, taskCount tasks ("task-0000"...), each firing

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
-	"github.com/xtimer-go/xtimer/store"
 )
 
 // The fire path's writes do not wait on rows they do not change. Another

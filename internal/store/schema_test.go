@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
-	"github.com/xtimer-go/xtimer/store"
 )
 
 var models = []any{&store.Task{}, &store.AppState{}, &store.Execution{}, &store.Slot{}, &store.Replica{}, &store.Action{}, &store.Alert{}, &store.Rollup{}}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/xtimer-go/xtimer/store"
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // fires returns one scheduled fire per run time, all of one task.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
-	"github.com/xtimer-go/xtimer/store"
 )
 
 // manyTasks returns n tasks of app, codes job.0000 ... in order, every
