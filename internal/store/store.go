@@ -175,9 +175,9 @@ var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 // COMMITTED: at their default, REPEATABLE READ, an UPDATE locks every
 // index entry it scans, and the gap before it, until commit, matching or
 // not, so a take-over of a dead replica's slot and the starts of the
-// fires next to it in the index deadlocked one another (five times in a
-// row in one failover run, the take-over seconds late). PostgreSQL is at
-// READ COMMITTED by default; SQLite has one writer.
+// fires next to it in the index deadlocked one another (again and again
+// in a failover run, and the take-over came late). PostgreSQL is at READ
+// COMMITTED by default; SQLite has one writer.
 func (s *Store) rowTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	if s.db.Dialector.Name() != "mysql" {
 		return s.tx(ctx, fn)
