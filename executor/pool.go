@@ -112,10 +112,10 @@ func (p *Pool) endSpellLocked() {
 // has a queue: a moving average over its busy spells (from a function
 // queued behind busy workers until the queue is empty again) of at least
 // minSpell starts. It is what the workers really achieve on this machine,
-// the wait for a CPU included, which a run time does not tell: on two
-// cores shared with a database, a quick handler's run time measured
-// 0.04-5.7 ms from one round to the next, by how long its worker waited
-// to be scheduled. ok is false before the first such spell.
+// the wait for a CPU included, which a run time does not tell: on cores
+// shared with a database, a quick handler's run time varies many-fold
+// from one round to the next, by how long its worker waited to be
+// scheduled. ok is false before the first such spell.
 func (p *Pool) Rate() (perSecond float64, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -21,12 +21,13 @@ const analyzeAfterRows = 1000
 //   - xtimer_executions (bench/'s steady workload, 1,000 tasks every
 //     second, a new database): an equality keeps 0.5% of the rows, by which
 //     a scan of one replica's or one status's rows looks cheaper than the
-//     primary key for 500 ids; StartFires of 500 fires took 100-550 ms
-//     instead of about 5 ms;
+//     primary key for 500 ids, and StartFires, on the fire path, ran that
+//     slow plan;
 //   - xtimer_tasks (a replica registering 10,000 tasks in a new database):
 //     the read-back of the inserted rows, 500 codes a statement, was planned
 //     as a scan of the app's rows filtered by a list of 500 parameters, each
-//     row compared with each code: 3.3 s instead of 0.1 s.
+//     row compared with each code, instead of one probe of the (app, code)
+//     index per code.
 //
 // db may be a transaction, whose own inserted rows ANALYZE counts; there
 // it runs under a savepoint, so that its failure does not abort the

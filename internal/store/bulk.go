@@ -183,8 +183,8 @@ func sameValue(a, b any) bool {
 // Not Raw(...).Scan: GORM's Scan renders every statement with its
 // arguments inlined (logger.ExplainSQL, regular expressions over the SQL)
 // for a trace recorder, whatever the logger's level. For these statements
-// of up to 1,000 ids that was 14% of a replica's CPU in the steady
-// benchmark, and it sat inside the start claim's round trip.
+// of up to 1,000 ids that was a visible share of a replica's CPU in the
+// steady benchmark, and it sat inside the start claim's round trip.
 func scanIDs(tx *gorm.DB, sql string, args ...any) ([]int64, error) {
 	rows, err := tx.Raw(sql, args...).Rows()
 	if err != nil {

@@ -161,8 +161,9 @@ func (s *Store) StatusCounts(ctx context.Context, app, code string, fromMs, toMs
 // a correlated subquery over the list of codes, except on MySQL/MariaDB:
 // there a correlated LIMIT 1 reads the task from its newest row down
 // (thousands of index entries per code on 10M rows), and a UNION ALL of
-// one parenthesized LIMIT 1 per code seeks each directly. PostgreSQL plans
-// that UNION several times slower, and SQLite cannot parenthesize it.
+// one parenthesized LIMIT 1 per code seeks each directly. PostgreSQL runs
+// that UNION slower than its correlated subquery, and SQLite cannot
+// parenthesize it.
 func (s *Store) LastExecutions(ctx context.Context, app string, codes []string, beforeMs int64) (map[string]Execution, error) {
 	if app == "" {
 		return nil, fmt.Errorf("store: last executions: app is required")
@@ -203,7 +204,7 @@ func lastQuery(dialect, app string, codes []string, beforeMs int64) (string, []a
 	if dialect == "mysql" {
 		for i, c := range codes {
 			// Parenthesized, not derived tables: MariaDB materializes each
-			// derived table, 2 ms apiece.
+			// derived table, a temporary table for every code.
 			parts[i] = "(SELECT * FROM xtimer_executions FORCE INDEX (xtimer_executions_fire)" +
 				" WHERE app = ? AND task_code = ? AND run_time <= ? ORDER BY run_time DESC LIMIT 1)"
 			args = append(args, app, c, beforeMs)

@@ -104,11 +104,12 @@ func (s *Store) InsertFires(ctx context.Context, fires []Execution) ([]Execution
 // rows that differ only in task, run time and attempts allowed (all of a
 // planned slot's, usually) go in one statement per insertFiresChunk, the
 // rest of their values bound once and those three as arrays (PostgreSQL)
-// or a JSON document (MySQL/MariaDB, SQLite): GORM's batched INSERT of
-// 20 placeholders a row took 77 ms for 1,000 fires on PostgreSQL, and a
-// minute of 5,000 fires a second took longer to record than the minute
-// lasts. PostgreSQL answers with the rows it inserted (RETURNING); on the
-// others, the inserted rows are those of the keys that carry our claim.
+// or a JSON document (MySQL/MariaDB, SQLite): with GORM's batched INSERT
+// of 20 placeholders a row, a minute of thousands of fires a second took
+// longer to record than the minute lasts (README.md's Performance section
+// has BenchmarkInsertFires before and after). PostgreSQL answers with the
+// rows it inserted (RETURNING); on the others, the inserted rows are those
+// of the keys that carry our claim.
 func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim string) ([]Execution, error) {
 	dialect := tx.Dialector.Name()
 	items := make([]int, len(rows))

@@ -97,9 +97,9 @@ func (s *Store) ListExecutions(ctx context.Context, f ExecutionFilter, after Cur
 	q := s.db.WithContext(ctx)
 	if s.db.Dialector.Name() == "mysql" {
 		// MariaDB otherwise reads the index's equality prefix from the
-		// newest row down to the cursor (ref access, 93 s for a page in
-		// the middle of 10M rows) or sorts another index's rows; forced,
-		// it seeks to the cursor.
+		// newest row down to the cursor (ref access, slower the deeper the
+		// page) or sorts another index's rows; forced, it seeks to the
+		// cursor.
 		q = q.Table("xtimer_executions FORCE INDEX (" + index + ")")
 	}
 	q = q.Where("app = ?", f.App)
@@ -124,7 +124,7 @@ func (s *Store) ListExecutions(ctx context.Context, f ExecutionFilter, after Cur
 	if after != (Cursor{}) {
 		// run_time <= ? says nothing the OR does not, but only it bounds the
 		// index range: without it PostgreSQL reads the index from the newest
-		// row down to the cursor, seconds for a page deep in 10M rows.
+		// row down to the cursor, slower the deeper the page.
 		q = q.Where("run_time <= ? AND (run_time < ? OR (run_time = ? AND id < ?))",
 			after.RunTime, after.RunTime, after.RunTime, after.ID)
 	}

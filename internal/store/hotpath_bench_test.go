@@ -116,7 +116,7 @@ func (d *benchDB) started(b *testing.B, count, n int, startedMs int64) [][]int64
 // autovacuum would have by the time a table holds that many rows. Without
 // it PostgreSQL plans StartFires on the just-filled table with the
 // statistics of an empty one (a scan of the status index, not the primary
-// key: about 10 times slower), or not, depending on whether autovacuum came
+// key: much slower), or not, depending on whether autovacuum came
 // round yet, and the figures swing from run to run.
 func (d *benchDB) analyze(b *testing.B) {
 	b.Helper()

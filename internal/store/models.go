@@ -156,7 +156,7 @@ func (AppState) TableName() string { return "xtimer_apps" }
 //   - xtimer_executions_replica_time (app, replica, run_time): the listing
 //     of a replica. Replica IDs are per process, so most replicas have rows
 //     only in some past days, which a scan of the time index would reach
-//     only after reading everything since (seconds on 10M rows). It leaves
+//     only after reading everything since. It leaves
 //     out status so that a status change does not rewrite it on MySQL.
 //   - xtimer_executions_time (app, run_time): the listing of an app, and
 //     of a time range; source is filtered along it (rows are in run_time

@@ -28,8 +28,9 @@ var FinalStatuses = []string{StatusSucceeded, StatusFailed, StatusTimedOut, Stat
 // starts where the previous one stopped, instead of reading again, from
 // the start of the range, the index entries of the rows already deleted
 // (dead until vacuum on PostgreSQL, purged later on InnoDB) and of the
-// non-final rows it passed. Without that cursor, on 5 million rows, the
-// batches got slower and slower (14,000 rows/s down to 3,000). fromMs is
+// non-final rows it passed. Without that cursor each batch read more dead
+// entries than the one before and the sweep slowed as it went (README.md
+// has the figures, from internal/pagingbench -retention). fromMs is
 // inclusive: rows of that run_time the previous batch left (more rows than
 // limit at one instant) are not skipped. Pass math.MinInt64 to start at
 // the oldest.

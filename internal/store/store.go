@@ -104,10 +104,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 // which changes no indexed column) writes each row's new version beside
 // the old one, a HOT update that touches none of the table's six indexes.
 // On full pages every claimed row is copied to another page and gets a new
-// entry in every index: StartFires of 5,000 fires took 150-230 ms at fill
-// factor 100, 100-165 ms at 70 and 60 ms at 50. The start claim is the
-// one write between a fire's run time and its handler (fire.go); the
-// table's later writes change the status, which no fill factor makes HOT.
+// entry in every index, so StartFires is slower the fuller the pages: of
+// the fill factors tried (100, 70, 50), 50 made it fastest. The start
+// claim is the one write between a fire's run time and its handler
+// (fire.go); the table's later writes change the status, which no fill
+// factor makes HOT.
 // The price is a heap up to twice as large, of rows that retention deletes.
 // (InnoDB has no fill factor: its rows are updated in place.)
 const executionsFillFactor = 50
@@ -174,9 +175,9 @@ var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 // COMMITTED: at their default, REPEATABLE READ, an UPDATE locks every
 // index entry it scans, and the gap before it, until commit, matching or
 // not, so a take-over of a dead replica's slot and the starts of the
-// fires next to it in the index deadlocked one another (five times in a
-// row in one failover run, the take-over seconds late). PostgreSQL is at
-// READ COMMITTED by default; SQLite has one writer.
+// fires next to it in the index deadlocked one another (again and again
+// in a failover run, and the take-over came late). PostgreSQL is at READ
+// COMMITTED by default; SQLite has one writer.
 func (s *Store) rowTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	if s.db.Dialector.Name() != "mysql" {
 		return s.tx(ctx, fn)
@@ -226,9 +227,8 @@ func retryable(err error) bool {
 // to itself, upsets InnoDB's auto-increment counter when multi-row inserts
 // run concurrently: a later row of the batch can be given an id another
 // transaction already used, "conflict" on the primary key, and vanish
-// without an error (the concurrent InsertFires test lost 100 of 2,100 rows
-// about one run in four). Assigning a plain column to itself instead is a
-// true no-op.
+// without an error (the concurrent InsertFires test lost rows in some of
+// its runs). Assigning a plain column to itself instead is a true no-op.
 func onConflictDoNothing(tx *gorm.DB, plainColumn string) clause.Expression {
 	if tx.Dialector.Name() == "mysql" {
 		col := clause.Column{Name: plainColumn}

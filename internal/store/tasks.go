@@ -61,8 +61,8 @@ func validTask(t *Task) error {
 
 // taskDef is the code-defined part of a task, with the defaults the schema
 // applies to zero values, comparable with ==. Comparing a million tasks
-// at Start through definition's maps (three per task) took 5.5 s of one
-// replica's CPU.
+// at Start through definition's maps (three per task) cost a replica far
+// more CPU than comparing these values.
 type taskDef struct {
 	name string
 	Definition
@@ -134,8 +134,9 @@ const headsQuery = `SELECT id, code, kind, status, version, created_ms, updated_
 // read.
 //
 // On PostgreSQL through pgx it reads the rows' binary values as they come
-// off the wire, without database/sql's conversions: a million rows cost a
-// replica 0.9 s of CPU through database/sql.
+// off the wire, without database/sql's conversions, which make a million
+// rows cost a replica more CPU (README.md's Performance section has the
+// figures).
 func (s *Store) TaskHeads(ctx context.Context, app string, intern func(code []byte) string, each func(TaskHead) error) error {
 	if intern == nil {
 		intern = func(code []byte) string { return string(code) }
@@ -370,8 +371,7 @@ type TaskSums struct {
 
 // TaskSums returns the sums of app's tasks, computed by the database: the
 // check of a replica's view of the tasks that costs it one row, where
-// TaskVersions costs it every task (3.4 s of a replica's CPU a minute
-// with 1M tasks).
+// TaskVersions costs it a row per task.
 func (s *Store) TaskSums(ctx context.Context, app string) (TaskSums, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
