@@ -14,7 +14,7 @@ import (
 // The store's side of the fire path, benchmarked on every backend so that
 // a regression shows in benchstat:
 //
-//	go test -run '^$' -bench . -count 10 ./store/ > new.txt; benchstat old.txt new.txt
+//	go test -run '^$' -bench . -count 10 ./internal/store/ > new.txt; benchstat old.txt new.txt
 //
 // A server that does not answer skips its sub-benchmarks, unless
 // XTIMER_REQUIRE_SERVICES=1 (testsvc). One op is one call, whatever its
