@@ -739,7 +739,8 @@ func confBothDaysRestricted(spec string) bool {
 	return !free(dom) && !free(dow)
 }
 
-// isFixedTimeSpec applies DESIGN.md's rule: a spec is fixed-time when neither
+// isFixedTimeSpec applies the rule of docs/architecture.md ("Daylight
+// saving"): a spec is fixed-time when neither
 // its minute nor its hour field starts with '*' (or '/', Quartz's "/5").
 // Descriptors are fixed-time except @hourly.
 func isFixedTimeSpec(spec string) bool {

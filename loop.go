@@ -16,7 +16,8 @@ import (
 	"github.com/xtimer-go/xtimer/internal/store"
 )
 
-// This file is the tick loop of DESIGN.md: once a second every replica
+// This file is the tick loop of docs/architecture.md ("How a fire runs"):
+// once a second every replica
 // syncs task state, claims the slots of the coming minute, records their
 // fires, and keeps the fleet healthy (heartbeats, rescue, retries).
 

@@ -355,7 +355,7 @@ func (s *cronSchedule) Dialect() Dialect         { return s.dialect }
 // The zone's offset is constant between two transitions, so within one such
 // segment wall time and instants move together and the search runs on wall
 // time alone (nextWall). Where segments meet, the daylight-saving rule of
-// DESIGN.md applies:
+// docs/architecture.md ("Daylight saving") applies:
 //
 //   - spring forward (a gap of wall times that do not exist): a fixed-time
 //     fire in the gap runs once, at the first instant after the gap; a

@@ -133,7 +133,8 @@ func TestNextFieldsAndExtensions(t *testing.T) {
 	})
 }
 
-// The daylight-saving rule of DESIGN.md: fixed-time specs keep their wall
+// The daylight-saving rule of docs/architecture.md ("Daylight saving"):
+// fixed-time specs keep their wall
 // time (gap: once at the first instant after it; repeat: the first
 // occurrence); wildcard specs follow elapsed time.
 func TestNextDaylightSaving(t *testing.T) {

@@ -298,7 +298,8 @@ var (
 )
 
 // Scheduler runs registered tasks on this replica, together with every
-// other replica of the same App. See DESIGN.md for how a fire runs.
+// other replica of the same App. See docs/architecture.md, "How a fire
+// runs".
 type Scheduler struct {
 	opts   Options
 	store  *store.Store
