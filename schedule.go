@@ -1,714 +1,73 @@
 package xtimer
 
 import (
-	"errors"
-	"fmt"
-	"math/bits"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/robfig/cron/v3"
-
+	"github.com/xtimer-go/xtimer/cron"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
 
-// Schedule answers "when is the next fire" for one task. Every replica computes
-// the same instants from the same spec: Next is a pure function of its input.
-//
-// A Schedule is also a robfig/cron/v3 cron.Schedule, so it plugs into code that
-// expects one.
-type Schedule interface {
-	// Next returns the first fire strictly after after, in the schedule's
-	// location, with a whole second. It returns the zero time when there is no
-	// further fire (a year field that has passed, a date that never exists, or
-	// nothing before the end of year 2199, where the search stops as Quartz's
-	// does).
-	Next(after time.Time) time.Time
-	// String returns the normalized spec: fields separated by one space, names
-	// upper-cased, descriptors as written, without a time-zone prefix (see
-	// Location).
-	String() string
-	// Describe returns a short English description for people, such as
-	// "at 09:00 on Monday through Friday, Asia/Shanghai".
-	Describe() string
-	// Location returns the time zone the spec is read in.
-	Location() *time.Location
-	// Dialect returns the dialect the spec was parsed in.
-	Dialect() Dialect
-}
+// The schedule layer is package cron. The names below keep code written
+// against the root package compiling unchanged: the types are aliases, so a
+// value of one is a value of the other and errors.Is and errors.As match
+// either name.
 
-var (
-	_ cron.Schedule = Schedule(nil)
-	_ Schedule      = (*cronSchedule)(nil)
-	_ Schedule      = (*everySchedule)(nil)
-)
+// Schedule is the same as cron.Schedule: it answers "when is the next fire"
+// for one task.
+type Schedule = cron.Schedule
 
-// Dialect names a cron expression language.
-type Dialect string
+// Dialect is the same as cron.Dialect: it names a cron expression language.
+type Dialect = cron.Dialect
 
 const (
-	// DialectCron is the default dialect: 5-field Unix cron or 6 fields with
-	// seconds first, day-of-week 0-7 (0 and 7 are Sunday), descriptors such as
-	// @daily and @every 30s, and the L, W and # extensions Spring users know.
-	DialectCron Dialect = "cron"
-	// DialectQuartz is org.quartz.CronExpression 2.3: 6 or 7 fields (seconds
-	// first, optional year), day-of-week 1-7 = SUN-SAT, and exactly one of
-	// day-of-month and day-of-week must be "?".
-	DialectQuartz Dialect = "quartz"
+	// DialectCron is the same as cron.DialectCron, the default dialect.
+	DialectCron = cron.DialectCron
+	// DialectQuartz is the same as cron.DialectQuartz.
+	DialectQuartz = cron.DialectQuartz
 )
 
-// MaxYear is the last year a Schedule looks at: the last year Quartz's year
-// field accepts (its search stops earlier, at the current year + 100), and a
-// bound that keeps Next fast for specs that rarely or never match.
-const MaxYear = 2199
+// MaxYear is the same as cron.MaxYear: the last year a Schedule looks at.
+const MaxYear = cron.MaxYear
 
-// ScheduleOption changes how ParseSchedule reads a spec.
-type ScheduleOption func(*scheduleConfig) error
+// ScheduleOption is the same as cron.Option: it changes how ParseSchedule
+// reads a spec.
+type ScheduleOption = cron.Option
 
-type scheduleConfig struct {
-	dialect Dialect
-	loc     *time.Location
-}
+// SpecError is the same as cron.SpecError: it reports a spec that cannot be
+// parsed, naming the field and its value.
+type SpecError = cron.SpecError
 
-// Quartz selects the Quartz dialect (DialectQuartz).
-func Quartz() ScheduleOption {
-	return WithDialect(DialectQuartz)
-}
+// ErrBadSpec is the same as cron.ErrBadSpec: every error ParseSchedule
+// returns matches it with errors.Is.
+var ErrBadSpec = cron.ErrBadSpec
 
-// WithDialect selects a dialect by name, for specs whose dialect is stored as
-// data (a console edit, a task row). The empty name is the default dialect.
-func WithDialect(d Dialect) ScheduleOption {
-	return func(c *scheduleConfig) error {
-		switch d {
-		case "", DialectCron:
-			c.dialect = DialectCron
-		case DialectQuartz:
-			c.dialect = DialectQuartz
-		default:
-			return &SpecError{Field: "dialect", Value: string(d), Reason: `unknown dialect; want "cron" or "quartz"`}
-		}
-		return nil
-	}
-}
-
-// In sets the time zone the spec is read in. The default is UTC, never the
-// machine's local zone: replicas in different zones must agree on every fire.
-// A CRON_TZ= or TZ= prefix in the spec wins over In.
-func In(loc *time.Location) ScheduleOption {
-	return func(c *scheduleConfig) error {
-		if loc == nil {
-			return &SpecError{Field: "location", Reason: "time zone is nil"}
-		}
-		if loc == time.Local {
-			return &SpecError{Field: "location", Value: "Local", Reason: localZoneReason}
-		}
-		c.loc = loc
-		return nil
-	}
-}
-
-const localZoneReason = `the machine's local zone differs between replicas; name a zone such as "Asia/Shanghai"`
-
-// SpecError reports a spec that cannot be parsed. Field names the part at
-// fault ("minute", "day-of-week", "time zone", ...), Value is its text.
-type SpecError struct {
-	Spec   string
-	Field  string
-	Value  string
-	Reason string
-}
-
-// Error reads like `xtimer: spec "0 60 * * *": minute field "60": value 60 out of range 0-59`.
-func (e *SpecError) Error() string {
-	var b strings.Builder
-	b.WriteString("xtimer: ")
-	if e.Spec != "" || e.Field == "" {
-		fmt.Fprintf(&b, "spec %q: ", e.Spec)
-	}
-	if e.Field != "" {
-		fmt.Fprintf(&b, "%s field %q: ", e.Field, e.Value)
-	}
-	b.WriteString(e.Reason)
-	return b.String()
-}
-
-// ErrBadSpec is matched by every error ParseSchedule returns:
-// errors.Is(err, xtimer.ErrBadSpec).
-var ErrBadSpec = errors.New("xtimer: bad schedule spec")
-
-// Is makes errors.Is(err, ErrBadSpec) true for a *SpecError.
-func (e *SpecError) Is(target error) bool { return target == ErrBadSpec }
-
-// ParseSchedule reads a cron spec. See the README's "Cron expressions" section
-// for what each dialect accepts; in short:
-//
-//	0 9 * * MON-FRI             5 fields, Unix cron
-//	0 */5 * * * *               6 fields, seconds first
-//	@daily, @every 90s          descriptors (default dialect only)
-//	CRON_TZ=Asia/Shanghai 0 9 * * *   a zone for this spec
-//	0 0 12 ? * 2-6 *            Quartz, with Quartz() (Monday-Friday)
-//
-// It never panics; every error is a *SpecError naming the field and value.
+// ParseSchedule is the same as cron.Parse: it reads a cron spec.
 func ParseSchedule(spec string, opts ...ScheduleOption) (Schedule, error) {
-	cfg := scheduleConfig{dialect: DialectCron, loc: time.UTC}
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(&cfg); err != nil {
-			err.(*SpecError).Spec = spec
-			return nil, err
-		}
-	}
-	key := parsedKey{spec, cfg.dialect, cfg.loc.String()}
-	parsed.Lock()
-	s, ok := parsed.m[key]
-	parsed.Unlock()
-	if ok {
-		return s, nil
-	}
-	s, err := parseSchedule(spec, cfg)
-	if err != nil {
-		var se *SpecError
-		if errors.As(err, &se) && se.Spec == "" {
-			se.Spec = spec
-		}
-		return nil, err
-	}
-	parsed.Lock()
-	if len(parsed.m) >= maxParsed {
-		clear(parsed.m)
-	}
-	parsed.m[key] = s
-	parsed.Unlock()
-	return s, nil
+	return cron.Parse(spec, opts...)
 }
 
-// parsed caches the schedules parsed, by spec, dialect and zone: a
-// million tasks share a few schedules, and each is parsed at Register and
-// again whenever a replica adopts its row. A Schedule never changes once
-// parsed, so tasks can share one. At most maxParsed are kept.
-var parsed = struct {
-	sync.Mutex
-	m map[parsedKey]Schedule
-}{m: map[parsedKey]Schedule{}}
+// Quartz is the same as cron.Quartz: it selects the Quartz dialect.
+func Quartz() ScheduleOption { return cron.Quartz() }
 
-const maxParsed = 10_000
+// WithDialect is the same as cron.WithDialect: it selects a dialect by name.
+func WithDialect(d Dialect) ScheduleOption { return cron.WithDialect(d) }
 
-type parsedKey struct {
-	spec    string
-	dialect Dialect
-	zone    string
-}
+// In is the same as cron.In: it sets the time zone the spec is read in.
+func In(loc *time.Location) ScheduleOption { return cron.In(loc) }
 
-func parseSchedule(spec string, cfg scheduleConfig) (Schedule, error) {
-	body := strings.TrimSpace(spec)
-	if body == "" {
-		return nil, &SpecError{Reason: "empty spec"}
-	}
-	if strings.HasPrefix(body, "CRON_TZ=") || strings.HasPrefix(body, "TZ=") {
-		prefix, rest, _ := strings.Cut(body, " ")
-		if i := strings.IndexAny(prefix, "\t"); i >= 0 {
-			prefix, rest = prefix[:i], prefix[i+1:]+" "+rest
-		}
-		_, name, _ := strings.Cut(prefix, "=")
-		loc, err := loadZone(name)
-		if err != nil {
-			return nil, err
-		}
-		cfg.loc = loc
-		body = strings.TrimSpace(rest)
-		if body == "" {
-			return nil, &SpecError{Reason: "nothing after the time-zone prefix " + prefix}
-		}
-	}
-	if strings.HasPrefix(body, "@") {
-		if cfg.dialect == DialectQuartz {
-			return nil, &SpecError{Field: "descriptor", Value: body, Reason: "descriptors are not part of the Quartz dialect"}
-		}
-		return parseDescriptor(body, cfg)
-	}
-	return parseFields(body, cfg)
-}
-
-func loadZone(name string) (*time.Location, error) {
-	switch {
-	case name == "":
-		return nil, &SpecError{Field: "time zone", Value: name, Reason: "empty zone name"}
-	case name == "Local":
-		return nil, &SpecError{Field: "time zone", Value: name, Reason: localZoneReason}
-	}
-	loc, err := time.LoadLocation(name)
-	if err != nil {
-		return nil, &SpecError{Field: "time zone", Value: name, Reason: "unknown zone (want an IANA name such as Europe/London)"}
-	}
-	return loc, nil
-}
-
-var descriptors = map[string]string{
-	"@yearly":   "0 0 0 1 1 *",
-	"@annually": "0 0 0 1 1 *",
-	"@monthly":  "0 0 0 1 * *",
-	"@weekly":   "0 0 0 * * 0",
-	"@daily":    "0 0 0 * * *",
-	"@midnight": "0 0 0 * * *",
-	"@hourly":   "0 0 * * * *",
-}
-
-func parseDescriptor(body string, cfg scheduleConfig) (Schedule, error) {
-	if rest, ok := strings.CutPrefix(body, "@every"); ok && (rest == "" || rest[0] == ' ' || rest[0] == '\t') {
-		return parseEvery(strings.TrimSpace(rest), cfg)
-	}
-	fields, ok := descriptors[strings.ToLower(body)]
-	if !ok {
-		return nil, &SpecError{Field: "descriptor", Value: body, Reason: "unknown descriptor; want @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly or @every <duration>"}
-	}
-	s, err := parseFields(fields, cfg)
-	if err != nil {
-		return nil, err
-	}
-	s.spec = strings.ToLower(body)
-	return s, nil
-}
-
-// everySchedule fires every d, at the instants that are whole multiples of d
-// since the Unix epoch. Anchoring to the epoch (not to the moment a replica
-// started, as robfig/cron's ConstantDelaySchedule does) is what lets every
-// replica compute the same instants.
-type everySchedule struct {
-	every time.Duration
-	loc   *time.Location
-}
-
-func parseEvery(arg string, cfg scheduleConfig) (Schedule, error) {
-	d, err := time.ParseDuration(arg)
-	switch {
-	case arg == "":
-		return nil, &SpecError{Field: "@every", Value: arg, Reason: "missing duration, e.g. @every 30s"}
-	case err != nil:
-		return nil, &SpecError{Field: "@every", Value: arg, Reason: "not a Go duration such as 30s, 5m or 1h30m"}
-	case d < time.Second:
-		return nil, &SpecError{Field: "@every", Value: arg, Reason: "duration must be at least 1s"}
-	case d%time.Second != 0:
-		return nil, &SpecError{Field: "@every", Value: arg, Reason: "duration must be a whole number of seconds"}
-	}
-	return &everySchedule{every: d, loc: cfg.loc}, nil
-}
-
-func (s *everySchedule) Next(after time.Time) time.Time {
-	step := int64(s.every / time.Second)
-	sec := after.Unix()
-	q := sec / step
-	if sec%step != 0 && sec < 0 {
-		q-- // floor division for instants before 1970
-	}
-	next := (q + 1) * step
-	if time.Unix(next, 0).UTC().Year() > MaxYear {
-		return time.Time{}
-	}
-	return time.Unix(next, 0).In(s.loc)
-}
-
-func (s *everySchedule) String() string           { return "@every " + s.every.String() }
-func (s *everySchedule) Location() *time.Location { return s.loc }
-func (s *everySchedule) Dialect() Dialect         { return DialectCron }
-func (s *everySchedule) Describe() string {
-	return "every " + s.every.String() + " (counted from 1970-01-01 00:00 UTC), " + s.loc.String()
-}
-
-// cronSchedule is a parsed field spec: one bit set per allowed value, plus the
-// day rules that depend on the month (L, W, #).
-type cronSchedule struct {
-	spec    string
-	dialect Dialect
-	loc     *time.Location
-	fields  [7]field // as parsed, for String and Describe; fields[year] empty when absent
-
-	second, minute, hour uint64 // bit n: value n allowed
-	month                uint64 // bits 1-12
-
-	dom      uint64 // bits 1-31: plain days
-	domLast  uint64 // bit n: the day n days before the last day (L, L-n)
-	domLastW uint64 // bit n: the weekday nearest to the day n days before the last (LW, L-nW)
-	domNearW uint64 // bit n: the weekday nearest to day n (nW)
-
-	dow     uint64   // bits 0-6, Sunday = 0
-	dowLast uint64   // bit w: the last weekday w of the month (nL)
-	dowNth  [7]uint8 // [w] bit k: the k-th weekday w of the month (w#k)
-
-	years *[4]uint64 // bit y-1970; nil: every year
-
-	domAny, dowAny bool // field is "*" or "?": it restricts nothing
-	// fixedTime: neither the minute nor the hour field starts with a wildcard.
-	// Such fires keep their wall time across daylight-saving changes (cronie's
-	// rule); the others follow elapsed time. See Next.
-	fixedTime bool
-}
-
-func (s *cronSchedule) String() string           { return s.spec }
-func (s *cronSchedule) Location() *time.Location { return s.loc }
-func (s *cronSchedule) Dialect() Dialect         { return s.dialect }
-
-// Next returns the first fire strictly after after.
-//
-// The zone's offset is constant between two transitions, so within one such
-// segment wall time and instants move together and the search runs on wall
-// time alone (nextWall). Where segments meet, the daylight-saving rule of
-// DESIGN.md applies:
-//
-//   - spring forward (a gap of wall times that do not exist): a fixed-time
-//     fire in the gap runs once, at the first instant after the gap; a
-//     wildcard spec has nothing there.
-//   - fall back (wall times that happen twice): a fixed-time fire runs at the
-//     first occurrence only; a wildcard spec fires at both.
-func (s *cronSchedule) Next(after time.Time) time.Time {
-	from := after.Unix() + 1 // first candidate instant; fires are on whole seconds
-	var cacheFrom, cacheMatch int64
-	haveCache := false
-	// Each turn either returns or crosses one zone transition; a zone has at
-	// most a few per year, so this bounds the work up to MaxYear generously.
-	for range 4 * (MaxYear - 1970 + 2) {
-		at := time.Unix(from, 0).In(s.loc)
-		_, off := at.Zone()
-		start, end := zoneBounds(at)
-		offset := int64(off)
-		wallFrom := from + offset
-		if s.fixedTime && !start.IsZero() {
-			_, prevOff := start.Add(-time.Second).Zone()
-			// Wall times repeated after a fall back belong to the first occurrence.
-			if repeatEnd := start.Unix() + int64(prevOff); int64(prevOff) > offset && wallFrom < repeatEnd {
-				wallFrom = repeatEnd
-			}
-			// The first candidate is the very instant a spring forward ends:
-			// a fire whose wall time is in the gap runs now, at the first
-			// instant after the gap (the segment before was never searched).
-			if gapStart := start.Unix() + int64(prevOff); int64(prevOff) < offset && from == start.Unix() {
-				if match, ok := s.nextWall(gapStart); ok && match < wallFrom {
-					return start.In(s.loc)
-				}
-			}
-		}
-		var match int64
-		if haveCache && wallFrom >= cacheFrom && wallFrom <= cacheMatch {
-			match = cacheMatch // nothing matches in [cacheFrom, cacheMatch)
-		} else {
-			var ok bool
-			if match, ok = s.nextWall(wallFrom); !ok {
-				return time.Time{}
-			}
-			cacheFrom, cacheMatch, haveCache = wallFrom, match, true
-		}
-		instant := match - offset
-		if end.IsZero() || instant < end.Unix() {
-			return time.Unix(instant, 0).In(s.loc)
-		}
-		_, nextOff := end.Zone()
-		if s.fixedTime && int64(nextOff) > offset && match < end.Unix()+int64(nextOff) {
-			return end // the match's wall time is in the spring-forward gap
-		}
-		from = end.Unix()
-	}
-	return time.Time{}
-}
-
-// zoneBounds is time.Time.ZoneBounds with a guard: for instants past a
-// zone's last listed transition (2037 in today's zone files) Go can return
-// an end that is not after the instant (golang/go#81583: on 31 December of
-// leap years). Then the end is found by probing forward and bisecting.
-func zoneBounds(at time.Time) (start, end time.Time) {
-	start, end = at.ZoneBounds()
-	if start.After(at) {
-		start = time.Time{}
-	}
-	if end.IsZero() || end.After(at) {
-		return start, end
-	}
-	_, off := at.Zone()
-	lo := at
-	for range 400 { // zones change offset at least once a year or never
-		hi := lo.Add(24 * time.Hour)
-		if _, o := hi.Zone(); o != off {
-			for hi.Sub(lo) > time.Second {
-				mid := lo.Add(hi.Sub(lo) / 2).Truncate(time.Second)
-				if _, o := mid.Zone(); o == off {
-					lo = mid
-				} else {
-					hi = mid
-				}
-			}
-			return start, hi
-		}
-		lo = hi
-	}
-	return start, time.Time{}
-}
-
-// nextWall returns the first wall time (seconds, read as if UTC) at or after
-// from that matches every field, or false when none does up to MaxYear.
-func (s *cronSchedule) nextWall(from int64) (int64, bool) {
-	y, mo, d, h, mi, sec := civilFromWall(from)
-	cachedY, cachedMo, days := 0, 0, uint64(0)
-	for y <= MaxYear {
-		if s.years != nil && !yearSet(s.years, y) {
-			ny, ok := nextYear(s.years, y)
-			if !ok {
-				return 0, false
-			}
-			y, mo, d, h, mi, sec = ny, 1, 1, 0, 0, 0
-		}
-		m := nextBit(s.month, mo)
-		if m < 0 {
-			y, mo, d, h, mi, sec = y+1, 1, 1, 0, 0, 0
-			continue
-		}
-		if m != mo {
-			mo, d, h, mi, sec = m, 1, 0, 0, 0
-		}
-		if y != cachedY || mo != cachedMo {
-			cachedY, cachedMo, days = y, mo, s.dayMask(y, mo)
-		}
-		dd := nextBit(days, d)
-		if dd < 0 {
-			mo, d, h, mi, sec = mo+1, 1, 0, 0, 0
-			if mo > 12 {
-				y, mo = y+1, 1
-			}
-			continue
-		}
-		if dd != d {
-			d, h, mi, sec = dd, 0, 0, 0
-		}
-		hh, mm, ss, ok := s.nextTimeOfDay(h, mi, sec)
-		if !ok {
-			d, h, mi, sec = d+1, 0, 0, 0
-			continue
-		}
-		return wallFromCivil(y, mo, d, hh, mm, ss), true
-	}
-	return 0, false
-}
-
-// nextTimeOfDay returns the first allowed time of day at or after h:m:s.
-func (s *cronSchedule) nextTimeOfDay(h, m, sec int) (int, int, int, bool) {
-	for {
-		hh := nextBit(s.hour, h)
-		if hh < 0 || hh > 23 {
-			return 0, 0, 0, false
-		}
-		if hh != h {
-			h, m, sec = hh, 0, 0
-		}
-		mm := nextBit(s.minute, m)
-		if mm < 0 {
-			h, m, sec = h+1, 0, 0
-			continue
-		}
-		if mm != m {
-			m, sec = mm, 0
-		}
-		ss := nextBit(s.second, sec)
-		if ss < 0 {
-			m, sec = m+1, 0
-			continue
-		}
-		return h, m, ss, true
-	}
-}
-
-// dayMask returns the days of month mo of year y that match (bit d: day d).
-// A field that is "*" or "?" restricts nothing; when both day fields
-// restrict, a day matches if either matches (the Vixie rule; Quartz never
-// has both).
-func (s *cronSchedule) dayMask(y, mo int) uint64 {
-	n := daysIn(y, mo)
-	all := (uint64(1)<<(n+1) - 1) &^ 1
-	if s.domAny && s.dowAny {
-		return all
-	}
-	var byDom, byDow uint64
-	if !s.domAny {
-		byDom = s.dom & all
-		first := weekday(y, mo, 1)
-		for o := s.domLast; o != 0; o &= o - 1 {
-			if d := n - bits.TrailingZeros64(o); d >= 1 {
-				byDom |= 1 << d
-			}
-		}
-		for o := s.domLastW; o != 0; o &= o - 1 {
-			if d := n - bits.TrailingZeros64(o); d >= 1 {
-				byDom |= 1 << nearestWeekday(d, n, first)
-			}
-		}
-		for w := s.domNearW; w != 0; w &= w - 1 {
-			if d := bits.TrailingZeros64(w); d <= n {
-				byDom |= 1 << nearestWeekday(d, n, first)
-			}
-		}
-	}
-	if !s.dowAny {
-		first := weekday(y, mo, 1)
-		last := (first + n - 1) % 7
-		for wd := range 7 {
-			firstDay := 1 + (wd-first+7)%7
-			if s.dow&(1<<wd) != 0 {
-				for d := firstDay; d <= n; d += 7 {
-					byDow |= 1 << d
-				}
-			}
-			if s.dowLast&(1<<wd) != 0 {
-				byDow |= 1 << (n - (last-wd+7)%7)
-			}
-			for k := s.dowNth[wd]; k != 0; k &= k - 1 {
-				if d := firstDay + 7*(bits.TrailingZeros8(k)-1); d <= n {
-					byDow |= 1 << d
-				}
-			}
-		}
-	}
-	switch {
-	case s.domAny:
-		return byDow
-	case s.dowAny:
-		return byDom
-	default:
-		return byDom | byDow
-	}
-}
-
-// nearestWeekday moves day d of a month of n days, whose first day falls on
-// weekday first, to the nearest Monday-Friday without leaving the month (the
-// W rule of Quartz): Saturday the 1st moves to Monday the 3rd, Sunday the
-// last to Friday.
-func nearestWeekday(d, n, first int) int {
-	switch (first + d - 1) % 7 {
-	case 6: // Saturday
-		if d == 1 {
-			return 3
-		}
-		return d - 1
-	case 0: // Sunday
-		if d == n {
-			return d - 2
-		}
-		return d + 1
-	}
-	return d
-}
-
-// nextBit returns the lowest set bit of mask at or above from, or -1.
-func nextBit(mask uint64, from int) int {
-	if from >= 64 {
-		return -1
-	}
-	if m := mask >> from << from; m != 0 {
-		return bits.TrailingZeros64(m)
-	}
-	return -1
-}
-
-func yearSet(years *[4]uint64, y int) bool {
-	i := y - 1970
-	return i >= 0 && i < 256 && years[i/64]&(1<<(i%64)) != 0
-}
-
-func nextYear(years *[4]uint64, y int) (int, bool) {
-	for i := max(y-1970, 0); i <= MaxYear-1970; i++ {
-		if years[i/64]&(1<<(i%64)) != 0 {
-			return 1970 + i, true
-		}
-	}
-	return 0, false
-}
-
-func isLeap(y int) bool { return y%4 == 0 && (y%100 != 0 || y%400 == 0) }
-
-func daysIn(y, m int) int {
-	switch m {
-	case 2:
-		if isLeap(y) {
-			return 29
-		}
-		return 28
-	case 4, 6, 9, 11:
-		return 30
-	}
-	return 31
-}
-
-// weekday returns the weekday of a date, Sunday = 0 (proleptic Gregorian).
-func weekday(y, m, d int) int {
-	return int(floorMod(daysFromCivil(y, m, d)+4, 7)) // 1970-01-01 was a Thursday
-}
-
-// daysFromCivil and civilFromDays convert between dates and days since
-// 1970-01-01 without time.Time, so Next does not allocate or normalize
-// (Howard Hinnant's algorithms).
-func daysFromCivil(y, m, d int) int64 {
-	if m <= 2 {
-		y--
-	}
-	era := floorDiv(int64(y), 400)
-	yoe := int64(y) - era*400
-	mp := int64((m + 9) % 12)
-	doy := (153*mp+2)/5 + int64(d) - 1
-	doe := yoe*365 + yoe/4 - yoe/100 + doy
-	return era*146097 + doe - 719468
-}
-
-func civilFromDays(z int64) (y, m, d int) {
-	z += 719468
-	era := floorDiv(z, 146097)
-	doe := z - era*146097
-	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
-	doy := doe - (365*yoe + yoe/4 - yoe/100)
-	mp := (5*doy + 2) / 153
-	d = int(doy - (153*mp+2)/5 + 1)
-	m = int(mp + 3)
-	if m > 12 {
-		m -= 12
-	}
-	y = int(yoe + era*400)
-	if m <= 2 {
-		y++
-	}
-	return y, m, d
-}
-
-func civilFromWall(w int64) (y, mo, d, h, mi, s int) {
-	days := floorDiv(w, 86400)
-	rem := int(w - days*86400)
-	y, mo, d = civilFromDays(days)
-	return y, mo, d, rem / 3600, rem / 60 % 60, rem % 60
-}
-
-func wallFromCivil(y, mo, d, h, mi, s int) int64 {
-	return daysFromCivil(y, mo, d)*86400 + int64(h*3600+mi*60+s)
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if (a%b != 0) && ((a < 0) != (b < 0)) {
-		q--
-	}
-	return q
-}
-
-func floorMod(a, b int64) int64 { return a - floorDiv(a, b)*b }
-
-// NextFires returns up to n fire times of sched after after, stopping
-// before endAt when it is not zero. NextRuns and the admin console list
-// fires through it.
+// NextFires is the same as cron.NextFires: it returns up to n fire times of
+// sched after after, stopping before endAt when it is not zero.
 func NextFires(sched Schedule, after time.Time, n int, endAt time.Time) []time.Time {
-	out := make([]time.Time, 0, n)
-	for at := after; len(out) < n; {
-		if at = sched.Next(at); at.IsZero() || !endAt.IsZero() && !at.Before(endAt) {
-			break
-		}
-		out = append(out, at)
-	}
-	return out
+	return cron.NextFires(sched, after, n, endAt)
 }
+
+// loadZone is cron.LoadZone, for the zones HTTP tasks and SetSchedule keep
+// beside their spec.
+func loadZone(name string) (*time.Location, error) { return cron.LoadZone(name) }
+
+// localZoneReason is cron's reason for refusing the machine's local zone,
+// in the same words, for WithLocation.
+const localZoneReason = `the machine's local zone differs between replicas; name a zone such as "Asia/Shanghai"`
 
 // ScheduleOf parses the schedule that applies to a stored task: its console
 // override when set, the code-defined spec, dialect and zone otherwise. The
@@ -717,7 +76,7 @@ func ScheduleOf(t store.Task) (Schedule, error) {
 	spec, dialect, zone := t.Effective()
 	opts := []ScheduleOption{WithDialect(Dialect(dialect))}
 	if zone != "" && zone != "UTC" {
-		loc, err := loadZone(zone)
+		loc, err := cron.LoadZone(zone)
 		if err != nil {
 			return nil, err
 		}
