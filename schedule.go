@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/xtimer-go/xtimer/cron"
-	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // The schedule layer is package cron. The names below keep code written
@@ -68,19 +67,3 @@ func loadZone(name string) (*time.Location, error) { return cron.LoadZone(name) 
 // localZoneReason is cron's reason for refusing the machine's local zone,
 // in the same words, for WithLocation.
 const localZoneReason = `the machine's local zone differs between replicas; name a zone such as "Asia/Shanghai"`
-
-// ScheduleOf parses the schedule that applies to a stored task: its console
-// override when set, the code-defined spec, dialect and zone otherwise. The
-// engine and the admin console both read a task's fire times through it.
-func ScheduleOf(t store.Task) (Schedule, error) {
-	spec, dialect, zone := t.Effective()
-	opts := []ScheduleOption{WithDialect(Dialect(dialect))}
-	if zone != "" && zone != "UTC" {
-		loc, err := cron.LoadZone(zone)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, In(loc))
-	}
-	return ParseSchedule(spec, opts...)
-}
