@@ -17,10 +17,10 @@
 //     replicas and catch-up after an outage are driven from the rows, so they
 //     survive the death of any replica.
 //
-// Schedules come from ParseSchedule: Unix cron and Spring-style specs with
-// seconds, Quartz expressions (Quartz()), descriptors such as @daily and
-// @every 30s, per-task time zones, and a daylight-saving rule under which a
-// daily job runs exactly once a day.
+// Schedules come from package cron (ParseSchedule here): Unix cron and
+// Spring-style specs with seconds, Quartz expressions (Quartz()),
+// descriptors such as @daily and @every 30s, per-task time zones, and a
+// daylight-saving rule under which a daily job runs exactly once a day.
 //
 // The examples directory has a zero-setup quickstart (SQLite and an
 // in-process lock) and a multi-process cluster demonstration.

@@ -95,7 +95,7 @@ func BenchmarkClaimSlot(b *testing.B) {
 
 // BenchmarkScheduleNext computes the next fire of one schedule from its
 // previous one, as the planner walks a minute. (BenchmarkNext in
-// schedule_test.go covers more specs and zones.)
+// package cron covers more specs and zones.)
 func BenchmarkScheduleNext(b *testing.B) {
 	ny := mustZone(b, "America/New_York")
 	cases := []struct {

@@ -174,10 +174,10 @@ func (s *Scheduler) stateOf(h store.TaskHead, def *store.Definition) taskState {
 	}
 }
 
-// storedSchedule parses the schedule a stored row names (ScheduleOf);
+// storedSchedule parses the schedule a stored row names (Task.Schedule);
 // nil, logged, when it does not parse: the task does not fire.
 func (s *Scheduler) storedSchedule(row store.Task) Schedule {
-	sched, err := ScheduleOf(row)
+	sched, err := row.Schedule()
 	if err != nil {
 		s.log.Error("stored schedule does not parse; the task will not fire", "task", row.Code, "err", err)
 		return nil

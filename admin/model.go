@@ -193,7 +193,7 @@ func executionView(r store.Execution, zone string, whole bool) ExecutionView {
 // view; the view has no description when the schedule does not parse.
 func scheduleOf(spec, dialect, zone string) (xtimer.Schedule, ScheduleView, error) {
 	v := ScheduleView{Spec: spec, Dialect: cmp.Or(dialect, string(xtimer.DialectCron)), Zone: cmp.Or(zone, "UTC")}
-	sched, err := xtimer.ScheduleOf(store.Task{Spec: v.Spec, Dialect: v.Dialect, TimeZone: v.Zone})
+	sched, err := store.Task{Spec: v.Spec, Dialect: v.Dialect, TimeZone: v.Zone}.Schedule()
 	if err != nil {
 		return nil, v, err
 	}
@@ -243,7 +243,7 @@ func (c *console) taskView(t store.Task, live []store.Replica, last *store.Execu
 		lv := executionView(*last, zone, false)
 		v.Last = &lv
 	}
-	sched, err := xtimer.ScheduleOf(t)
+	sched, err := t.Schedule()
 	if err != nil {
 		v.ScheduleError = err.Error()
 	} else if next := nextFires(sched, now, 1, t.EndAtMs); len(next) == 1 {
@@ -323,7 +323,7 @@ func (c *console) taskDetail(ctx context.Context, app, code string) (TaskDetail,
 		last = &recent[0]
 	}
 	d := TaskDetail{Task: c.taskView(t, live, last, now), NextRuns: []time.Time{}, Recent: []ExecutionView{}, Actions: []ActionView{}}
-	if sched, err := xtimer.ScheduleOf(t); err == nil {
+	if sched, err := t.Schedule(); err == nil {
 		d.NextRuns = nextFires(sched, now, 10, t.EndAtMs)
 	}
 	if d.Counts, err = c.st.StatusCounts(ctx, app, code, now.Add(-24*time.Hour).UnixMilli(), now.UnixMilli()+1); err != nil {

@@ -1,4 +1,4 @@
-package xtimer
+package cron
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package xtimer
+package cron
 
 import (
 	"bufio"
@@ -378,9 +378,9 @@ func TestConformanceWithQuartzAndCroniter(t *testing.T) {
 	tables := []struct {
 		name string
 		file string
-		opts []ScheduleOption
+		opts []Option
 	}{
-		{"quartz", "quartz.jsonl", []ScheduleOption{Quartz()}},
+		{"quartz", "quartz.jsonl", []Option{Quartz()}},
 		{"cron", "cron.jsonl", nil},
 	}
 	for _, tb := range tables {
@@ -428,7 +428,7 @@ func readConformanceTable(t *testing.T, path string) []conformanceCase {
 	return cases
 }
 
-func checkConformanceCase(t *testing.T, c conformanceCase, dialect []ScheduleOption, tally *confTally) {
+func checkConformanceCase(t *testing.T, c conformanceCase, dialect []Option, tally *confTally) {
 	t.Helper()
 	tally.cases++
 	label := fmt.Sprintf("%s %q", c.ID, c.Spec)
@@ -441,7 +441,7 @@ func checkConformanceCase(t *testing.T, c conformanceCase, dialect []ScheduleOpt
 	if c.Error != nil {
 		// No exceptions, not even a listed one: a spec the reference
 		// rejects must never fire here.
-		_, err := ParseSchedule(c.Spec, dialect...)
+		_, err := Parse(c.Spec, dialect...)
 		if err == nil {
 			t.Errorf("%s: the reference rejects it (%s) but ParseSchedule accepts it", label, *c.Error)
 			return
@@ -473,7 +473,7 @@ func checkConformanceCase(t *testing.T, c conformanceCase, dialect []ScheduleOpt
 	}
 	where := fmt.Sprintf("%s in %s after %s", label, c.TZ, c.Start)
 
-	sched, err := ParseSchedule(c.Spec, append(slices.Clone(dialect), In(loc))...)
+	sched, err := Parse(c.Spec, append(slices.Clone(dialect), In(loc))...)
 	if err != nil {
 		switch {
 		case !listed:
@@ -739,10 +739,9 @@ func confBothDaysRestricted(spec string) bool {
 	return !free(dom) && !free(dow)
 }
 
-// isFixedTimeSpec applies the rule of docs/architecture.md ("Daylight
-// saving"): a spec is fixed-time when neither
-// its minute nor its hour field starts with '*' (or '/', Quartz's "/5").
-// Descriptors are fixed-time except @hourly.
+// isFixedTimeSpec applies the package doc's rule: a spec is fixed-time when
+// neither its minute nor its hour field starts with '*' (or '/', Quartz's
+// "/5"). Descriptors are fixed-time except @hourly.
 func isFixedTimeSpec(spec string) bool {
 	f := strings.Fields(spec)
 	if len(f) == 1 && strings.HasPrefix(f[0], "@") {

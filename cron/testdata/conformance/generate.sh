@@ -7,7 +7,7 @@
 #
 # CI does not run this: it has neither Java nor croniter. The tables are
 # committed and conformance_test.go only reads them. After regenerating, run
-#   go test -run Conformance -v .
+#   go test -run Conformance -v ./cron/
 # and review every change in the tables and in deliberateDifferences.
 #
 # Versions the committed tables were generated with (Debian 12 packages):

@@ -1,4 +1,4 @@
-package xtimer
+package cron
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/robfig/cron/v3"
+	robfigcron "github.com/robfig/cron/v3"
 	"github.com/stretchr/testify/require"
 )
 
@@ -55,11 +55,11 @@ func runNextCases(t *testing.T, cases []nextCase) {
 		name := c.spec + " in " + c.zone + " after " + c.from
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			opts := []ScheduleOption{In(mustZone(t, c.zone))}
+			opts := []Option{In(mustZone(t, c.zone))}
 			if c.quartz {
 				opts = append(opts, Quartz())
 			}
-			s, err := ParseSchedule(c.spec, opts...)
+			s, err := Parse(c.spec, opts...)
 			require.NoError(t, err)
 			require.Equal(t, c.want, nextN(s, mustTime(t, c.from), len(c.want)))
 		})
@@ -133,9 +133,8 @@ func TestNextFieldsAndExtensions(t *testing.T) {
 	})
 }
 
-// The daylight-saving rule of docs/architecture.md ("Daylight saving"):
-// fixed-time specs keep their wall
-// time (gap: once at the first instant after it; repeat: the first
+// The daylight-saving rule of the package doc: fixed-time specs keep their
+// wall time (gap: once at the first instant after it; repeat: the first
 // occurrence); wildcard specs follow elapsed time.
 func TestNextDaylightSaving(t *testing.T) {
 	t.Parallel()
@@ -226,11 +225,11 @@ func TestParseScheduleErrorsNameTheField(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.spec, func(t *testing.T) {
 			t.Parallel()
-			var opts []ScheduleOption
+			var opts []Option
 			if c.quartz {
 				opts = append(opts, Quartz())
 			}
-			s, err := ParseSchedule(c.spec, opts...)
+			s, err := Parse(c.spec, opts...)
 			require.Nil(t, s)
 			require.ErrorIs(t, err, ErrBadSpec)
 			require.Contains(t, err.Error(), c.want)
@@ -244,20 +243,20 @@ func TestParseScheduleErrorsNameTheField(t *testing.T) {
 
 func TestParseScheduleOptions(t *testing.T) {
 	t.Parallel()
-	_, err := ParseSchedule("* * * * *", In(nil))
+	_, err := Parse("* * * * *", In(nil))
 	require.ErrorContains(t, err, `location field "": time zone is nil`)
-	_, err = ParseSchedule("* * * * *", In(time.Local))
+	_, err = Parse("* * * * *", In(time.Local))
 	require.ErrorContains(t, err, `location field "Local": the machine's local zone`)
-	_, err = ParseSchedule("* * * * *", WithDialect("vixie"))
+	_, err = Parse("* * * * *", WithDialect("vixie"))
 	require.ErrorContains(t, err, `dialect field "vixie": unknown dialect`)
 
 	// The spec's own zone wins over In.
-	s, err := ParseSchedule("TZ=Asia/Shanghai 0 9 * * *", In(mustZone(t, "Europe/London")))
+	s, err := Parse("TZ=Asia/Shanghai 0 9 * * *", In(mustZone(t, "Europe/London")))
 	require.NoError(t, err)
 	require.Equal(t, "Asia/Shanghai", s.Location().String())
 	require.Equal(t, "0 9 * * *", s.String())
 
-	s, err = ParseSchedule("  0   9 *\t* mon-fri ")
+	s, err = Parse("  0   9 *\t* mon-fri ")
 	require.NoError(t, err)
 	require.Equal(t, "0 9 * * MON-FRI", s.String())
 	require.Equal(t, "UTC", s.Location().String())
@@ -294,11 +293,11 @@ func TestDescribe(t *testing.T) {
 		{"0 0 */3 * *", false, "at 00:00 on every 3rd from 1 through 31, UTC"},
 	}
 	for _, c := range cases {
-		var opts []ScheduleOption
+		var opts []Option
 		if c.quartz {
 			opts = append(opts, Quartz())
 		}
-		s, err := ParseSchedule(c.spec, opts...)
+		s, err := Parse(c.spec, opts...)
 		require.NoError(t, err, c.spec)
 		require.Equal(t, c.want, s.Describe(), c.spec)
 	}
@@ -308,7 +307,7 @@ func TestDescribe(t *testing.T) {
 // both accept: the same bits for every field, and the same fires in UTC.
 func TestParserAgreesWithRobfig(t *testing.T) {
 	t.Parallel()
-	robfig := cron.NewParser(cron.Second | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
+	robfig := robfigcron.NewParser(robfigcron.Second | robfigcron.Minute | robfigcron.Hour | robfigcron.Dom | robfigcron.Month | robfigcron.Dow)
 	rng := rand.New(rand.NewPCG(2, 7))
 	names := [][]string{nil, nil, nil, nil, {"JAN", "FEB", "MAR", "JUN", "DEC"}, {"SUN", "MON", "WED", "FRI", "SAT"}}
 	bounds := [][2]int{{0, 59}, {0, 59}, {0, 23}, {1, 31}, {1, 12}, {0, 6}}
@@ -352,9 +351,9 @@ func TestParserAgreesWithRobfig(t *testing.T) {
 			continue // e.g. "/0"-like items robfig refuses; ours is tested elsewhere
 		}
 		compared++
-		got, err := ParseSchedule(spec)
+		got, err := Parse(spec)
 		require.NoError(t, err, spec)
-		ws, gs := want.(*cron.SpecSchedule), got.(*cronSchedule)
+		ws, gs := want.(*robfigcron.SpecSchedule), got.(*cronSchedule)
 		const star = 1 << 63
 		require.Equal(t, ws.Second&^star, gs.second, spec)
 		require.Equal(t, ws.Minute&^star, gs.minute, spec)
@@ -389,7 +388,7 @@ func TestNextDoesNotAllocate(t *testing.T) {
 		{"0 0 L * *", "Asia/Shanghai"},
 		{"@every 30s", "UTC"},
 	} {
-		s, err := ParseSchedule(c.spec, In(mustZone(t, c.zone)))
+		s, err := Parse(c.spec, In(mustZone(t, c.zone)))
 		require.NoError(t, err)
 		at := mustTime(t, "2026-11-30T10:00:00Z")
 		allocs := testing.AllocsPerRun(200, func() { at = s.Next(at) })
@@ -423,11 +422,11 @@ func FuzzParseSchedule(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, spec string, quartz bool, unix int64) {
-		opts := []ScheduleOption{In(ny)}
+		opts := []Option{In(ny)}
 		if quartz {
 			opts = append(opts, Quartz())
 		}
-		s, err := ParseSchedule(spec, opts...)
+		s, err := Parse(spec, opts...)
 		if err != nil {
 			if !errors.Is(err, ErrBadSpec) {
 				t.Fatalf("error %v is not ErrBadSpec", err)
@@ -435,7 +434,7 @@ func FuzzParseSchedule(f *testing.F) {
 			return
 		}
 		_ = s.Describe()
-		again, err := ParseSchedule(s.String(), append(opts, In(s.Location()))...)
+		again, err := Parse(s.String(), append(opts, In(s.Location()))...)
 		if err != nil {
 			t.Fatalf("String() %q does not parse again: %v", s.String(), err)
 		}
@@ -464,9 +463,9 @@ func BenchmarkNext(b *testing.B) {
 		{"0 0 0 L * *", "UTC"},
 		{"0 0 0 ? * 7#5 2199", "UTC"},
 	} {
-		s, err := ParseSchedule(c.spec, In(mustZone(b, c.zone)))
+		s, err := Parse(c.spec, In(mustZone(b, c.zone)))
 		if err != nil {
-			s, err = ParseSchedule(c.spec, In(mustZone(b, c.zone)), Quartz())
+			s, err = Parse(c.spec, In(mustZone(b, c.zone)), Quartz())
 		}
 		require.NoError(b, err)
 		b.Run(c.spec+" "+c.zone, func(b *testing.B) {
@@ -495,7 +494,7 @@ func BenchmarkNextMillionTasks(b *testing.B) {
 	}
 	scheds := make([]Schedule, 1_000_000)
 	for i := range scheds {
-		s, err := ParseSchedule(specs[i%len(specs)], In(locs[i/len(specs)%len(zones)]))
+		s, err := Parse(specs[i%len(specs)], In(locs[i/len(specs)%len(zones)]))
 		require.NoError(b, err)
 		scheds[i] = s
 	}
@@ -516,7 +515,7 @@ func TestNextGapFireFromTheLastSecondsBeforeTheGap(t *testing.T) {
 	t.Parallel()
 	ny, err := time.LoadLocation("America/New_York")
 	require.NoError(t, err)
-	s, err := ParseSchedule("30 2 * * *", In(ny))
+	s, err := Parse("30 2 * * *", In(ny))
 	require.NoError(t, err)
 	gapEnd := time.Date(2026, 3, 8, 3, 0, 0, 0, ny) // 02:00 EST jumps to 03:00 EDT
 	for back := 3600 * time.Second; back > 0; back -= 7 * time.Second {
@@ -526,7 +525,7 @@ func TestNextGapFireFromTheLastSecondsBeforeTheGap(t *testing.T) {
 		require.True(t, gapEnd.Equal(s.Next(from)), "from %s", from)
 	}
 	require.Equal(t, time.Date(2026, 3, 9, 2, 30, 0, 0, ny), s.Next(gapEnd), "once: not again at the gap's end")
-	every, err := ParseSchedule("*/30 * * * *", In(ny)) // wildcard: nothing in the gap
+	every, err := Parse("*/30 * * * *", In(ny)) // wildcard: nothing in the gap
 	require.NoError(t, err)
 	require.Equal(t, gapEnd, every.Next(gapEnd.Add(-time.Nanosecond)))
 	require.Equal(t, gapEnd.Add(30*time.Minute), every.Next(gapEnd))

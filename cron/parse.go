@@ -1,4 +1,4 @@
-package xtimer
+package cron
 
 import (
 	"fmt"
@@ -86,7 +86,7 @@ var maxStep = [...]int{59, 59, 23, 31, 12, 7, MaxYear - 1970}
 var monthNames = map[string]int{"JAN": 1, "FEB": 2, "MAR": 3, "APR": 4, "MAY": 5, "JUN": 6, "JUL": 7, "AUG": 8, "SEP": 9, "OCT": 10, "NOV": 11, "DEC": 12}
 var dayNames = map[string]int{"SUN": 0, "MON": 1, "TUE": 2, "WED": 3, "THU": 4, "FRI": 5, "SAT": 6}
 
-func parseFields(body string, cfg scheduleConfig) (*cronSchedule, error) {
+func parseFields(body string, cfg config) (*cronSchedule, error) {
 	parts := strings.Fields(body)
 	var texts [7]string
 	switch {

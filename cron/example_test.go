@@ -1,0 +1,105 @@
+package cron_test
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/xtimer-go/xtimer/cron"
+)
+
+func ExampleParse() {
+	sched, err := cron.Parse("0 9 * * MON-FRI")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(sched.Describe())
+	from := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC) // a Friday
+	fmt.Println(sched.Next(from).Format("Mon 2006-01-02 15:04 MST"))
+
+	_, err = cron.Parse("60 * * * *")
+	var se *cron.SpecError
+	fmt.Println(errors.Is(err, cron.ErrBadSpec), errors.As(err, &se), se.Field)
+	fmt.Println(err)
+	// Output:
+	// at 09:00 on Monday through Friday, UTC
+	// Mon 2026-11-30 09:00 UTC
+	// true true minute
+	// xtimer: spec "60 * * * *": minute field "60": value 60 out of range 0-59
+}
+
+func ExampleQuartz() {
+	// Quartz numbers the days of the week 1-7 from Sunday: 2-6 is Monday
+	// through Friday.
+	sched, err := cron.Parse("0 0 12 ? * 2-6", cron.Quartz())
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(sched.Dialect(), sched.Describe())
+	// Output:
+	// quartz at 12:00 on Monday through Friday, UTC
+}
+
+func ExampleIn() {
+	newYork, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		panic(err)
+	}
+	sched, err := cron.Parse("30 2 * * *", cron.In(newYork))
+	if err != nil {
+		panic(err)
+	}
+	// 02:30 does not exist on 2027-03-14: the fire runs once, at the end
+	// of the gap.
+	from := time.Date(2027, 3, 12, 12, 0, 0, 0, newYork)
+	for _, at := range cron.NextFires(sched, from, 3, time.Time{}) {
+		fmt.Println(at.Format("2006-01-02 15:04 MST"))
+	}
+	// Output:
+	// 2027-03-13 02:30 EST
+	// 2027-03-14 03:00 EDT
+	// 2027-03-15 02:30 EDT
+}
+
+func ExampleNextFires() {
+	sched, err := cron.Parse("0 0 18 L * ?", cron.Quartz())
+	if err != nil {
+		panic(err)
+	}
+	from := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	end := time.Date(2027, 2, 1, 0, 0, 0, 0, time.UTC) // fires stop before it
+	for _, at := range cron.NextFires(sched, from, 5, end) {
+		fmt.Println(at.Format("2006-01-02 15:04"))
+	}
+	// Output:
+	// 2026-11-30 18:00
+	// 2026-12-31 18:00
+	// 2027-01-31 18:00
+}
+
+func ExampleWithDialect() {
+	// A dialect and a zone stored as data beside the spec, as a task row
+	// keeps them.
+	dialect, zone := "quartz", "Asia/Shanghai"
+	loc, err := cron.LoadZone(zone)
+	if err != nil {
+		panic(err)
+	}
+	sched, err := cron.Parse("0 0 9 ? * MON-FRI", cron.WithDialect(cron.Dialect(dialect)), cron.In(loc))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(sched.Describe())
+	// Output:
+	// at 09:00 on Monday through Friday, Asia/Shanghai
+}
+
+func ExampleLoadZone() {
+	_, err := cron.LoadZone("Local")
+	fmt.Println(err)
+	_, err = cron.LoadZone("Mars/Base")
+	fmt.Println(errors.Is(err, cron.ErrBadSpec))
+	// Output:
+	// xtimer: time zone field "Local": the machine's local zone differs between replicas; name a zone such as "Asia/Shanghai"
+	// true
+}
