@@ -203,7 +203,7 @@ func TestLostReplicaIsAlertedOnce(t *testing.T) {
 		f.start(map[string]string{"job": "0 0 * * * *"})
 	}
 	// The row a killed process leaves behind.
-	require.NoError(t, f.replicas[0].Store().Heartbeat(context.Background(), store.Replica{
+	require.NoError(t, f.replicas[0].store.Heartbeat(context.Background(), store.Replica{
 		App: f.app, ID: "killed-1", Host: "node-7", PID: 4242, HeartbeatMs: hms(0, 0).UnixMilli(),
 	}))
 	f.runUntil(hms(3, 0))

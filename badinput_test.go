@@ -124,13 +124,13 @@ func TestBadInputMetacharactersAreRefusedInCodesAndSpecsAndStoredVerbatimInText(
 		require.NoError(t, s.Start(ctx))
 		stopOnCleanup(t, s)
 
-		row, err := s.Store().Task(ctx, app, "metachar.text")
+		row, err := s.store.Task(ctx, app, "metachar.text")
 		require.NoError(t, err)
 		require.Equal(t, text, row.Description)
 		require.Equal(t, owner, row.Owner)
 		require.Equal(t, metachars[1], row.Name)
 
-		tasks, err := s.Store().Tasks(ctx, app)
+		tasks, err := s.store.Tasks(ctx, app)
 		require.NoError(t, err)
 		require.Len(t, tasks, 1, "only the valid task is stored")
 		require.Equal(t, "metachar.text", tasks[0].Code)
@@ -182,11 +182,11 @@ func TestBadInputSpecThatNeverFiresIsAcceptedAndRecordsNothing(t *testing.T) {
 		next, err := s.NextRuns(code, 5)
 		require.NoError(t, err, code)
 		require.Empty(t, next, code)
-		row, err := s.Store().Task(ctx, app, code)
+		row, err := s.store.Task(ctx, app, code)
 		require.NoError(t, err)
 		require.Equal(t, store.TaskActive, row.Status)
 	}
-	rows, _, err := s.Store().ListExecutions(ctx, store.ExecutionFilter{App: app}, store.Cursor{}, 10)
+	rows, _, err := s.store.ListExecutions(ctx, store.ExecutionFilter{App: app}, store.Cursor{}, 10)
 	require.NoError(t, err)
 	require.Empty(t, rows)
 	require.Empty(t, iv.ch)
@@ -212,7 +212,7 @@ func TestBadInputThousandsOfTasksRegisteredAtOnceAreAllRecordedByStart(t *testin
 	t.Logf("Start with %d tasks on SQLite took %s", n, time.Since(began))
 	stopOnCleanup(t, s)
 
-	tasks, err := s.Store().Tasks(ctx, app)
+	tasks, err := s.store.Tasks(ctx, app)
 	require.NoError(t, err)
 	require.Len(t, tasks, n)
 	for i, row := range tasks {
@@ -230,7 +230,7 @@ func TestBadInputThousandsOfTasksRegisteredAtOnceAreAllRecordedByStart(t *testin
 	require.NoError(t, clock.BlockUntil(ctx, 2))
 	clock.Advance(time.Second)
 	require.NoError(t, clock.BlockUntil(ctx, 2))
-	rows, _, err := s.Store().ListExecutions(ctx, store.ExecutionFilter{App: app}, store.Cursor{}, 10)
+	rows, _, err := s.store.ListExecutions(ctx, store.ExecutionFilter{App: app}, store.Cursor{}, 10)
 	require.NoError(t, err)
 	require.Empty(t, rows)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"strings"
 	"time"
 
 	"gorm.io/driver/sqlite"
@@ -79,4 +80,136 @@ func ExampleNextFires() {
 	// Mon 2026-11-30 09:00
 	// Tue 2026-12-01 09:00
 	// Wed 2026-12-02 09:00
+}
+
+func ExampleScheduler_Executions() {
+	db, err := gorm.Open(sqlite.Open("file:xtimer-example-executions?mode=memory&cache=shared"), &gorm.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	s, err := xtimer.New(xtimer.Options{DB: db, App: "billing"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	runs := 0
+	done := make(chan struct{})
+	err = s.Register("billing.reconcile", "0 0 9 * * *", func(ctx context.Context, run *xtimer.Run) error {
+		runs++
+		run.Printf("run %d", runs)
+		done <- struct{}{}
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	for range 3 {
+		if _, err := s.Trigger(ctx, "billing.reconcile"); err != nil {
+			log.Fatal(err)
+		}
+		<-done
+	}
+	stop, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.Stop(stop); err != nil { // waits for the results to be stored
+		log.Fatal(err)
+	}
+
+	// The manual runs, two a page, newest first.
+	f := xtimer.ExecutionFilter{Code: "billing.reconcile", Source: xtimer.SourceManual, Limit: 2}
+	for {
+		page, err := s.Executions(ctx, f)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, e := range page.Executions {
+			fmt.Println(e.Code, e.Status, strings.TrimSpace(e.Output))
+		}
+		if page.Next == "" {
+			break
+		}
+		fmt.Println("next page")
+		f.After = page.Next
+	}
+	// Output:
+	// billing.reconcile succeeded run 3
+	// billing.reconcile succeeded run 2
+	// next page
+	// billing.reconcile succeeded run 1
+}
+
+func ExampleScheduler_Tasks() {
+	db, err := gorm.Open(sqlite.Open("file:xtimer-example-tasks?mode=memory&cache=shared"), &gorm.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	s, err := xtimer.New(xtimer.Options{DB: db, App: "billing"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	paris, _ := time.LoadLocation("Europe/Paris")
+	err = s.Register("billing.reconcile", "0 0 9 * * 1-5", func(ctx context.Context, run *xtimer.Run) error {
+		return nil
+	}, xtimer.WithLocation(paris), xtimer.WithOwner("payments"), xtimer.WithRetry(3))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer s.Stop(ctx)
+	err = s.CreateHTTPTask(ctx, xtimer.HTTPTask{
+		Code: "billing.ping", Owner: "payments", Spec: "*/5 * * * *", Paused: true,
+		Target: xtimer.HTTPTarget{Method: "POST", URL: "http://localhost:8080/billing/ping"},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	tasks, err := s.Tasks(ctx, xtimer.TaskFilter{Owner: "payments"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, t := range tasks {
+		fmt.Printf("%s (%s): %q in %s, paused %t, %d attempts, %d replica(s)\n",
+			t.Code, t.Kind, t.Spec, t.Zone, t.Paused, t.MaxAttempts, t.Replicas)
+	}
+	// Output:
+	// billing.ping (http): "*/5 * * * *" in UTC, paused true, 1 attempts, 1 replica(s)
+	// billing.reconcile (go): "0 0 9 * * 1-5" in Europe/Paris, paused false, 3 attempts, 1 replica(s)
+}
+
+func ExampleScheduler_Replicas() {
+	db, err := gorm.Open(sqlite.Open("file:xtimer-example-replicas?mode=memory&cache=shared"), &gorm.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	s, err := xtimer.New(xtimer.Options{DB: db, App: "billing", InstanceID: "billing-7f9c", Version: "v1.4.0"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, code := range []string{"billing.reconcile", "billing.invoice"} {
+		if err := s.Register(code, "0 0 9 * * *", func(ctx context.Context, run *xtimer.Run) error { return nil }); err != nil {
+			log.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	if err := s.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer s.Stop(ctx)
+
+	replicas, err := s.Replicas(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range replicas {
+		fmt.Println(r.ID, r.Version, r.Handlers)
+	}
+	// Output:
+	// billing-7f9c v1.4.0 [billing.invoice billing.reconcile]
 }

@@ -105,7 +105,7 @@ func TestHTTPTaskCreateReadUpdateDelete(t *testing.T) {
 	require.Equal(t, want, got)
 
 	// The row holds the secrets; reads never do.
-	row, err := s.Store().Task(ctx, s.App(), "billing.ping")
+	row, err := s.store.Task(ctx, s.App(), "billing.ping")
 	require.NoError(t, err)
 	require.Equal(t, store.KindHTTP, row.Kind)
 	require.Contains(t, *row.HTTPTarget, "Bearer s3cret")
@@ -120,7 +120,7 @@ func TestHTTPTaskCreateReadUpdateDelete(t *testing.T) {
 	upd.Target.Body = `{"a":2}`
 	upd.MaxConcurrent = 3
 	require.NoError(t, s.UpdateHTTPTask(ctx, upd))
-	row2, err := s.Store().Task(ctx, s.App(), "billing.ping")
+	row2, err := s.store.Task(ctx, s.App(), "billing.ping")
 	require.NoError(t, err)
 	require.Greater(t, row2.Version, row.Version)
 	require.Nil(t, row2.SpecOverride)
@@ -139,7 +139,7 @@ func TestHTTPTaskCreateReadUpdateDelete(t *testing.T) {
 	// A new secret value replaces the old one.
 	upd.Target.Headers[1].Value = "Bearer n3w"
 	require.NoError(t, s.UpdateHTTPTask(ctx, upd))
-	row3, err := s.Store().Task(ctx, s.App(), "billing.ping")
+	row3, err := s.store.Task(ctx, s.App(), "billing.ping")
 	require.NoError(t, err)
 	require.Contains(t, *row3.HTTPTarget, "Bearer n3w")
 
@@ -163,12 +163,12 @@ func TestHTTPTaskCreateReadUpdateDelete(t *testing.T) {
 
 	// Delete: a manual run recorded but not started ends skipped; history stays.
 	require.NoError(t, s.Resume(ctx, "billing.ping"))
-	ex, err := s.Store().InsertFires(ctx, []store.Execution{{App: s.App(), TaskCode: "billing.ping", RunTime: time.Now().Add(time.Hour).UnixMilli()}})
+	ex, err := s.store.InsertFires(ctx, []store.Execution{{App: s.App(), TaskCode: "billing.ping", RunTime: time.Now().Add(time.Hour).UnixMilli()}})
 	require.NoError(t, err)
 	require.NoError(t, s.DeleteTask(ctx, "billing.ping"))
 	_, err = s.HTTPTask(ctx, "billing.ping")
 	require.ErrorIs(t, err, ErrTaskNotFound)
-	r, err := s.Store().Execution(ctx, ex[0].ID)
+	r, err := s.store.Execution(ctx, ex[0].ID)
 	require.NoError(t, err)
 	require.Equal(t, store.StatusSkipped, r.Status)
 	require.Equal(t, reasonDeleted, r.Reason)
@@ -249,7 +249,7 @@ func TestHTTPTaskRefusesBadInputNamingTheField(t *testing.T) {
 	require.ErrorIs(t, s.CreateHTTPTask(ctx, task), executor.ErrForbiddenDestination)
 
 	// Nothing was stored by any of them.
-	tasks, err := s.Store().Tasks(ctx, s.App())
+	tasks, err := s.store.Tasks(ctx, s.App())
 	require.NoError(t, err)
 	require.Empty(t, tasks)
 
@@ -262,14 +262,14 @@ func TestHTTPTaskRefusesBadInputNamingTheField(t *testing.T) {
 
 	// Update checks the same way, and stores nothing either.
 	require.NoError(t, s.CreateHTTPTask(ctx, ok()))
-	before, err := s.Store().Task(ctx, s.App(), "cb")
+	before, err := s.store.Task(ctx, s.App(), "cb")
 	require.NoError(t, err)
 	task = ok()
 	task.Timeout = -time.Second
 	var fe *FieldError
 	require.ErrorAs(t, s.UpdateHTTPTask(ctx, task), &fe)
 	require.Equal(t, "timeout", fe.Field)
-	after, err := s.Store().Task(ctx, s.App(), "cb")
+	after, err := s.store.Task(ctx, s.App(), "cb")
 	require.NoError(t, err)
 	require.Equal(t, before, after)
 }

@@ -45,7 +45,7 @@ func scriptedRun(t *testing.T) (*Scheduler, *prometheus.Registry) {
 	require.NoError(t, clock.BlockUntil(ctx, 4))         // tick, dispatch, locks, retention
 	clock.Advance(54*time.Second + 500*time.Millisecond) // 10:00:55: the 10:01 slot is claimed and recorded
 	require.Eventually(t, func() bool {
-		rows, _, err := s.Store().ListExecutions(ctx, store.ExecutionFilter{App: app}, store.Cursor{}, 10)
+		rows, _, err := s.store.ListExecutions(ctx, store.ExecutionFilter{App: app}, store.Cursor{}, 10)
 		return err == nil && len(rows) == 3
 	}, 10*time.Second, 10*time.Millisecond)
 	require.NoError(t, s.Pause(ctx, "sleepy"))

@@ -477,7 +477,7 @@ func TestManualRunIsNeverSkippedAsRescheduled(t *testing.T) {
 		f := newEditFleet(t, db)
 		s := f.start(map[string]string{"adhoc": "0 0 9 * * *"})
 		// A manual run recorded for 12:00:30, then the schedule edited.
-		rows, err := s.Store().InsertFires(ctx, []store.Execution{{App: f.app, TaskCode: "adhoc",
+		rows, err := s.store.InsertFires(ctx, []store.Execution{{App: f.app, TaskCode: "adhoc",
 			RunTime: end.UnixMilli(), Source: store.SourceManual}})
 		require.NoError(t, err)
 		require.Len(t, rows, 1)

@@ -30,14 +30,14 @@ func seedRetention(t *testing.T, s *Scheduler) {
 		{App: s.App(), TaskCode: "report", RunTime: old + 2000, Status: store.StatusRetrying, NextAttemptMs: retentionT0.AddDate(1, 0, 0).UnixMilli()},
 		{App: s.App(), TaskCode: "report", RunTime: retentionT0.Add(-24 * time.Hour).UnixMilli(), Status: store.StatusSucceeded},
 	}
-	require.NoError(t, s.Store().DB().Create(&rows).Error)
+	require.NoError(t, s.store.DB().Create(&rows).Error)
 }
 
 // statuses returns the statuses of the app's executions, oldest first.
 func statuses(t *testing.T, s *Scheduler) []string {
 	t.Helper()
 	var got []string
-	require.NoError(t, s.Store().DB().Raw("SELECT status FROM xtimer_executions WHERE app = ? ORDER BY run_time", s.App()).Scan(&got).Error)
+	require.NoError(t, s.store.DB().Raw("SELECT status FROM xtimer_executions WHERE app = ? ORDER BY run_time", s.App()).Scan(&got).Error)
 	return got
 }
 
@@ -67,7 +67,7 @@ func TestRetentionDeletesOldFinalExecutionsOnly(t *testing.T) {
 	stopOnCleanup(t, s)
 	seedRetention(t, s)
 	old := store.MinuteOf(retentionT0.Add(-40 * 24 * time.Hour).UnixMilli())
-	require.NoError(t, s.Store().DB().Create(&store.Slot{App: s.App(), Minute: old, Done: true}).Error)
+	require.NoError(t, s.store.DB().Create(&store.Slot{App: s.App(), Minute: old, Done: true}).Error)
 
 	require.NoError(t, clock.BlockUntil(ctx, 4))
 	require.Equal(t, 4, len(statuses(t, s)), "nothing is deleted before the first interval")
@@ -77,7 +77,7 @@ func TestRetentionDeletesOldFinalExecutionsOnly(t *testing.T) {
 	// The sweep deletes the slots after the executions: wait for it too.
 	require.Eventually(t, func() bool {
 		var slots int64
-		require.NoError(t, s.Store().DB().Raw("SELECT COUNT(*) FROM xtimer_slots WHERE app = ? AND minute = ?", s.App(), old).Scan(&slots).Error)
+		require.NoError(t, s.store.DB().Raw("SELECT COUNT(*) FROM xtimer_slots WHERE app = ? AND minute = ?", s.App(), old).Scan(&slots).Error)
 		return slots == 0
 	}, 15*time.Second, 20*time.Millisecond, "slots past the retention are deleted")
 }
@@ -99,13 +99,13 @@ func TestRetentionPerTaskKeepsTheNewest(t *testing.T) {
 	for i := 1; i <= 7; i++ {
 		rows = append(rows, store.Execution{App: s.App(), TaskCode: "report", RunTime: retentionT0.Add(-time.Duration(i) * time.Hour).UnixMilli(), Status: store.StatusSucceeded})
 	}
-	require.NoError(t, s.Store().DB().Create(&rows).Error)
+	require.NoError(t, s.store.DB().Create(&rows).Error)
 
 	require.NoError(t, clock.BlockUntil(ctx, 4))
 	clock.Advance(DefaultRetentionInterval)
 	waitStatuses(t, s, []string{store.StatusSucceeded, store.StatusSucceeded})
 	var times []int64
-	require.NoError(t, s.Store().DB().Raw("SELECT run_time FROM xtimer_executions WHERE app = ? ORDER BY run_time", s.App()).Scan(&times).Error)
+	require.NoError(t, s.store.DB().Raw("SELECT run_time FROM xtimer_executions WHERE app = ? ORDER BY run_time", s.App()).Scan(&times).Error)
 	require.Equal(t, []int64{rows[1].RunTime, rows[0].RunTime}, times)
 	require.Equal(t, 5.0, testutil.ToFloat64(s.metrics.retention), "xtimer_retention_deleted_total")
 }
@@ -265,7 +265,7 @@ func TestRetentionRollsUpEveryDayItDeletes(t *testing.T) {
 			add("report", day(2, 9), store.StatusSucceeded, 3)
 			add("report", day(2, 9), store.StatusFailed, 1)
 			add("report", day(0, 9), store.StatusSucceeded, 2)
-			require.NoError(t, s.Store().DB().Create(&rows).Error)
+			require.NoError(t, s.store.DB().Create(&rows).Error)
 
 			require.NoError(t, clock.BlockUntil(ctx, 4))
 			clock.Advance(DefaultRetentionInterval)
@@ -291,7 +291,7 @@ func TestRetentionRollsUpEveryDayItDeletes(t *testing.T) {
 
 			// The console's daily counts: roll-ups, and today live.
 			today := store.DayOf(retentionT0.UnixMilli())
-			daily, err := s.Store().DailyCounts(ctx, s.App(), "report", today-45, today)
+			daily, err := s.store.DailyCounts(ctx, s.App(), "report", today-45, today)
 			require.NoError(t, err)
 			got := map[int64]map[string]int64{}
 			for _, r := range daily {
@@ -311,7 +311,7 @@ func TestRetentionRollsUpEveryDayItDeletes(t *testing.T) {
 			// The stuck row finishes: the second sweep rolls its day up,
 			// which counts it (the marker's 1), then deletes it; nothing
 			// else changes.
-			require.NoError(t, s.Store().DB().Model(&store.Execution{}).Where("app = ? AND status = ?", s.App(), store.StatusRetrying).
+			require.NoError(t, s.store.DB().Model(&store.Execution{}).Where("app = ? AND status = ?", s.App(), store.StatusRetrying).
 				Update("status", store.StatusFailed).Error)
 			require.Eventually(t, func() bool { return clock.Timers() >= 4 }, 15*time.Second, 10*time.Millisecond)
 			clock.Advance(DefaultRetentionInterval)
@@ -335,7 +335,7 @@ func waitCount(t *testing.T, s *Scheduler, n int) {
 func rollupRows(t *testing.T, s *Scheduler) []store.Rollup {
 	t.Helper()
 	var rows []store.Rollup
-	require.NoError(t, s.Store().DB().Where("app = ?", s.App()).Order("task_code, day, status").Find(&rows).Error)
+	require.NoError(t, s.store.DB().Where("app = ?", s.App()).Order("task_code, day, status").Find(&rows).Error)
 	today := store.DayOf(retentionT0.UnixMilli())
 	for i := range rows {
 		rows[i].App, rows[i].Day = "", today-rows[i].Day

@@ -923,9 +923,6 @@ func (s *Scheduler) Execution(ctx context.Context, id int64) (Execution, error) 
 // Options returns the options the scheduler runs with, defaults filled in.
 func (s *Scheduler) Options() Options { return s.opts }
 
-// Store returns the scheduler's store, for the admin console and tools.
-func (s *Scheduler) Store() *store.Store { return s.store }
-
 func toExecution(r store.Execution, loc *time.Location) Execution {
 	at := func(ms int64) time.Time {
 		if ms == 0 {

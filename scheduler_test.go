@@ -102,7 +102,7 @@ func waitRow(t *testing.T, s *Scheduler, id int64, cond func(store.Execution) bo
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		r, err := s.Store().Execution(context.Background(), id)
+		r, err := s.store.Execution(context.Background(), id)
 		require.NoError(t, err)
 		if cond(r) {
 			return r
@@ -289,7 +289,7 @@ func TestCatchUpAfterFullOutageFollowsMisfirePolicy(t *testing.T) {
 	want := map[string]int{"once": 1, "all": 5}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		rows, _, err := second.Store().ListExecutions(ctx, store.ExecutionFilter{App: app}, store.Cursor{}, 1000)
+		rows, _, err := second.store.ListExecutions(ctx, store.ExecutionFilter{App: app}, store.Cursor{}, 1000)
 		require.NoError(t, err)
 		got := map[string]map[string]int{}
 		for _, r := range rows {
@@ -345,7 +345,7 @@ func TestRescueOfALostReplica(t *testing.T) {
 	stopOnCleanup(t, s)
 
 	now := time.Now()
-	st := s.Store()
+	st := s.store
 	// The dead replica's rows: one running attempt, one fire it recorded but never started.
 	rows, err := st.InsertFires(ctx, []store.Execution{
 		{App: app, TaskCode: "job", RunTime: now.Add(-time.Minute).UnixMilli(), MaxAttempts: 2, Replica: "dead-1"},
@@ -389,7 +389,7 @@ func TestPauseSurvivesRedeployAndLateRegistrationRuns(t *testing.T) {
 	require.NoError(t, second.Register("report", "* * * * * *", iv.handler(nil), WithDescription("new build")))
 	require.NoError(t, second.Start(ctx))
 	stopOnCleanup(t, second)
-	row, err := second.Store().Task(ctx, app, "report")
+	row, err := second.store.Task(ctx, app, "report")
 	require.NoError(t, err)
 	require.Equal(t, store.TaskPaused, row.Status)
 	require.Equal(t, "new build", row.Description, "code-defined fields follow the code")
@@ -421,7 +421,7 @@ func TestLateReplicaDoesNotRunAFireTakenOver(t *testing.T) {
 	runAt := time.Date(2026, 11, 30, 10, 1, 0, 0, time.UTC).UnixMilli()
 	var row store.Execution
 	require.Eventually(t, func() bool {
-		rows, _, err := s.Store().ListExecutions(ctx, store.ExecutionFilter{App: app, TaskCode: "pay"}, store.Cursor{}, 10)
+		rows, _, err := s.store.ListExecutions(ctx, store.ExecutionFilter{App: app, TaskCode: "pay"}, store.Cursor{}, 10)
 		if err == nil && len(rows) == 1 && rows[0].RunTime == runAt {
 			row = rows[0]
 			return true
@@ -432,8 +432,8 @@ func TestLateReplicaDoesNotRunAFireTakenOver(t *testing.T) {
 
 	// While "asleep", another (live) replica took the fire over and started it.
 	awake := time.Date(2026, 11, 30, 10, 1, 5, 0, time.UTC).UnixMilli()
-	require.NoError(t, s.Store().Heartbeat(ctx, store.Replica{App: app, ID: "replica-that-stayed-awake", StartedMs: awake, HeartbeatMs: awake}))
-	ok, err := s.Store().StartAttempt(ctx, row.ID, 1, "replica-that-stayed-awake", t0.UnixMilli())
+	require.NoError(t, s.store.Heartbeat(ctx, store.Replica{App: app, ID: "replica-that-stayed-awake", StartedMs: awake, HeartbeatMs: awake}))
+	ok, err := s.store.StartAttempt(ctx, row.ID, 1, "replica-that-stayed-awake", t0.UnixMilli())
 	require.NoError(t, err)
 	require.True(t, ok)
 
@@ -444,7 +444,7 @@ func TestLateReplicaDoesNotRunAFireTakenOver(t *testing.T) {
 		t.Fatalf("the late replica ran a fire another replica owns: %+v", r)
 	case <-time.After(time.Second):
 	}
-	got, err := s.Store().Execution(ctx, row.ID)
+	got, err := s.store.Execution(ctx, row.ID)
 	require.NoError(t, err)
 	require.Equal(t, "replica-that-stayed-awake", got.Replica)
 	require.Equal(t, store.StatusRunning, got.Status)
@@ -475,11 +475,11 @@ func TestABigHandlerListReachesTheReplicaRow(t *testing.T) {
 	require.NoError(t, s.Start(context.Background()))
 	stopOnCleanup(t, s)
 	require.Eventually(t, func() bool {
-		live, err := s.Store().LiveReplicas(context.Background(), s.App(), 0)
+		live, err := s.store.LiveReplicas(context.Background(), s.App(), 0)
 		require.NoError(t, err)
 		return len(live) == 1 && len(live[0].Handlers) == n
 	}, 20*time.Second, 20*time.Millisecond)
-	live, err := s.Store().LiveReplicas(context.Background(), s.App(), 0)
+	live, err := s.store.LiveReplicas(context.Background(), s.App(), 0)
 	require.NoError(t, err)
 	require.Equal(t, "job.00000", live[0].Handlers[0])
 	require.Equal(t, fmt.Sprintf("job.%05d", n-1), live[0].Handlers[n-1], "sorted")

@@ -60,7 +60,7 @@ func TestATaskRowDeletedByHandIsRecordedAgainAtStart(t *testing.T) {
 	require.NoError(t, db.Where("app = ? AND code = ?", f.app, "minutely").Delete(&store.Task{}).Error)
 
 	s := f.start(specs)
-	row, err := s.Store().Task(context.Background(), f.app, "minutely")
+	row, err := s.store.Task(context.Background(), f.app, "minutely")
 	require.NoError(t, err, "recorded again")
 	s.mu.Lock()
 	require.NotNil(t, s.taskLocked("minutely"))

@@ -94,7 +94,13 @@ func New(s *xtimer.Scheduler, o Options) (http.Handler, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	c := &console{s: s, st: s.Store(), opts: o, sopts: s.Options(), log: o.Logger, prefix: o.Prefix}
+	sopts := s.Options()
+	// A store of its own on the scheduler's database, with the scheduler's
+	// clock and roll-up setting: besides those a Store only remembers
+	// whether it saw its tables analyzed after a large insert, which the
+	// console never makes.
+	st := store.New(sopts.DB, store.WithNow(sopts.Clock.Now), store.WithRollups(!sopts.NoRollups))
+	c := &console{s: s, st: st, opts: o, sopts: sopts, log: o.Logger, prefix: o.Prefix}
 	csrf := http.NewCrossOriginProtection()
 	for _, origin := range o.TrustedOrigins {
 		if err := csrf.AddTrustedOrigin(origin); err != nil {

@@ -181,7 +181,7 @@ func otherApp(t *testing.T, f *fixture) {
 		{App: "other-app", Code: "other.func", Name: "Other func", Spec: "0 * * * *"},
 		{App: "other-app", Code: "other.http", Name: "Other hook", Spec: "0 * * * *", Kind: store.KindHTTP, HTTPTarget: &target},
 	} {
-		_, err := f.S.Store().UpsertTask(context.Background(), task)
+		_, err := f.Store.UpsertTask(context.Background(), task)
 		require.NoError(t, err)
 	}
 }
@@ -393,7 +393,7 @@ func TestAPIActionsOnEveryBackend(t *testing.T) {
 		d := apiData[TaskDetail](t, r)
 		require.Equal(t, store.TaskPaused, d.Task.Status)
 		require.Equal(t, StatePaused, d.Task.State)
-		row, err := f.S.Store().Task(ctx, f.S.App(), "report.minutely")
+		row, err := f.Store.Task(ctx, f.S.App(), "report.minutely")
 		require.NoError(t, err)
 		require.Equal(t, store.TaskPaused, row.Status)
 
@@ -714,7 +714,7 @@ func TestAPIScheduleOverrideAndReset(t *testing.T) {
 	require.Equal(t, []time.Time{utc(2026, 11, 30, 12, 30), utc(2026, 12, 1, 12, 30)}, d.NextRuns[:2])
 
 	// The override is stored, and a GET sees it.
-	row, err := f.S.Store().Task(context.Background(), f.S.App(), "billing.reconcile")
+	row, err := f.Store.Task(context.Background(), f.S.App(), "billing.reconcile")
 	require.NoError(t, err)
 	require.Equal(t, "30 7 * * *", *row.SpecOverride)
 	require.Equal(t, "0 9 * * 1-5", row.Spec)
@@ -762,7 +762,7 @@ func TestAPIScheduleOverrideAndReset(t *testing.T) {
 	require.Equal(t, d.Task.CodeSchedule, d.Task.Schedule)
 	require.Equal(t, "0 9 * * 1-5", d.Task.Schedule.Spec)
 	require.Equal(t, utc(2026, 12, 1, 8, 0), d.NextRuns[0])
-	row, err = f.S.Store().Task(context.Background(), f.S.App(), "billing.reconcile")
+	row, err = f.Store.Task(context.Background(), f.S.App(), "billing.reconcile")
 	require.NoError(t, err)
 	require.Nil(t, row.SpecOverride)
 	// Resetting what is not overridden is harmless.
@@ -789,9 +789,9 @@ func TestAPIReplicas(t *testing.T) {
 	// A replica silent for an hour shows, not live; one that beat just now
 	// is live but not this one.
 	ctx := context.Background()
-	require.NoError(t, f.S.Store().Heartbeat(ctx, store.Replica{App: f.S.App(), ID: "replica-0-stale", Host: "old-host", PID: 7,
+	require.NoError(t, f.Store.Heartbeat(ctx, store.Replica{App: f.S.App(), ID: "replica-0-stale", Host: "old-host", PID: 7,
 		Version: "v1.0.0", HeartbeatMs: fakeStart.Add(-time.Hour).UnixMilli(), Handlers: []string{"report.minutely"}}))
-	require.NoError(t, f.S.Store().Heartbeat(ctx, store.Replica{App: f.S.App(), ID: "replica-b", Host: "b-host",
+	require.NoError(t, f.Store.Heartbeat(ctx, store.Replica{App: f.S.App(), ID: "replica-b", Host: "b-host",
 		HeartbeatMs: fakeStart.Add(-10 * time.Second).UnixMilli()}))
 	rs = apiData[[]ReplicaView](t, apiGet(t, f, "api/replicas"))
 	require.Len(t, rs, 3)

@@ -152,7 +152,7 @@ func TestBrowserCreatesACallbackTaskAndReadsItsResponse(t *testing.T) {
 	tb.click("button#save")
 	tb.waitFor("the task page after the edit", `location.pathname === "/xtimer/tasks/billing.callback" && !!document.querySelector("#target-body")`, `location.href`)
 	require.Equal(t, `{"full": false}`, tb.text("#target-body"))
-	stored, err := f.S.Store().Task(context.Background(), f.S.App(), "billing.callback")
+	stored, err := f.Store.Task(context.Background(), f.S.App(), "billing.callback")
 	require.NoError(t, err)
 	require.Contains(t, *stored.HTTPTarget, hookToken, "the masked header kept its value")
 	require.Contains(t, *stored.HTTPTarget, hookSigKey, "the empty secret kept its value")
@@ -162,14 +162,14 @@ func TestBrowserCreatesACallbackTaskAndReadsItsResponse(t *testing.T) {
 	tb.click(`button[data-action="delete"][data-task="billing.callback"]`)
 	tb.waitFor("the tasks page without it", `location.pathname === "/xtimer/" && !!document.querySelector("#tasks") && !document.querySelector('#tasks tr[data-task="billing.callback"]')`, `location.href`)
 	require.Equal(t, "Deleted billing.callback.", tb.text("#flash"))
-	_, err = f.S.Store().Task(context.Background(), f.S.App(), "billing.callback")
+	_, err = f.Store.Task(context.Background(), f.S.App(), "billing.callback")
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.Equal(t, []string{"delete", "update", "create"}, actionNames(t, f, "billing.callback"))
 }
 
 func actionNames(t *testing.T, f *fixture, code string) []string {
 	t.Helper()
-	rows, err := f.S.Store().Actions(context.Background(), f.S.App(), code, 50)
+	rows, err := f.Store.Actions(context.Background(), f.S.App(), code, 50)
 	require.NoError(t, err)
 	var out []string
 	for _, a := range rows {

@@ -280,7 +280,7 @@ func TestBrowserScheduleFormShowsFieldErrorsAndPreviewsAndSaves(t *testing.T) {
 	tb.waitPreview(previewTexts(t, f, "0 9 * * 1-5", "UTC"))
 	tb.click("button#save")
 	tb.waitFor("the task page after save", fmt.Sprintf(`location.pathname === %s && !!document.querySelector("h1#task-code")`, jsString("/xtimer/tasks/report.minutely")), `location.href`)
-	row, err := f.S.Store().Task(context.Background(), f.S.App(), "report.minutely")
+	row, err := f.Store.Task(context.Background(), f.S.App(), "report.minutely")
 	require.NoError(t, err)
 	require.NotNil(t, row.SpecOverride)
 	require.Equal(t, "0 9 * * 1-5", *row.SpecOverride)
@@ -292,7 +292,7 @@ func TestBrowserScheduleFormShowsFieldErrorsAndPreviewsAndSaves(t *testing.T) {
 
 	tb.click(`button[data-action="reset"]`)
 	tb.waitFor("the reset button gone", `!document.querySelector('button[data-action="reset"]')`, `document.body.innerText`)
-	row, err = f.S.Store().Task(context.Background(), f.S.App(), "report.minutely")
+	row, err = f.Store.Task(context.Background(), f.S.App(), "report.minutely")
 	require.NoError(t, err)
 	require.Nil(t, row.SpecOverride)
 }

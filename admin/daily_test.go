@@ -69,7 +69,7 @@ func TestTaskPageDailyChartOutlivesRetention(t *testing.T) {
 		store.Execution{TaskCode: "always.fails", RunTime: at(0, 7), Status: store.StatusTimedOut},
 		store.Execution{TaskCode: "always.fails", RunTime: at(0, 8), Status: store.StatusRunning}, // not final: not counted
 	)
-	st := f.S.Store()
+	st := f.Store
 	n, err := st.RollupDay(ctx, f.S.App(), store.DayOf(at(3, 0)))
 	require.NoError(t, err)
 	require.Equal(t, int64(3), n)

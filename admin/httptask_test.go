@@ -120,7 +120,7 @@ func TestAPICreatesUpdatesAndDeletesAnHTTPTask(t *testing.T) {
 		Detail: `POST http://127.0.0.1:9/reconcile, "0 9 * * *" (cron, Europe/Paris)`}}, d.Actions)
 
 	// The secrets are stored, for the caller, and never read back.
-	row, err := f.S.Store().Task(ctx, f.S.App(), "billing.hook")
+	row, err := f.Store.Task(ctx, f.S.App(), "billing.hook")
 	require.NoError(t, err)
 	require.Contains(t, *row.HTTPTarget, hookToken)
 	require.Contains(t, *row.HTTPTarget, hookSigKey)
@@ -141,7 +141,7 @@ func TestAPICreatesUpdatesAndDeletesAnHTTPTask(t *testing.T) {
 	require.Equal(t, "30 9 * * *", d.Task.Schedule.Spec)
 	require.True(t, d.HTTP.SecretSet)
 	require.Equal(t, ActionView{At: fakeStart, Principal: "local", Action: "update", Detail: "changed spec, target.url"}, d.Actions[0])
-	row, err = f.S.Store().Task(ctx, f.S.App(), "billing.hook")
+	row, err = f.Store.Task(ctx, f.S.App(), "billing.hook")
 	require.NoError(t, err)
 	require.Contains(t, *row.HTTPTarget, hookToken, "a masked header value keeps the stored one")
 	require.Contains(t, *row.HTTPTarget, hookSigKey, "an empty secret keeps the stored one")
@@ -165,7 +165,7 @@ func TestAPICreatesUpdatesAndDeletesAnHTTPTask(t *testing.T) {
 	requireAPIError(t, apiGet(t, f, "api/tasks/billing.hook"), 404, codeNotFound, "")
 	require.Equal(t, http.StatusNotFound, pagesGet(t, f, "tasks/billing.hook").Status)
 	requireAPIError(t, apiSend(t, f, http.MethodDelete, "api/tasks/billing.hook", "{}"), 404, codeNotFound, "")
-	actions, err := f.S.Store().Actions(ctx, f.S.App(), "billing.hook", 10)
+	actions, err := f.Store.Actions(ctx, f.S.App(), "billing.hook", 10)
 	require.NoError(t, err)
 	require.Equal(t, "delete", actions[0].Action)
 	require.Equal(t, `POST http://127.0.0.1:9/reconcile/v2, "30 9 * * *" (cron, Europe/Paris)`, actions[0].Detail)

@@ -22,8 +22,11 @@ import (
 // fixture is a started scheduler with the console mounted on a real HTTP
 // server, as a service would mount it.
 type fixture struct {
-	S      *xtimer.Scheduler
-	DB     *gorm.DB
+	S  *xtimer.Scheduler
+	DB *gorm.DB
+	// Store reads and writes S's tables behind its back, as the console
+	// does: with S's clock.
+	Store  *store.Store
 	Clock  *fakeclock.Clock // nil when the fixture runs on the system clock
 	Server *httptest.Server
 	// URL is the console's root: Server.URL + Options.Prefix.
@@ -66,6 +69,7 @@ func setup(t *testing.T, o fixtureOpts) *fixture {
 	s, err := xtimer.New(opts)
 	require.NoError(t, err)
 	f.S = s
+	f.Store = store.New(f.DB, store.WithNow(s.Options().Clock.Now))
 	register := o.register
 	if register == nil {
 		register = registerDefaults
@@ -154,7 +158,7 @@ const settleTimeout = 15 * time.Second
 // taskStatus reads a task's status straight from the database.
 func taskStatus(t *testing.T, f *fixture, code string) string {
 	t.Helper()
-	row, err := f.S.Store().Task(context.Background(), f.S.App(), code)
+	row, err := f.Store.Task(context.Background(), f.S.App(), code)
 	require.NoError(t, err)
 	return row.Status
 }
@@ -175,7 +179,7 @@ func waitSettled(t *testing.T, f *fixture, id int64, want string) store.Executio
 	t.Helper()
 	deadline := time.Now().Add(settleTimeout)
 	for {
-		row, err := f.S.Store().Execution(context.Background(), id)
+		row, err := f.Store.Execution(context.Background(), id)
 		if err == nil && row.Status == want {
 			return row
 		}

@@ -30,7 +30,6 @@ import (
 	"github.com/xtimer-go/xtimer"
 	"github.com/xtimer-go/xtimer/admin"
 	"github.com/xtimer-go/xtimer/internal/backend"
-	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 func main() {
@@ -140,15 +139,16 @@ func run(runFor time.Duration, redisAddr, dsn string, verbose bool, consoleAddr,
 			done = true
 		case <-tick.C:
 		}
-		rows, _, err := s.Store().ListExecutions(context.Background(), store.ExecutionFilter{App: app}, store.Cursor{}, 200)
+		page, err := s.Executions(context.Background(), xtimer.ExecutionFilter{Limit: 200})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "list executions:", err)
 			continue
 		}
-		sort.Slice(rows, func(i, j int) bool { return rows[i].FinishedMs < rows[j].FinishedMs })
+		rows := page.Executions
+		sort.Slice(rows, func(i, j int) bool { return rows[i].FinishedAt.Before(rows[j].FinishedAt) })
 		for _, r := range rows {
 			key := fmt.Sprintf("%s/%d", r.Status, r.Attempt)
-			if seen[r.ID] == key || !(xtimer.Status(r.Status).Final() || r.Status == store.StatusRetrying) {
+			if seen[r.ID] == key || !(r.Status.Final() || r.Status == xtimer.StatusRetrying) {
 				continue
 			}
 			seen[r.ID] = key
@@ -157,9 +157,9 @@ func run(runFor time.Duration, redisAddr, dsn string, verbose bool, consoleAddr,
 			if r.Error != "" {
 				note = r.Error
 			}
-			fmt.Printf("%-12s %-11s %-10s %-9s %9s %9s  %s\n", time.UnixMilli(r.FinishedMs).Format("15:04:05.000"),
-				r.TaskCode, r.Status, fmt.Sprintf("%d/%d", r.Attempt, r.MaxAttempts),
-				ms(r.LatenessMs), ms(r.DurationMs), oneLine(note))
+			fmt.Printf("%-12s %-11s %-10s %-9s %9s %9s  %s\n", r.FinishedAt.Local().Format("15:04:05.000"),
+				r.Code, r.Status, fmt.Sprintf("%d/%d", r.Attempt, r.MaxAttempts),
+				ms(r.Lateness), ms(r.Duration), oneLine(note))
 		}
 	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -167,37 +167,38 @@ func run(runFor time.Duration, redisAddr, dsn string, verbose bool, consoleAddr,
 	if err := s.Stop(stopCtx); err != nil {
 		return err
 	}
-	return summary(app, s, time.Now())
+	return summary(s, time.Now())
 }
 
 // summary counts the executions of fires up to the stop; the rows of later
 // fires, recorded ahead, wait for a replica that will never come.
-func summary(app string, s *xtimer.Scheduler, stopped time.Time) error {
-	counts := map[string]map[string]int{}
-	var cursor store.Cursor
+func summary(s *xtimer.Scheduler, stopped time.Time) error {
+	counts := map[string]map[xtimer.Status]int{}
 	var lateness []int64
+	f := xtimer.ExecutionFilter{To: stopped, Limit: xtimer.MaxPageLimit}
 	for {
-		rows, next, err := s.Store().ListExecutions(context.Background(), store.ExecutionFilter{App: app, ToMs: stopped.UnixMilli()}, cursor, 1000)
+		page, err := s.Executions(context.Background(), f)
 		if err != nil {
 			return err
 		}
-		for _, r := range rows {
-			if counts[r.TaskCode] == nil {
-				counts[r.TaskCode] = map[string]int{}
+		for _, r := range page.Executions {
+			if counts[r.Code] == nil {
+				counts[r.Code] = map[xtimer.Status]int{}
 			}
-			counts[r.TaskCode][r.Status]++
-			if r.StartedMs > 0 && r.Source == store.SourceSchedule && r.Attempt == 1 {
-				lateness = append(lateness, r.LatenessMs)
+			counts[r.Code][r.Status]++
+			if !r.StartedAt.IsZero() && r.Source == xtimer.SourceSchedule && r.Attempt == 1 {
+				lateness = append(lateness, r.Lateness.Milliseconds())
 			}
 		}
-		if next == (store.Cursor{}) {
+		if page.Next == "" {
 			break
 		}
-		cursor = next
+		f.After = page.Next
 	}
 	fmt.Println("\nsummary (executions by task and status):")
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	statuses := []string{"succeeded", "failed", "timed_out", "retrying", "skipped", "running", "scheduled"}
+	statuses := []xtimer.Status{xtimer.StatusSucceeded, xtimer.StatusFailed, xtimer.StatusTimedOut, xtimer.StatusRetrying,
+		xtimer.StatusSkipped, xtimer.StatusRunning, xtimer.StatusScheduled}
 	fmt.Fprint(w, "task")
 	for _, st := range statuses {
 		fmt.Fprintf(w, "\t%s", st)
@@ -262,7 +263,7 @@ func lockName(addr string) string {
 	return "redis " + addr
 }
 
-func ms(v int64) string { return fmt.Sprintf("%dms", v) }
+func ms(d time.Duration) string { return fmt.Sprintf("%dms", d.Milliseconds()) }
 
 func oneLine(s string) string {
 	for i, c := range s {
