@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
@@ -50,15 +51,16 @@ func startOneWorkerBurst(t *testing.T, db *gorm.DB, app string) *oneWorkerBurst 
 	return f
 }
 
-// rows returns the fires of the four tasks.
-func (f *oneWorkerBurst) rows(t *testing.T) []store.Execution {
+// rows returns the fires of the four tasks. A failed read is reported to t
+// (an Eventually's CollectT too) and returns none.
+func (f *oneWorkerBurst) rows(t assert.TestingT) []store.Execution {
 	var out []store.Execution
-	require.NoError(t, f.db.Where("app = ? AND task_code IN ?", f.app, []string{"a", "b", "c", "d"}).Order("id").Find(&out).Error)
+	assert.NoError(t, f.db.Where("app = ? AND task_code IN ?", f.app, []string{"a", "b", "c", "d"}).Order("id").Find(&out).Error)
 	return out
 }
 
 // claimed counts the fires claimed for a start.
-func (f *oneWorkerBurst) claimed(t *testing.T) (n int) {
+func (f *oneWorkerBurst) claimed(t assert.TestingT) (n int) {
 	for _, r := range f.rows(t) {
 		if r.StartedMs > 0 {
 			n++
@@ -73,7 +75,7 @@ func (f *oneWorkerBurst) toTheRunTime(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, f.clock.BlockUntil(ctx, 4)) // tick, dispatch, locks, retention
 	f.clock.Advance(54*time.Second + 500*time.Millisecond)
-	require.Eventually(t, func() bool { return len(f.rows(t)) == 4 }, 10*time.Second, 10*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Len(c, f.rows(c), 4) }, 10*time.Second, 10*time.Millisecond)
 	require.NoError(t, f.clock.BlockUntil(ctx, 4)) // tick, dispatch, locks, retention
 	f.clock.Advance(5 * time.Second)
 }
@@ -89,7 +91,7 @@ func TestFiresWaitingForAWorkerStayUnclaimed(t *testing.T) {
 	f.toTheRunTime(t)
 
 	first := f.iv.next(t, 10*time.Second)
-	require.Eventually(t, func() bool { return f.claimed(t) == 2 }, 10*time.Second, 10*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Equal(c, 2, f.claimed(c)) }, 10*time.Second, 10*time.Millisecond)
 	time.Sleep(100 * time.Millisecond) // room for a wrong claim to land
 	require.Equal(t, 2, f.claimed(t), "the running fire and one behind it are claimed, the other two wait unclaimed")
 	for _, r := range f.rows(t) {
@@ -107,13 +109,10 @@ func TestFiresWaitingForAWorkerStayUnclaimed(t *testing.T) {
 		ran[f.iv.next(t, 10*time.Second).Code]++
 	}
 	require.Equal(t, map[string]int{"a": 1, "b": 1, "c": 1, "d": 1}, ran)
-	require.Eventually(t, func() bool {
-		for _, r := range f.rows(t) {
-			if r.Status != store.StatusSucceeded {
-				return false
-			}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, r := range f.rows(c) {
+			assert.Equal(c, store.StatusSucceeded, r.Status, "task %s", r.TaskCode)
 		}
-		return true
 	}, 10*time.Second, 10*time.Millisecond)
 }
 
@@ -131,7 +130,7 @@ func TestRecentRunTimesLetAFreshReplicaClaimABurstInOneRound(t *testing.T) {
 	f := startOneWorkerBurst(t, db, app)
 	f.toTheRunTime(t)
 	f.iv.next(t, 10*time.Second) // the first runs, and holds the only worker
-	require.Eventually(t, func() bool { return f.claimed(t) == 4 }, 10*time.Second, 10*time.Millisecond,
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Equal(c, 4, f.claimed(c)) }, 10*time.Second, 10*time.Millisecond,
 		"the whole instant claimed in one round")
 	f.free()
 	for range 3 {
@@ -155,12 +154,15 @@ func TestRunTimesRecordedAfterStartReachAnIdleReplica(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, f.clock.BlockUntil(ctx, 4)) // tick, dispatch, locks, retention
 	f.clock.Advance(54*time.Second + 500*time.Millisecond)
-	require.Eventually(t, func() bool { _, ok := f.s.pool.MeanRun(); return ok && len(f.rows(t)) == 4 },
-		10*time.Second, 10*time.Millisecond, "seeded by the tick")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, seeded := f.s.pool.MeanRun()
+		assert.True(c, seeded, "mean run time read")
+		assert.Len(c, f.rows(c), 4)
+	}, 10*time.Second, 10*time.Millisecond, "seeded by the tick")
 	require.NoError(t, f.clock.BlockUntil(ctx, 4)) // tick, dispatch, locks, retention
 	f.clock.Advance(5 * time.Second)
 	f.iv.next(t, 10*time.Second)
-	require.Eventually(t, func() bool { return f.claimed(t) == 4 }, 10*time.Second, 10*time.Millisecond,
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Equal(c, 4, f.claimed(c)) }, 10*time.Second, 10*time.Millisecond,
 		"the whole instant claimed in one round")
 	f.free()
 	for range 3 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/xtimer-go/xtimer/internal/fakeclock"
@@ -34,9 +35,9 @@ func TestFireClaimedAheadStartsAtItsRunTimeAndIsReleasedOnStop(t *testing.T) {
 			require.NoError(t, s.Register("a", "0 * * * * *", iv.handler(nil)))
 			require.NoError(t, s.Start(ctx))
 			stopOnCleanup(t, s)
-			row := func() store.Execution {
+			row := func(t assert.TestingT) store.Execution {
 				var out []store.Execution
-				require.NoError(t, db.Where("app = ?", app).Find(&out).Error)
+				assert.NoError(t, db.Where("app = ?", app).Find(&out).Error)
 				if len(out) != 1 {
 					return store.Execution{}
 				}
@@ -44,14 +45,14 @@ func TestFireClaimedAheadStartsAtItsRunTimeAndIsReleasedOnStop(t *testing.T) {
 			}
 			require.NoError(t, clock.BlockUntil(ctx, 4))         // tick, dispatch, locks, retention
 			clock.Advance(54*time.Second + 500*time.Millisecond) // 10:00:55: the 10:01 fire is recorded
-			require.Eventually(t, func() bool { return row().ID != 0 }, 10*time.Second, 10*time.Millisecond)
+			require.EventuallyWithT(t, func(c *assert.CollectT) { assert.NotZero(c, row(c).ID) }, 10*time.Second, 10*time.Millisecond)
 			runTime := time.Date(2026, 11, 30, 10, 1, 0, 0, time.UTC).UnixMilli()
 
 			// 1 ms before the run time: within any claim lead (at least 2 ms).
 			require.NoError(t, clock.BlockUntil(ctx, 4))
 			clock.Advance(5*time.Second - time.Millisecond)
-			require.Eventually(t, func() bool { return row().StartedMs != 0 }, 10*time.Second, 10*time.Millisecond)
-			r := row()
+			require.EventuallyWithT(t, func(c *assert.CollectT) { assert.NotZero(c, row(c).StartedMs) }, 10*time.Second, 10*time.Millisecond)
+			r := row(t)
 			require.Equal(t, runTime, r.StartedMs, "the start is recorded at the run time")
 			require.Zero(t, r.LatenessMs)
 			select {
@@ -64,7 +65,7 @@ func TestFireClaimedAheadStartsAtItsRunTimeAndIsReleasedOnStop(t *testing.T) {
 				stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				defer cancel()
 				require.NoError(t, s.Stop(stopCtx))
-				r = row()
+				r = row(t)
 				require.Equal(t, store.StatusScheduled, r.Status)
 				require.Zero(t, r.StartedMs, "unclaimed")
 				require.Empty(t, r.Replica, "handed on for another replica to claim")
@@ -74,8 +75,8 @@ func TestFireClaimedAheadStartsAtItsRunTimeAndIsReleasedOnStop(t *testing.T) {
 			clock.Advance(time.Millisecond) // 10:01:00
 			run := iv.next(t, 10*time.Second)
 			require.Equal(t, runTime, run.ScheduledAt.UnixMilli())
-			require.Eventually(t, func() bool { return row().Status == store.StatusSucceeded }, 10*time.Second, 10*time.Millisecond)
-			require.Equal(t, runTime, row().StartedMs)
+			require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Equal(c, store.StatusSucceeded, row(c).Status) }, 10*time.Second, 10*time.Millisecond)
+			require.Equal(t, runTime, row(t).StartedMs)
 		})
 	}
 }
@@ -102,9 +103,9 @@ func TestFiresOfOneInstantAreClaimedAheadByTheirNumber(t *testing.T) {
 	require.NoError(t, s.Register("burst.forbid", "0 * * * * *", iv.handler(nil), WithOverlap(OverlapForbid)))
 	require.NoError(t, s.Start(ctx))
 	stopOnCleanup(t, s)
-	claimed := func() (n int) {
+	claimed := func(t assert.TestingT) (n int) {
 		var rows []store.Execution
-		require.NoError(t, db.Where("app = ?", app).Find(&rows).Error)
+		assert.NoError(t, db.Where("app = ?", app).Find(&rows).Error)
 		for _, r := range rows {
 			if r.StartedMs != 0 {
 				n++
@@ -114,28 +115,29 @@ func TestFiresOfOneInstantAreClaimedAheadByTheirNumber(t *testing.T) {
 	}
 	require.NoError(t, clock.BlockUntil(ctx, 4))         // tick, dispatch, locks, retention
 	clock.Advance(54*time.Second + 500*time.Millisecond) // 10:00:55: the 10:01 fires are recorded
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var n int64
-		require.NoError(t, db.Model(&store.Execution{}).Where("app = ?", app).Count(&n).Error)
-		return n == 21
+		if assert.NoError(c, db.Model(&store.Execution{}).Where("app = ?", app).Count(&n).Error) {
+			assert.Equal(c, int64(21), n)
+		}
 	}, 10*time.Second, 10*time.Millisecond)
 
 	require.NoError(t, clock.BlockUntil(ctx, 4))
 	clock.Advance(4*time.Second + 700*time.Millisecond) // 10:00:59.700: 300 ms before
 	time.Sleep(100 * time.Millisecond)                  // room for a wrong claim to land
-	require.Zero(t, claimed(), "not claimed 300 ms ahead")
+	require.Zero(t, claimed(t), "not claimed 300 ms ahead")
 	clock.Advance(150 * time.Millisecond) // 10:00:59.850: 150 ms before
-	require.Eventually(t, func() bool { return claimed() == 20 }, 10*time.Second, 10*time.Millisecond,
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Equal(c, 20, claimed(c)) }, 10*time.Second, 10*time.Millisecond,
 		"the 20 fires claimed together, 150 ms ahead")
 	time.Sleep(100 * time.Millisecond)
-	require.Equal(t, 20, claimed(), "the overlap-forbid fire of the instant waits for its run time")
+	require.Equal(t, 20, claimed(t), "the overlap-forbid fire of the instant waits for its run time")
 	select {
 	case run := <-iv.ch:
 		t.Fatalf("handler called at %s, before its run time %s", clock.Now(), run.ScheduledAt)
 	case <-time.After(100 * time.Millisecond):
 	}
 	clock.Advance(150 * time.Millisecond) // 10:01:00
-	require.Eventually(t, func() bool { return claimed() == 21 }, 10*time.Second, 10*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Equal(c, 21, claimed(c)) }, 10*time.Second, 10*time.Millisecond)
 	for range 21 {
 		iv.next(t, 10*time.Second)
 	}

@@ -51,6 +51,12 @@ func ExampleScheduler_Register() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sqlDB.Close() // the pool is the application's: xtimer never closes it
+
 	s, err := xtimer.New(xtimer.Options{DB: db, App: "billing"}) // no Redis: one process only
 	if err != nil {
 		log.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/xtimer-go/xtimer/executor"
@@ -464,11 +465,12 @@ func TestHTTPTaskIsAdoptedAndRunByAReplicaThatDidNotCreateIt(t *testing.T) {
 		return b.taskLocked("every.second") != nil
 	}, 1500*time.Millisecond, 10*time.Millisecond, "adopted within a tick")
 	t.Logf("adopted %s after creation", time.Since(created).Round(time.Millisecond))
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var n int64
-		require.NoError(t, db.Model(&store.Execution{}).Where("app = ? AND task_code = ? AND replica = ? AND status = ?",
-			app, "every.second", "other", store.StatusSucceeded).Count(&n).Error)
-		return n >= 2
+		if assert.NoError(c, db.Model(&store.Execution{}).Where("app = ? AND task_code = ? AND replica = ? AND status = ?",
+			app, "every.second", "other", store.StatusSucceeded).Count(&n).Error) {
+			assert.GreaterOrEqual(c, n, int64(2), "fires the other replica ran")
+		}
 	}, 10*time.Second, 50*time.Millisecond)
 	require.NoError(t, b.DeleteTask(ctx, "every.second"))
 }
@@ -569,16 +571,18 @@ func TestSlowCallbacksDoNotStarveGoHandlers(t *testing.T) {
 
 	// Every callback is recorded and succeeds; none is dropped.
 	var rows []store.Execution
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		rows = nil
-		require.NoError(t, db.Where("app = ? AND task_code LIKE ? AND run_time = ?", s.App(), "cb.%", fireAt.UnixMilli()).Find(&rows).Error)
+		if !assert.NoError(c, db.Where("app = ? AND task_code LIKE ? AND run_time = ?", s.App(), "cb.%", fireAt.UnixMilli()).Find(&rows).Error) {
+			return
+		}
 		done := 0
 		for _, r := range rows {
 			if Status(r.Status).Final() {
 				done++
 			}
 		}
-		return done == callbacks
+		assert.Equal(c, callbacks, done, "callbacks final")
 	}, time.Until(fireAt)+60*time.Second, 100*time.Millisecond)
 	var cbLate []time.Duration
 	for _, r := range rows {
@@ -655,11 +659,12 @@ func TestHTTPCallbacksRunOnceAcrossReplicas(t *testing.T) {
 	time.Sleep(time.Until(to))
 	// Let the fires of the window finish (a loaded machine runs them late),
 	// then stop the fleet.
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var open int64
-		require.NoError(t, db.Model(&store.Execution{}).Where("app = ? AND run_time < ? AND status IN ?", app, to.UnixMilli(),
-			[]string{store.StatusScheduled, store.StatusRunning, store.StatusRetrying}).Count(&open).Error)
-		return open == 0
+		if assert.NoError(c, db.Model(&store.Execution{}).Where("app = ? AND run_time < ? AND status IN ?", app, to.UnixMilli(),
+			[]string{store.StatusScheduled, store.StatusRunning, store.StatusRetrying}).Count(&open).Error) {
+			assert.Zero(c, open, "fires of the window not final")
+		}
 	}, 30*time.Second, 100*time.Millisecond)
 	for _, s := range fleet {
 		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)

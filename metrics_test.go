@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/xtimer-go/xtimer/executor"
@@ -58,8 +59,9 @@ func scriptedRun(t *testing.T) (*Scheduler, *prometheus.Registry) {
 	}
 	require.Equal(t, map[string]bool{"ok": true, "bad": true}, ran)
 	m := s.metrics
-	require.Eventually(t, func() bool {
-		return total(t, m.attempts) == 2 && total(t, m.fires) == 3 // both attempts ended, three fires final
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, 2.0, total(c, m.attempts), "both attempts ended")
+		assert.Equal(c, 3.0, total(c, m.fires), "three fires final")
 	}, 10*time.Second, 10*time.Millisecond)
 	return s, reg
 }
@@ -218,15 +220,14 @@ func histogramCount(f *dto.MetricFamily) uint64 {
 }
 
 // total sums the values of a counter vector's series.
-func total(t *testing.T, c prometheus.Collector) float64 {
-	t.Helper()
+func total(t assert.TestingT, c prometheus.Collector) float64 {
 	ch := make(chan prometheus.Metric, 100)
 	c.Collect(ch)
 	close(ch)
 	var sum float64
 	for m := range ch {
 		var d dto.Metric
-		require.NoError(t, m.Write(&d))
+		assert.NoError(t, m.Write(&d))
 		sum += d.GetCounter().GetValue()
 	}
 	return sum

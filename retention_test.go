@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/xtimer-go/xtimer/internal/fakeclock"
@@ -75,10 +76,11 @@ func TestRetentionDeletesOldFinalExecutionsOnly(t *testing.T) {
 
 	waitStatuses(t, s, []string{store.StatusRetrying, store.StatusSucceeded})
 	// The sweep deletes the slots after the executions: wait for it too.
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var slots int64
-		require.NoError(t, s.store.DB().Raw("SELECT COUNT(*) FROM xtimer_slots WHERE app = ? AND minute = ?", s.App(), old).Scan(&slots).Error)
-		return slots == 0
+		if assert.NoError(c, s.store.DB().Raw("SELECT COUNT(*) FROM xtimer_slots WHERE app = ? AND minute = ?", s.App(), old).Scan(&slots).Error) {
+			assert.Zero(c, slots)
+		}
 	}, 15*time.Second, 20*time.Millisecond, "slots past the retention are deleted")
 }
 
@@ -326,8 +328,12 @@ func TestRetentionRollsUpEveryDayItDeletes(t *testing.T) {
 // waitCount polls until the app has n executions.
 func waitCount(t *testing.T, s *Scheduler, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool { return len(statuses(t, s)) == n }, 15*time.Second, 10*time.Millisecond,
-		"want %d executions", n)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var got int64
+		if assert.NoError(c, s.store.DB().Model(&store.Execution{}).Where("app = ?", s.App()).Count(&got).Error) {
+			assert.Equal(c, int64(n), got)
+		}
+	}, 15*time.Second, 10*time.Millisecond, "want %d executions", n)
 }
 
 // rollupRows returns the app's roll-ups, markers first, days as days

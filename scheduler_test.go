@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
@@ -474,10 +475,11 @@ func TestABigHandlerListReachesTheReplicaRow(t *testing.T) {
 	}
 	require.NoError(t, s.Start(context.Background()))
 	stopOnCleanup(t, s)
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		live, err := s.store.LiveReplicas(context.Background(), s.App(), 0)
-		require.NoError(t, err)
-		return len(live) == 1 && len(live[0].Handlers) == n
+		if assert.NoError(c, err) && assert.Len(c, live, 1) {
+			assert.Equal(c, n, len(live[0].Handlers), "handlers in the row")
+		}
 	}, 20*time.Second, 20*time.Millisecond)
 	live, err := s.store.LiveReplicas(context.Background(), s.App(), 0)
 	require.NoError(t, err)

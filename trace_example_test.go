@@ -20,6 +20,11 @@ func ExampleOptions_tracerProvider() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sqlDB.Close() // the pool is the application's: xtimer never closes it
 	// In a service: sdktrace.WithBatcher(an OTLP exporter). The recorder
 	// keeps the spans in memory, for this example.
 	spans := tracetest.NewSpanRecorder()

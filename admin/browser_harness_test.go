@@ -31,6 +31,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
 
 const (
@@ -67,9 +68,17 @@ var sharedBrowser struct {
 	err         error  // why it did not start
 }
 
+// TestMain stops the shared browser before looking for leaked goroutines,
+// so that only goroutines a test left behind are reported.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	closeBrowser()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 

@@ -18,8 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const testToken = "test-token-0123456789abcdef"
 
@@ -114,8 +118,18 @@ func startServer(t *testing.T, bin string, args ...string) *server {
 // token and JSON body, and returns the status and body.
 func (s *server) request(t *testing.T, method, path, token, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, s.base+path, strings.NewReader(body))
+	status, got, err := s.send(method, path, token, body)
 	require.NoError(t, err)
+	return status, got
+}
+
+// send is request for callers that decide on the error themselves, such
+// as an Eventually's condition, where a failed request means "not yet".
+func (s *server) send(method, path, token, body string) (int, string, error) {
+	req, err := http.NewRequest(method, s.base+path, strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -126,11 +140,15 @@ func (s *server) request(t *testing.T, method, path, token, body string) (int, s
 		return http.ErrUseLastResponse
 	}}
 	resp, err := client.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return 0, "", err
+	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, string(b)
+	if err != nil {
+		return 0, "", err
+	}
+	return resp.StatusCode, string(b), nil
 }
 
 // callback is one request the receiver got.
@@ -234,10 +252,13 @@ func TestServerServesMetricsBehindTheToken(t *testing.T) {
 		t.Fatal("the receiver was not called within 30s of creating a task that fires every second")
 	}
 	const fired = `xtimer_fires_total{app="metrics-test",status="succeeded",task="metrics.ping"}`
-	require.Eventually(t, func() bool {
-		status, body = s.request(t, http.MethodGet, "/metrics", testToken, "")
-		return status == http.StatusOK && strings.Contains(body, fired)
-	}, 15*time.Second, 100*time.Millisecond, "GET /metrics: %d\n%s", status, body)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var err error
+		status, body, err = s.send(http.MethodGet, "/metrics", testToken, "")
+		if assert.NoError(c, err) && assert.Equal(c, http.StatusOK, status, body) {
+			assert.Contains(c, body, fired)
+		}
+	}, 15*time.Second, 100*time.Millisecond, "GET /metrics never counted the fire")
 	for _, series := range []string{
 		`xtimer_attempts_total{app="metrics-test",outcome="succeeded",task="metrics.ping"}`,
 		`xtimer_running_handlers{app="metrics-test"}`,

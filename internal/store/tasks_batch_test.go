@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/xtimer-go/xtimer/internal/store"
@@ -205,14 +206,14 @@ func TestLargeFirstUpsertAnalyzesTheTasksTable(t *testing.T) {
 	t.Parallel()
 	b := open(t, testsvc.Postgres(t))
 	require.NoError(t, b.store.Migrate(b.ctx))
-	analyzed := func() bool {
+	analyzed := func(t assert.TestingT) bool {
 		var done bool
-		require.NoError(t, b.db.Raw(`SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relid = 'xtimer_tasks'::regclass`).Scan(&done).Error)
+		assert.NoError(t, b.db.Raw(`SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relid = 'xtimer_tasks'::regclass`).Scan(&done).Error)
 		return done
 	}
 	_, err := b.store.UpsertTasks(b.ctx, manyTasks(b.app, 10))
 	require.NoError(t, err)
-	require.False(t, analyzed(), "ten tasks do not call for ANALYZE")
+	require.False(t, analyzed(t), "ten tasks do not call for ANALYZE")
 
 	began := time.Now()
 	got, err := b.store.UpsertTasks(b.ctx, manyTasks(b.app, 5000))
@@ -223,5 +224,6 @@ func TestLargeFirstUpsertAnalyzesTheTasksTable(t *testing.T) {
 		require.Equal(t, fmt.Sprintf("job.%04d", i), row.Code)
 		require.NotZero(t, row.ID)
 	}
-	require.Eventually(t, analyzed, 5*time.Second, 20*time.Millisecond, "5,000 tasks into a table never analyzed")
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.True(c, analyzed(c)) }, 5*time.Second, 20*time.Millisecond,
+		"5,000 tasks into a table never analyzed")
 }
