@@ -71,10 +71,10 @@ func (f *oneWorkerBurst) claimed(t *testing.T) (n int) {
 // recorded, and on to 10:01, when all four are due.
 func (f *oneWorkerBurst) toTheRunTime(t *testing.T) {
 	ctx := context.Background()
-	require.NoError(t, f.clock.BlockUntil(ctx, 4)) // tick, dispatch, locks, retention
+	waitIdle(ctx, t, f.clock, f.s)
 	f.clock.Advance(54*time.Second + 500*time.Millisecond)
 	require.Eventually(t, func() bool { return len(f.rows(t)) == 4 }, 10*time.Second, 10*time.Millisecond)
-	require.NoError(t, f.clock.BlockUntil(ctx, 4)) // tick, dispatch, locks, retention
+	waitIdle(ctx, t, f.clock, f.s)
 	f.clock.Advance(5 * time.Second)
 }
 
@@ -153,11 +153,11 @@ func TestRunTimesRecordedAfterStartReachAnIdleReplica(t *testing.T) {
 
 	// 10:00:55: the tick records the 10:01 fires and reads the run times.
 	ctx := context.Background()
-	require.NoError(t, f.clock.BlockUntil(ctx, 4)) // tick, dispatch, locks, retention
+	waitIdle(ctx, t, f.clock, f.s)
 	f.clock.Advance(54*time.Second + 500*time.Millisecond)
 	require.Eventually(t, func() bool { _, ok := f.s.pool.MeanRun(); return ok && len(f.rows(t)) == 4 },
 		10*time.Second, 10*time.Millisecond, "seeded by the tick")
-	require.NoError(t, f.clock.BlockUntil(ctx, 4)) // tick, dispatch, locks, retention
+	waitIdle(ctx, t, f.clock, f.s)
 	f.clock.Advance(5 * time.Second)
 	f.iv.next(t, 10*time.Second)
 	require.Eventually(t, func() bool { return f.claimed(t) == 4 }, 10*time.Second, 10*time.Millisecond,

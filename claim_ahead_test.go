@@ -42,13 +42,13 @@ func TestFireClaimedAheadStartsAtItsRunTimeAndIsReleasedOnStop(t *testing.T) {
 				}
 				return out[0]
 			}
-			require.NoError(t, clock.BlockUntil(ctx, 4))         // tick, dispatch, locks, retention
+			waitIdle(ctx, t, clock, s)
 			clock.Advance(54*time.Second + 500*time.Millisecond) // 10:00:55: the 10:01 fire is recorded
 			require.Eventually(t, func() bool { return row().ID != 0 }, 10*time.Second, 10*time.Millisecond)
 			runTime := time.Date(2026, 11, 30, 10, 1, 0, 0, time.UTC).UnixMilli()
 
 			// 1 ms before the run time: within any claim lead (at least 2 ms).
-			require.NoError(t, clock.BlockUntil(ctx, 4))
+			waitIdle(ctx, t, clock, s)
 			clock.Advance(5*time.Second - time.Millisecond)
 			require.Eventually(t, func() bool { return row().StartedMs != 0 }, 10*time.Second, 10*time.Millisecond)
 			r := row()
@@ -112,7 +112,7 @@ func TestFiresOfOneInstantAreClaimedAheadByTheirNumber(t *testing.T) {
 		}
 		return n
 	}
-	require.NoError(t, clock.BlockUntil(ctx, 4))         // tick, dispatch, locks, retention
+	waitIdle(ctx, t, clock, s)
 	clock.Advance(54*time.Second + 500*time.Millisecond) // 10:00:55: the 10:01 fires are recorded
 	require.Eventually(t, func() bool {
 		var n int64
@@ -120,7 +120,7 @@ func TestFiresOfOneInstantAreClaimedAheadByTheirNumber(t *testing.T) {
 		return n == 21
 	}, 10*time.Second, 10*time.Millisecond)
 
-	require.NoError(t, clock.BlockUntil(ctx, 4))
+	waitIdle(ctx, t, clock, s)
 	clock.Advance(4*time.Second + 700*time.Millisecond) // 10:00:59.700: 300 ms before
 	time.Sleep(100 * time.Millisecond)                  // room for a wrong claim to land
 	require.Zero(t, claimed(), "not claimed 300 ms ahead")

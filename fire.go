@@ -5,12 +5,10 @@ import (
 	"container/heap"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"runtime"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -129,7 +127,6 @@ func (s *Scheduler) topClaimAtLocked() time.Time {
 // for its claim (claimLead ahead of its run time, with the fires of its
 // instant), or a claimed one for its start.
 func (s *Scheduler) dispatchLoop(ctx context.Context) {
-	defer s.loops.Done()
 	defer s.stopClaimed()
 	timer := s.clock.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -612,198 +609,4 @@ func (s *Scheduler) settle(r store.Execution, at time.Time, err error, timedOut 
 		f.Status = store.StatusFailed
 	}
 	return f
-}
-
-// updateQueue batches status writes off the hot path. Nothing is dropped:
-// a failed write is retried until Stop's context ends.
-type updateQueue struct {
-	s        *Scheduler
-	flushing sync.Mutex // one flush at a time, so writes land in the order queued
-	mu       sync.Mutex
-	starts   []store.Start
-	finishes []store.Finish
-	skips    []skipUpdate
-	kick     chan struct{}
-	quit     chan struct{}
-	done     chan struct{}
-}
-
-type skipUpdate struct {
-	row    store.Execution
-	reason string
-	at     time.Time
-}
-
-func newUpdateQueue(s *Scheduler) *updateQueue {
-	return &updateQueue{s: s, kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
-}
-
-func (q *updateQueue) started(r store.Execution, at time.Time) {
-	q.mu.Lock()
-	q.starts = append(q.starts, store.Start{ID: r.ID, Replica: q.s.opts.InstanceID, StartedMs: at.UnixMilli()})
-	q.mu.Unlock()
-	q.poke()
-}
-
-func (q *updateQueue) finished(f store.Finish) {
-	q.mu.Lock()
-	q.finishes = append(q.finishes, f)
-	q.mu.Unlock()
-	q.poke()
-}
-
-func (q *updateQueue) skip(r store.Execution, reason string, at time.Time) {
-	q.s.log.Info("fire skipped", "task", r.TaskCode, "execution", r.ID, "run_time", time.UnixMilli(r.RunTime).UTC(), "reason", reason)
-	q.s.metrics.fireEnded(r.TaskCode, store.StatusSkipped)
-	q.s.alerts.skipped(r, reason, at)
-	q.mu.Lock()
-	q.skips = append(q.skips, skipUpdate{r, reason, at})
-	q.mu.Unlock()
-	q.poke()
-}
-
-func (q *updateQueue) poke() {
-	select {
-	case q.kick <- struct{}{}:
-	default:
-	}
-}
-
-func (q *updateQueue) start() { go q.loop() }
-
-// Writes of the queue: at most one every updateEvery, and the first
-// updateGather after the first item queued.
-const (
-	updateEvery  = 50 * time.Millisecond
-	updateGather = 20 * time.Millisecond
-)
-
-// loop writes what is queued, at most every updateEvery, so a burst of
-// fires becomes a few transactions instead of one write each. It waits
-// updateGather after the first start of a round before writing: the fires
-// of one instant start together, and a write as soon as the first of them
-// had started took its CPU while the others were starting (and wrote the
-// others' starts and results later, two writes where one does).
-func (q *updateQueue) loop() {
-	defer close(q.done)
-	for {
-		select {
-		case <-q.quit:
-			return
-		case <-q.kick:
-		}
-		pause(q.quit, updateGather)
-		if err := q.flush(context.Background()); err != nil {
-			q.s.noteDB(err)
-			pause(q.quit, time.Second)
-			q.poke()
-			continue
-		}
-		pause(q.quit, updateEvery-updateGather)
-	}
-}
-
-// pause waits d of real time, or until quit closes. Batching is about the
-// database's load, not about the schedule, so it does not follow the
-// injected clock (a test that freezes time still sees its rows written).
-func pause(quit chan struct{}, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-quit:
-	case <-t.C:
-	}
-}
-
-// flush writes what is queued: starts (with the result when the attempt
-// already ended), then other results, then skipped fires.
-func (q *updateQueue) flush(ctx context.Context) error {
-	q.flushing.Lock()
-	defer q.flushing.Unlock()
-	q.mu.Lock()
-	starts, finishes, skips := q.starts, q.finishes, q.skips
-	q.starts, q.finishes, q.skips = nil, nil, nil
-	q.mu.Unlock()
-	requeue := func(i, j, k int) {
-		q.mu.Lock()
-		q.starts = append(starts[i:], q.starts...)
-		q.finishes = append(finishes[j:], q.finishes...)
-		q.skips = append(skips[k:], q.skips...)
-		q.mu.Unlock()
-	}
-	// A first attempt that started and ended since the last round is one write.
-	ended := map[int64]int{}
-	for j, f := range finishes {
-		if f.Attempt == 1 {
-			ended[f.ID] = j
-		}
-	}
-	merged := map[int]bool{}
-	for i := range starts {
-		if j, ok := ended[starts[i].ID]; ok && starts[i].Finish == nil {
-			res := finishes[j].Result
-			starts[i].Finish = &res
-			merged[j] = true
-		}
-	}
-	if len(merged) > 0 {
-		rest := make([]store.Finish, 0, len(finishes)-len(merged))
-		for j, f := range finishes {
-			if !merged[j] {
-				rest = append(rest, f)
-			}
-		}
-		finishes = rest
-	}
-	if len(starts) > 0 {
-		oks, err := q.s.store.MarkRunning(ctx, starts)
-		if err != nil {
-			requeue(0, 0, 0)
-			return err
-		}
-		for i, ok := range oks {
-			if !ok {
-				q.s.log.Error("a started fire's row changed under it", "execution", starts[i].ID)
-			}
-		}
-	}
-	if len(finishes) > 0 {
-		oks, err := q.s.store.FinishAttempts(ctx, finishes)
-		if err != nil {
-			requeue(len(starts), 0, 0)
-			return err
-		}
-		for i, ok := range oks {
-			if !ok {
-				q.s.log.Warn("attempt result not recorded: the execution was settled elsewhere (timed out or rescued)",
-					"execution", finishes[i].ID, "attempt", finishes[i].Attempt)
-			}
-		}
-	}
-	for k, sk := range skips {
-		if _, err := q.s.store.SkipFire(ctx, sk.row.ID, q.s.opts.InstanceID, sk.reason, sk.at.UnixMilli()); err != nil {
-			requeue(len(starts), len(finishes), k)
-			return err
-		}
-	}
-	return nil
-}
-
-// stop writes what is left, retrying until ctx ends.
-func (q *updateQueue) stop(ctx context.Context) error {
-	close(q.quit)
-	<-q.done
-	for {
-		err := q.flush(ctx)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			q.mu.Lock()
-			n := len(q.starts) + len(q.finishes) + len(q.skips)
-			q.mu.Unlock()
-			return fmt.Errorf("xtimer: stop: %d status updates not written: %w", n, errors.Join(err, ctx.Err()))
-		}
-		pause(make(chan struct{}), 200*time.Millisecond)
-	}
 }

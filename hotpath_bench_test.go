@@ -68,17 +68,15 @@ func BenchmarkClaimSlot(b *testing.B) {
 					k := slotKey{minute: first + int64(i/s.opts.Buckets), bucket: i % s.opts.Buckets}
 					i++
 					st, down := &slotState{}, false
-					if !s.claimSlot(ctx, now, k, st, &down) || down || st.lock == nil {
-						b.Fatalf("claim of free slot %+v: down %v, lock %v", k, down, st.lock)
+					if !s.claimSlot(ctx, now, k, st, &down) || down || !s.keeper.holds(k) {
+						b.Fatalf("claim of free slot %+v: down %v, held %v", k, down, s.keeper.holds(k))
 					}
-					if err := st.lock.Release(ctx); err != nil {
-						b.Fatalf("release of slot %+v: %v", k, err)
-					}
+					s.keeper.releaseAll(ctx)
 				}
 			})
 			b.Run("lost", func(b *testing.B) {
 				k := slotKey{minute: first - 2, bucket: 0} // a minute "won" never uses
-				held, err := s.locker.Obtain(ctx, s.lockKey(k), time.Minute)
+				held, err := s.locker.Obtain(ctx, s.keeper.lockKey(k), time.Minute)
 				require.NoError(b, err)
 				b.Cleanup(func() { _ = held.Release(ctx) })
 				b.ReportAllocs()

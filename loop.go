@@ -56,16 +56,8 @@ func (s *Scheduler) heartbeat(ctx context.Context, now time.Time) error {
 		handlers = s.handlerCodesLocked()
 	}
 	gen := s.handlersGen
-	var held []slotKey
-	for k, st := range s.slots {
-		if st.lock != nil {
-			held = append(held, k)
-		}
-	}
 	s.mu.Unlock()
-	slices.SortFunc(held, func(a, b slotKey) int {
-		return cmp.Or(cmp.Compare(a.minute, b.minute), cmp.Compare(a.bucket, b.bucket))
-	})
+	held := s.keeper.heldKeys()
 	slots := make([]string, len(held))
 	for i, k := range held {
 		slots[i] = strconv.FormatInt(k.minute, 10) + ":" + strconv.Itoa(k.bucket)
@@ -122,9 +114,9 @@ func (s *Scheduler) handlerCodesLocked() []string {
 
 // publishHandlers writes this replica's list of handlers into its row when
 // a heartbeat finds it due and too big to go with it (bigHandlerList). It
-// is one of s.loops; a failed write is tried again at the next heartbeat.
+// is a loop of the planner; a failed write is tried again at the next
+// heartbeat.
 func (s *Scheduler) publishHandlers(ctx context.Context) {
-	defer s.loops.Done()
 	for {
 		select {
 		case <-ctx.Done():
@@ -151,7 +143,6 @@ func (s *Scheduler) publishHandlers(ctx context.Context) {
 // the clock, the first time firstTickAfter after Start at the earliest,
 // and in between at the instant plan asked for (replanAt), if any.
 func (s *Scheduler) tickLoop(ctx context.Context) {
-	defer s.loops.Done()
 	// The first tick instant at or after firstTickAfter from now (untilTick
 	// of a tick instant is a whole second).
 	timer := s.clock.NewTimer(firstTickAfter + untilTick(s.clock.Now().Add(firstTickAfter))%time.Second)
@@ -235,7 +226,7 @@ func (s *Scheduler) noteDB(err error) {
 	if err != nil {
 		s.metrics.dbError()
 	}
-	changed := s.flip(&s.dbDown, err != nil)
+	changed := s.health.dbDown.Swap(err != nil) != (err != nil)
 	switch {
 	case err != nil && changed:
 		s.log.Error("database unreachable: no fire is recorded or started until it is back", "err", err)
@@ -253,7 +244,6 @@ type slotKey struct {
 
 type slotState struct {
 	done    bool
-	lock    Lock      // held by this replica, nil otherwise
 	recheck time.Time // lost to another replica: look again at this instant
 	opened  time.Time // when plan first saw the slot
 	// only, when not nil, names the tasks to plan again in a slot this
@@ -263,10 +253,6 @@ type slotState struct {
 	// gen counts the task changes that reopened the slot: a plan that read
 	// the tasks before the latest one leaves the slot open for another.
 	gen int
-}
-
-func (s *Scheduler) lockKey(k slotKey) string {
-	return "xtimer:" + s.opts.App + ":slot:" + strconv.FormatInt(k.minute, 10) + ":" + strconv.Itoa(k.bucket)
 }
 
 // fire is one planned instant of one task.
@@ -406,7 +392,7 @@ func (s *Scheduler) reopenSlots(t *taskState, now time.Time) {
 		}
 		st.gen++ // a plan of the slot under way read the task before this
 		switch {
-		case st.done && st.lock != nil:
+		case st.done && s.keeper.holds(slotKey{m, t.bucket}):
 			st.done, st.only = false, map[string]bool{t.code: true}
 		case st.done:
 			st.done = false
@@ -437,7 +423,13 @@ func (s *Scheduler) plan(ctx context.Context, now time.Time) error {
 			return err
 		}
 	}
+	lost := s.keeper.takeLost()
 	s.mu.Lock()
+	for k, at := range lost {
+		if st := s.slots[k]; st != nil {
+			st.done, st.recheck, st.only = false, at, nil
+		}
+	}
 	for m := cur; m <= last; m++ {
 		for b := range s.opts.Buckets {
 			if _, ok := s.slots[slotKey{m, b}]; !ok {
@@ -454,9 +446,9 @@ func (s *Scheduler) plan(ctx context.Context, now time.Time) error {
 			delete(s.slots, k) // beyond catch-up: forget
 		case !st.done && !st.recheck.IsZero() && k.minute < cur-1:
 			st.done = true // watched long enough; ClaimFires covers what is left
-		case !st.done && k.minute > cur && !others && st.lock == nil && !s.sharesLocked(k):
+		case !st.done && k.minute > cur && !others && !s.keeper.holds(k) && !s.sharesLocked(k):
 			// Another replica's share of the next minute: left to it for now.
-		case !st.done && k.minute == cur && st.lock == nil && now.Sub(st.opened) < startShareWait && !s.sharesLocked(k):
+		case !st.done && k.minute == cur && !s.keeper.holds(k) && now.Sub(st.opened) < startShareWait && !s.sharesLocked(k):
 			// Another replica's share of the minute this one started in:
 			// left to it for startShareWait, then claimed if still free.
 			if at := st.opened.Add(startShareWait); s.replanAt.IsZero() || at.Before(s.replanAt) {
@@ -537,7 +529,7 @@ func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey
 		s.mu.Lock()
 		st := s.slots[k]
 		gen, only := st.gen, maps.Clone(st.only)
-		if st.lock == nil {
+		if !s.keeper.holds(k) {
 			only = nil // not held since it was planned: planned again in full, from the claim on
 		}
 		s.mu.Unlock()
@@ -710,19 +702,15 @@ func (s *Scheduler) claimSlot(ctx context.Context, now time.Time, k slotKey, st 
 	if *down {
 		return true
 	}
-	s.mu.Lock()
-	held := st.lock
-	s.mu.Unlock()
-	if held != nil {
-		return true // ours, kept alive by keepLocks
+	if s.keeper.holds(k) {
+		return true // ours, kept alive by the lock keeper
 	}
-	lock, err := s.locker.Obtain(ctx, s.lockKey(k), slotLockTTL)
-	switch {
+	switch err := s.keeper.obtain(ctx, k); {
 	case err == nil:
 		s.noteRedis(nil)
 		s.metrics.slotClaim(claimWon)
 		s.mu.Lock()
-		st.lock, st.recheck = lock, time.Time{}
+		st.recheck = time.Time{}
 		s.mu.Unlock()
 		return true
 	case errors.Is(err, ErrLockHeld):
@@ -779,82 +767,8 @@ func (s *Scheduler) takeOver(ctx context.Context, k slotKey, fromMs, toMs int64)
 	return nil
 }
 
-// keepLocks refreshes the locks of the slots this replica owns, until their
-// minute is over. A lock that cannot be refreshed (it expired while the
-// process was frozen, or Redis lost it) is given up: another replica may
-// take the slot over, and StartFires keeps this one from starting what is
-// no longer its own.
-func (s *Scheduler) keepLocks(ctx context.Context, now time.Time) {
-	cur := now.Unix() / 60
-	type held struct {
-		k    slotKey
-		st   *slotState
-		lock Lock
-	}
-	var locks []held
-	s.mu.Lock()
-	for k, st := range s.slots {
-		if st.lock != nil {
-			locks = append(locks, held{k, st, st.lock})
-		}
-	}
-	s.mu.Unlock()
-	for _, h := range locks {
-		if h.k.minute < cur-1 {
-			_ = h.lock.Release(ctx)
-			s.mu.Lock()
-			h.st.lock = nil
-			s.mu.Unlock()
-			continue
-		}
-		err := h.lock.Refresh(ctx, slotLockTTL)
-		if err == nil {
-			s.metrics.slotClaim(claimRefreshed)
-		}
-		if err == nil || errors.Is(err, ErrLockUnavailable) {
-			continue // unavailable: the database's unique key guards meanwhile
-		}
-		s.metrics.slotClaim(claimLostWhileHeld)
-		s.log.Info("slot lock lost; another replica may take the slot over", "minute", time.Unix(h.k.minute*60, 0).UTC(),
-			"bucket", h.k.bucket, "err", err)
-		s.mu.Lock()
-		if h.st.lock == h.lock {
-			h.st.lock, h.st.done, h.st.recheck, h.st.only = nil, false, now, nil
-		}
-		s.mu.Unlock()
-	}
-}
-
-// every calls do with the time every d of the scheduler's clock, until ctx
-// ends; it is one of s.loops. d is measured from the end of the previous
-// call, so a slow round delays the next instead of piling up.
-func (s *Scheduler) every(ctx context.Context, d time.Duration, do func(ctx context.Context, now time.Time)) {
-	defer s.loops.Done()
-	timer := s.clock.NewTimer(d)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C():
-		}
-		do(ctx, s.clock.Now())
-		timer.Reset(d)
-	}
-}
-
-// flip sets an outage flag and reports whether it changed, so that an
-// outage is logged when it starts and ends, not on every tick.
-func (s *Scheduler) flip(flag *bool, down bool) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	changed := *flag != down
-	*flag = down
-	return changed
-}
-
 func (s *Scheduler) noteRedis(err error) {
-	changed := s.flip(&s.redisDown, err != nil)
+	changed := s.health.redisDown.Swap(err != nil) != (err != nil)
 	s.metrics.lockFallback(err != nil)
 	if changed {
 		s.alerts.fallback(err != nil, err)
@@ -864,21 +778,6 @@ func (s *Scheduler) noteRedis(err error) {
 		s.log.Warn("slot lock unavailable: claims fall back to the database unique key", "err", err)
 	case err == nil && changed:
 		s.log.Info("slot lock available again")
-	}
-}
-
-func (s *Scheduler) releaseLocks(ctx context.Context) {
-	s.mu.Lock()
-	var locks []Lock
-	for _, st := range s.slots {
-		if st.lock != nil {
-			locks = append(locks, st.lock)
-			st.lock = nil
-		}
-	}
-	s.mu.Unlock()
-	for _, l := range locks {
-		_ = l.Release(ctx)
 	}
 }
 

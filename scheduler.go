@@ -22,6 +22,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/xtimer-go/xtimer/executor"
+	"github.com/xtimer-go/xtimer/internal/startstop"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
 
@@ -393,22 +394,24 @@ type Scheduler struct {
 	beatHandlersAt time.Time
 	beatGen        int
 	publish        chan struct{} // a big handler list is due (publishHandlers)
-	redisDown      bool
-	dbDown         bool
 
-	wake          chan struct{} // a fire was armed earlier than the dispatcher waits for
-	stop          context.CancelFunc
-	stopped       chan struct{}  // closed when the first Stop has finished
-	loops         sync.WaitGroup // tick loop, dispatcher
-	attempts      sync.WaitGroup // handlers
-	handlerCtx    context.Context
-	cancelHandler context.CancelFunc
+	wake     chan struct{}  // a fire was armed earlier than the dispatcher waits for
+	stopped  chan struct{}  // closed when the first Stop has finished
+	attempts sync.WaitGroup // handlers
 
-	updates *updateQueue
-	metrics *metrics     // nil without Options.Metrics
-	tracer  trace.Tracer // nil without Options.TracerProvider (trace.go)
-	alerts  *alerter     // nil without Options.Notifier (alert.go)
-	health  healthState  // health.go
+	// The loops of the planner (tick loop, handler publisher) and of the
+	// dispatcher (internal/startstop).
+	planner, dispatcher startstop.Base
+	keeper              *lockKeeper // the slot-lock keeper (slotlock.go)
+	retention           *retention  // the retention sweeper (retention.go)
+	handlerCtx          context.Context
+	cancelHandler       context.CancelFunc
+
+	updates *statusWriter // the status writer (status.go)
+	metrics *metrics      // nil without Options.Metrics
+	tracer  trace.Tracer  // nil without Options.TracerProvider (trace.go)
+	alerts  *alerter      // nil without Options.Notifier (alert.go)
+	health  healthState   // health.go
 }
 
 const (
@@ -461,17 +464,19 @@ func New(opts Options) (*Scheduler, error) {
 	default:
 		s.locker = NewLocalLocker(s.clock)
 	}
-	s.updates = newUpdateQueue(s)
 	s.pool.OnDone(func() {
 		select {
 		case s.wake <- struct{}{}:
 		default:
 		}
 	})
-	s.alerts = newAlerter(s)
 	if s.metrics, err = newMetrics(opts.Metrics, opts.App); err != nil {
 		return nil, err
 	}
+	s.alerts = newAlerter(s)
+	s.updates = newStatusWriter(s)
+	s.keeper = newLockKeeper(s)
+	s.retention = newRetention(s)
 	return s, nil
 }
 
@@ -631,21 +636,21 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		return err
 	}
 
-	loopCtx, stop := context.WithCancel(context.Background())
 	s.handlerCtx, s.cancelHandler = context.WithCancel(context.Background())
 	s.mu.Lock()
 	s.state = stateRunning
-	s.stop = stop
 	s.mu.Unlock()
-	s.updates.start()
-	s.loops.Add(4)
-	go s.tickLoop(loopCtx)
-	go s.publishHandlers(loopCtx)
-	go s.dispatchLoop(loopCtx)
-	go s.every(loopCtx, lockRefreshEvery, s.keepLocks)
-	s.loops.Add(1)
-	go s.every(loopCtx, s.opts.RetentionInterval, func(ctx context.Context, _ time.Time) { s.sweep(ctx) })
-	s.alerts.start(loopCtx)
+	bg := context.Background()
+	if err := errors.Join(
+		s.updates.start(),
+		s.planner.Start(bg, startstop.Loop{Run: s.tickLoop, Timers: 1}, startstop.Loop{Run: s.publishHandlers}),
+		s.dispatcher.Start(bg, startstop.Loop{Run: s.dispatchLoop, Timers: 1}),
+		s.keeper.start(),
+		s.retention.start(),
+		s.alerts.start(),
+	); err != nil {
+		return fmt.Errorf("xtimer: start: %w", err) // a component started twice: a bug of Start's state machine
+	}
 	mode := "redis"
 	if s.opts.Redis == nil && s.opts.Locker == nil {
 		mode = "in-process (one process only: start a second replica only with Options.Redis)"
@@ -703,9 +708,14 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	s.state = stateStopped
 	s.stopped = make(chan struct{})
 	defer close(s.stopped)
-	s.stop()
 	s.mu.Unlock()
-	s.loops.Wait()
+	// The loops that claim, record and start fires stop first; the status
+	// writer and the alerts' sender run until the end.
+	s.planner.Stop()
+	s.dispatcher.Stop()
+	s.keeper.Stop()
+	s.retention.Stop()
+	s.alerts.stopRounds()
 
 	var errs []error
 	// Results first, then the fires this replica recorded but did not start
@@ -720,7 +730,7 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	} else if n > 0 {
 		s.log.Info("handed recorded fires to other replicas", "fires", n)
 	}
-	s.releaseLocks(ctx)
+	s.keeper.releaseAll(ctx)
 
 	done := make(chan struct{})
 	go func() { s.attempts.Wait(); close(done) }()
@@ -940,4 +950,12 @@ func toExecution(r store.Execution, loc *time.Location) Execution {
 		Lateness: time.Duration(r.LatenessMs) * time.Millisecond, Duration: time.Duration(r.DurationMs) * time.Millisecond,
 		NextAttempt: at(r.NextAttemptMs), Output: r.Output, Error: r.Error,
 	}
+}
+
+// clockTimers is how many timers of the injected clock the running
+// components keep armed while they wait: what a test moving a fake clock
+// waits for (internal/startstop).
+func (s *Scheduler) clockTimers() int {
+	return s.planner.Timers() + s.dispatcher.Timers() + s.keeper.Timers() + s.retention.Timers() +
+		s.updates.Timers() + s.alerts.timers()
 }

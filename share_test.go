@@ -176,11 +176,9 @@ func (f *shareFleet) replica(id string) *Scheduler {
 
 // held returns the buckets of minute m whose lock s holds.
 func (f *shareFleet) held(s *Scheduler, m time.Time) map[int]bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	out := map[int]bool{}
-	for k, st := range s.slots {
-		if k.minute == m.Unix()/60 && st.lock != nil {
+	for _, k := range s.keeper.heldKeys() {
+		if k.minute == m.Unix()/60 {
 			out[k.bucket] = true
 		}
 	}

@@ -584,3 +584,12 @@ func (s *Scheduler) sizeViewLocked(n int) {
 		s.byBucket[b] = make([]*taskState, 0, n/len(s.byBucket)+n/(4*len(s.byBucket))+8)
 	}
 }
+
+// taskCodes lists the codes of the tasks in the view, in no order.
+func (s *Scheduler) taskCodes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	codes := make([]string, 0, s.viewSums.Count)
+	s.eachTaskLocked(func(t *taskState) { codes = append(codes, t.code) })
+	return codes
+}
