@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/xtimer-go/xtimer/internal/startstop"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
 
@@ -81,13 +82,16 @@ type alerter struct {
 	s *Scheduler
 	n Notifier
 
+	// sender runs sendLoop until the end of Stop (alerts raised while
+	// handlers finish are sent); rounds runs the maintenance round, which
+	// stops with the scheduler's other loops.
+	sender, rounds startstop.Base
+
 	mu     sync.Mutex
 	queue  map[alertKey]*raisedEvent
 	order  []alertKey         // keys of queue, oldest first
 	claims []store.AlertClaim // claimed, to deliver
-	kick   chan struct{}
-	quit   chan struct{}
-	done   chan struct{}
+	kick   startstop.Kick
 
 	// probed is, per task, the latest due fire the dead man's switch
 	// looked at: a task is probed again once another fire came due.
@@ -111,7 +115,7 @@ func newAlerter(s *Scheduler) *alerter {
 		return nil
 	}
 	return &alerter{s: s, n: s.opts.Notifier, queue: map[alertKey]*raisedEvent{},
-		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), probed: map[string]time.Time{},
+		kick: startstop.NewKick(), probed: map[string]time.Time{},
 		quiet: map[string]quietTask{}}
 }
 
@@ -152,37 +156,48 @@ func (a *alerter) raise(e Event, subject, occurrence string) {
 	a.poke()
 }
 
-func (a *alerter) poke() {
-	select {
-	case a.kick <- struct{}{}:
-	default:
-	}
-}
+func (a *alerter) poke() { a.kick.Poke() }
 
 // start starts the sender, which stop ends, and the maintenance round,
-// which ends with ctx (the loops' context).
-func (a *alerter) start(ctx context.Context) {
+// which stopRounds ends.
+func (a *alerter) start() error {
 	if a == nil {
-		return
+		return nil
 	}
-	go a.sendLoop()
-	a.s.loops.Add(1)
-	go a.s.every(ctx, alertRound, a.round)
+	return errors.Join(a.sender.Start(context.Background(), startstop.Loop{Run: a.sendLoop}),
+		a.rounds.Start(context.Background(), startstop.Every(a.s.clock, alertRound, a.round)))
+}
+
+// timers is how many clock timers the alerter's loops keep armed.
+func (a *alerter) timers() int {
+	if a == nil {
+		return 0
+	}
+	return a.sender.Timers() + a.rounds.Timers()
+}
+
+// stopRounds ends the maintenance round; a round under way runs to its
+// end (it is bounded by alertRound).
+func (a *alerter) stopRounds() {
+	if a != nil {
+		a.rounds.Stop()
+	}
 }
 
 // sendLoop counts what was raised and delivers what was claimed, one
 // Notify at a time.
-func (a *alerter) sendLoop() {
-	defer close(a.done)
+func (a *alerter) sendLoop(ctx context.Context) {
 	for {
 		select {
-		case <-a.quit:
+		case <-ctx.Done():
 			return
 		case <-a.kick:
 		}
-		if err := a.flush(context.Background()); err != nil {
+		if err := a.flush(context.WithoutCancel(ctx)); err != nil {
 			a.s.noteDB(err)
-			pause(a.quit, time.Second)
+			if !startstop.Pause(ctx, time.Second) {
+				return
+			}
 			a.poke()
 		}
 	}
@@ -303,27 +318,21 @@ func (a *alerter) stop(ctx context.Context) error {
 	if a == nil {
 		return nil
 	}
-	close(a.quit)
-	<-a.done
-	for {
-		err := a.flush(ctx)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			a.mu.Lock()
-			n := len(a.order)
-			a.mu.Unlock()
-			return fmt.Errorf("xtimer: stop: %d alerts not recorded: %w", n, errors.Join(err, ctx.Err()))
-		}
-		pause(make(chan struct{}), 200*time.Millisecond)
+	a.rounds.Stop()
+	a.sender.Stop()
+	if err := startstop.Drain(ctx, stopRetryEvery, a.flush); err != nil {
+		a.mu.Lock()
+		n := len(a.order)
+		a.mu.Unlock()
+		return fmt.Errorf("xtimer: stop: %d alerts not recorded: %w", n, err)
 	}
+	return nil
 }
 
 func (s *Scheduler) alertKey() string { return "xtimer:" + s.opts.App + ":alerts" }
 
 // round is one maintenance round, on the replica that gets the lock. It
-// runs to its end when Stop cancels loopCtx (it is bounded by alertRound).
+// runs to its end when stopRounds cancels loopCtx (it is bounded by alertRound).
 func (a *alerter) round(loopCtx context.Context, now time.Time) {
 	s := a.s
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(loopCtx), alertRound)
@@ -396,7 +405,7 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 	// A fire is recorded ahead and written back in batches: a minute
 	// after its run time, its row says what became of it.
 	at := now.Add(-time.Minute)
-	s.mu.Lock()
+	s.view.mu.Lock()
 	var tasks []*taskState
 	s.eachTaskLocked(func(t *taskState) {
 		if q, ok := a.quiet[t.code]; t.active() && (!ok || q.t != t || !at.Before(q.until)) {
@@ -408,7 +417,7 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 			delete(a.quiet, code) // edited or deleted
 		}
 	}
-	s.mu.Unlock()
+	s.view.mu.Unlock()
 	slices.SortFunc(tasks, func(x, y *taskState) int { return cmp.Compare(x.code, y.code) })
 	probes := 0
 	for _, t := range tasks {

@@ -73,10 +73,10 @@ func (f *oneWorkerBurst) claimed(t assert.TestingT) (n int) {
 // recorded, and on to 10:01, when all four are due.
 func (f *oneWorkerBurst) toTheRunTime(t *testing.T) {
 	ctx := context.Background()
-	require.NoError(t, f.clock.BlockUntil(ctx, 4)) // tick, dispatch, locks, retention
+	waitIdle(ctx, t, f.clock, f.s)
 	f.clock.Advance(54*time.Second + 500*time.Millisecond)
 	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Len(c, f.rows(c), 4) }, 10*time.Second, 10*time.Millisecond)
-	require.NoError(t, f.clock.BlockUntil(ctx, 4)) // tick, dispatch, locks, retention
+	waitIdle(ctx, t, f.clock, f.s)
 	f.clock.Advance(5 * time.Second)
 }
 
@@ -152,14 +152,14 @@ func TestRunTimesRecordedAfterStartReachAnIdleReplica(t *testing.T) {
 
 	// 10:00:55: the tick records the 10:01 fires and reads the run times.
 	ctx := context.Background()
-	require.NoError(t, f.clock.BlockUntil(ctx, 4)) // tick, dispatch, locks, retention
+	waitIdle(ctx, t, f.clock, f.s)
 	f.clock.Advance(54*time.Second + 500*time.Millisecond)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, seeded := f.s.pool.MeanRun()
 		assert.True(c, seeded, "mean run time read")
 		assert.Len(c, f.rows(c), 4)
 	}, 10*time.Second, 10*time.Millisecond, "seeded by the tick")
-	require.NoError(t, f.clock.BlockUntil(ctx, 4)) // tick, dispatch, locks, retention
+	waitIdle(ctx, t, f.clock, f.s)
 	f.clock.Advance(5 * time.Second)
 	f.iv.next(t, 10*time.Second)
 	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Equal(c, 4, f.claimed(c)) }, 10*time.Second, 10*time.Millisecond,

@@ -173,10 +173,10 @@ func TestBadInputSpecThatNeverFiresIsAcceptedAndRecordsNothing(t *testing.T) {
 
 	// Three minutes of ticks, across the end of February of a leap year.
 	for range 12 {
-		require.NoError(t, clock.BlockUntil(ctx, 2))
+		waitIdle(ctx, t, clock, s)
 		clock.Advance(15 * time.Second)
 	}
-	require.NoError(t, clock.BlockUntil(ctx, 2))
+	waitIdle(ctx, t, clock, s)
 
 	for _, code := range []string{"never", "never.quartz"} {
 		next, err := s.NextRuns(code, 5)
@@ -227,9 +227,9 @@ func TestBadInputThousandsOfTasksRegisteredAtOnceAreAllRecordedByStart(t *testin
 	require.Equal(t, []time.Time{time.Date(2026, 12, 1, 9, 59, 0, 0, time.UTC)}, next)
 
 	// The loop copes with them: a tick later, it still answers.
-	require.NoError(t, clock.BlockUntil(ctx, 2))
+	waitIdle(ctx, t, clock, s)
 	clock.Advance(time.Second)
-	require.NoError(t, clock.BlockUntil(ctx, 2))
+	waitIdle(ctx, t, clock, s)
 	rows, _, err := s.store.ListExecutions(ctx, store.ExecutionFilter{App: app}, store.Cursor{}, 10)
 	require.NoError(t, err)
 	require.Empty(t, rows)
@@ -338,13 +338,13 @@ func TestDuplicateRegisterKeepsTheFirstRegistration(t *testing.T) {
 	err = s.Register("a", "30 * * * * *", second)
 	require.ErrorIs(t, err, ErrDuplicateTask)
 	require.EqualError(t, err, `xtimer: task already registered: "a"`)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.handlers["a"]
+	s.view.mu.Lock()
+	defer s.view.mu.Unlock()
+	r := s.view.handlers["a"]
 	require.NoError(t, r.handler(context.Background(), nil))
 	require.Equal(t, "first", called)
 	require.Equal(t, "0 * * * * *", r.opts.spec)
 	require.Equal(t, time.Minute, r.opts.timeout)
-	require.Len(t, s.regOrder, 2)
-	require.Equal(t, []string{"a", "b"}, []string{s.regOrder[0].code, s.regOrder[1].code})
+	require.Len(t, s.view.regOrder, 2)
+	require.Equal(t, []string{"a", "b"}, []string{s.view.regOrder[0].code, s.view.regOrder[1].code})
 }

@@ -43,13 +43,13 @@ func TestFireClaimedAheadStartsAtItsRunTimeAndIsReleasedOnStop(t *testing.T) {
 				}
 				return out[0]
 			}
-			require.NoError(t, clock.BlockUntil(ctx, 4))         // tick, dispatch, locks, retention
+			waitIdle(ctx, t, clock, s)
 			clock.Advance(54*time.Second + 500*time.Millisecond) // 10:00:55: the 10:01 fire is recorded
 			require.EventuallyWithT(t, func(c *assert.CollectT) { assert.NotZero(c, row(c).ID) }, 10*time.Second, 10*time.Millisecond)
 			runTime := time.Date(2026, 11, 30, 10, 1, 0, 0, time.UTC).UnixMilli()
 
 			// 1 ms before the run time: within any claim lead (at least 2 ms).
-			require.NoError(t, clock.BlockUntil(ctx, 4))
+			waitIdle(ctx, t, clock, s)
 			clock.Advance(5*time.Second - time.Millisecond)
 			require.EventuallyWithT(t, func(c *assert.CollectT) { assert.NotZero(c, row(c).StartedMs) }, 10*time.Second, 10*time.Millisecond)
 			r := row(t)
@@ -93,7 +93,7 @@ func TestFiresOfOneInstantAreClaimedAheadByTheirNumber(t *testing.T) {
 	clock := fakeclock.New(time.Date(2026, 11, 30, 10, 0, 0, 500_000_000, time.UTC))
 	iv := newInvocations()
 	s := newScheduler(t, setupOpts{db: db, app: app, clock: clock}, nil)
-	s.claimPerFire = 5 * time.Millisecond // as if measured by earlier claims
+	s.dispatcher.claimPerFire = 5 * time.Millisecond // as if measured by earlier claims
 	require.Equal(t, 201*time.Millisecond, s.claimLead(20))
 	for i := range 20 {
 		require.NoError(t, s.Register(fmt.Sprintf("burst.%02d", i), "0 * * * * *", iv.handler(nil)))
@@ -113,7 +113,7 @@ func TestFiresOfOneInstantAreClaimedAheadByTheirNumber(t *testing.T) {
 		}
 		return n
 	}
-	require.NoError(t, clock.BlockUntil(ctx, 4))         // tick, dispatch, locks, retention
+	waitIdle(ctx, t, clock, s)
 	clock.Advance(54*time.Second + 500*time.Millisecond) // 10:00:55: the 10:01 fires are recorded
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var n int64
@@ -122,7 +122,7 @@ func TestFiresOfOneInstantAreClaimedAheadByTheirNumber(t *testing.T) {
 		}
 	}, 10*time.Second, 10*time.Millisecond)
 
-	require.NoError(t, clock.BlockUntil(ctx, 4))
+	waitIdle(ctx, t, clock, s)
 	clock.Advance(4*time.Second + 700*time.Millisecond) // 10:00:59.700: 300 ms before
 	time.Sleep(100 * time.Millisecond)                  // room for a wrong claim to land
 	require.Zero(t, claimed(t), "not claimed 300 ms ahead")
@@ -150,11 +150,11 @@ func TestClaimLeadGrowsWithTheFiresOfAnInstant(t *testing.T) {
 	require.Equal(t, 2*380*assumedClaimPerFire+time.Millisecond, s.claimLead(380), "nothing measured yet")
 	s.noteClaim(4*time.Millisecond, 1)     // a round trip
 	s.noteClaim(90*time.Millisecond, 3000) // 30 µs a fire
-	require.Equal(t, 4*time.Millisecond, s.claimRTT)
-	require.Equal(t, 30*time.Microsecond, s.claimPerFire)
+	require.Equal(t, 4*time.Millisecond, s.dispatcher.claimRTT)
+	require.Equal(t, 30*time.Microsecond, s.dispatcher.claimPerFire)
 	require.Equal(t, 2*(4*time.Millisecond+30*time.Microsecond)+time.Millisecond, s.claimLead(1))
 	require.Equal(t, 2*(4*time.Millisecond+30*time.Millisecond)+time.Millisecond, s.claimLead(1000))
 	require.Equal(t, maxClaimLead, s.claimLead(20_000), "bounded")
 	s.noteClaim(50*time.Millisecond, 1000) // 50 µs a fire: the average moves a quarter of the way
-	require.Equal(t, 35*time.Microsecond, s.claimPerFire)
+	require.Equal(t, 35*time.Microsecond, s.dispatcher.claimPerFire)
 }

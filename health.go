@@ -34,9 +34,13 @@ type ComponentHealth struct {
 	Latency time.Duration `json:"latency_ns"`
 }
 
-// healthState is what the loop records for Health.
+// healthState is what the engine's components record for Health and for
+// logging an outage once when it starts and once when it ends (noteDB,
+// noteRedis). Its fields are atomics: any component writes them.
 type healthState struct {
-	lastTick atomic.Int64 // Unix nanoseconds of the start of the last tick, 0 before the first
+	lastTick  atomic.Int64 // Unix nanoseconds of the start of the last tick, 0 before the first
+	dbDown    atomic.Bool
+	redisDown atomic.Bool
 }
 
 func (h *healthState) tick(now time.Time) { h.lastTick.Store(now.UnixNano()) }

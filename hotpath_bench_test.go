@@ -68,17 +68,15 @@ func BenchmarkClaimSlot(b *testing.B) {
 					k := slotKey{minute: first + int64(i/s.opts.Buckets), bucket: i % s.opts.Buckets}
 					i++
 					st, down := &slotState{}, false
-					if !s.claimSlot(ctx, now, k, st, &down) || down || st.lock == nil {
-						b.Fatalf("claim of free slot %+v: down %v, lock %v", k, down, st.lock)
+					if !s.claimSlot(ctx, now, k, st, &down) || down || !s.keeper.holds(k) {
+						b.Fatalf("claim of free slot %+v: down %v, held %v", k, down, s.keeper.holds(k))
 					}
-					if err := st.lock.Release(ctx); err != nil {
-						b.Fatalf("release of slot %+v: %v", k, err)
-					}
+					s.keeper.releaseAll(ctx)
 				}
 			})
 			b.Run("lost", func(b *testing.B) {
 				k := slotKey{minute: first - 2, bucket: 0} // a minute "won" never uses
-				held, err := s.locker.Obtain(ctx, s.lockKey(k), time.Minute)
+				held, err := s.locker.Obtain(ctx, s.keeper.lockKey(k), time.Minute)
 				require.NoError(b, err)
 				b.Cleanup(func() { _ = held.Release(ctx) })
 				b.ReportAllocs()
@@ -149,7 +147,7 @@ func BenchmarkFiresIn(b *testing.B) {
 					Kind: store.KindFunc, Spec: specs[i%len(specs)], TimeZone: zones[i/len(specs)%len(zones)],
 					Status: store.TaskActive, MaxAttempts: 1, CreatedMs: created, Version: 1})
 			}
-			require.Equal(b, int64(tasks), s.viewSums.Count)
+			require.Equal(b, int64(tasks), s.view.viewSums.Count)
 			b.Run("slot", func(b *testing.B) {
 				b.ReportAllocs()
 				n := 0
@@ -271,9 +269,9 @@ func BenchmarkPopInstant(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				s.mu.Lock()
+				s.dispatcher.mu.Lock()
 				due := s.popDueLocked(at)
-				s.mu.Unlock()
+				s.dispatcher.mu.Unlock()
 				if len(due) != n {
 					b.Fatalf("popped %d fires, want %d", len(due), n)
 				}

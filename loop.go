@@ -11,8 +11,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/xtimer-go/xtimer/internal/startstop"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
 
@@ -43,30 +45,60 @@ const (
 	handlersRewrite = 10 * time.Minute
 )
 
+// planner is the tick loop's state: the slots it plans, the live
+// replicas it shares them with, its heartbeat's bookkeeping. Its lock
+// guards slots, live, lastBeat, beatHandlersAt and beatGen, which calls
+// from outside the tick loop read (a task adopted reopens its slots, the
+// handler publisher writes beatGen); the fields marked tick loop only are
+// that goroutine's alone.
+type planner struct {
+	startstop.Base // the tick loop and the handler publisher
+
+	mu       sync.Mutex
+	slots    map[slotKey]*slotState
+	live     []string  // replica IDs alive at the last heartbeat
+	lastBeat time.Time // last heartbeat attempt
+	// beatHandlersAt is when this replica's handler list was last written
+	// into its row, as of handlersGen beatGen (heartbeat, publishHandlers).
+	beatHandlersAt time.Time
+	beatGen        int
+	publish        chan struct{} // a big handler list is due (publishHandlers)
+
+	// The task generation of the last sync that read every version, and
+	// when (syncTasks). Tick loop (and Start) only.
+	synced    bool
+	syncedGen int64
+	syncedAt  time.Time
+	// replanAt, if set, is when plan wants a tick before the next regular
+	// one (startShareWait). Tick loop only.
+	replanAt time.Time
+	// recordPerFire is a moving average of what recording a fire takes in
+	// a chunk planSlots records between instants (nextChunk). Tick loop
+	// only.
+	recordPerFire time.Duration
+	// reseedAt is when the tick loop reads the app's recent run times
+	// again if the pool has still run nothing (reseed).
+	reseedAt time.Time
+}
+
 func (s *Scheduler) heartbeat(ctx context.Context, now time.Time) error {
 	host, _ := os.Hostname()
-	s.mu.Lock()
-	s.lastBeat = now
-	big := len(s.handlers) > bigHandlerList
+	s.view.mu.Lock()
+	s.planner.mu.Lock()
+	s.planner.lastBeat = now
+	big := len(s.view.handlers) > bigHandlerList
 	// The handlers are written when they changed, and every
 	// handlersRewrite in case the row was pruned and inserted again; a big
 	// list apart from the heartbeat (publishHandlers).
-	due := s.beatGen != s.handlersGen || s.beatHandlersAt.IsZero() || now.Sub(s.beatHandlersAt) >= handlersRewrite
+	due := s.planner.beatGen != s.view.handlersGen || s.planner.beatHandlersAt.IsZero() || now.Sub(s.planner.beatHandlersAt) >= handlersRewrite
 	var handlers store.Codes
 	if due && !big {
 		handlers = s.handlerCodesLocked()
 	}
-	gen := s.handlersGen
-	var held []slotKey
-	for k, st := range s.slots {
-		if st.lock != nil {
-			held = append(held, k)
-		}
-	}
-	s.mu.Unlock()
-	slices.SortFunc(held, func(a, b slotKey) int {
-		return cmp.Or(cmp.Compare(a.minute, b.minute), cmp.Compare(a.bucket, b.bucket))
-	})
+	gen := s.view.handlersGen
+	s.planner.mu.Unlock()
+	s.view.mu.Unlock()
+	held := s.keeper.heldKeys()
 	slots := make([]string, len(held))
 	for i, k := range held {
 		slots[i] = strconv.FormatInt(k.minute, 10) + ":" + strconv.Itoa(k.bucket)
@@ -79,12 +111,12 @@ func (s *Scheduler) heartbeat(ctx context.Context, now time.Time) error {
 		return err
 	}
 	if handlers != nil {
-		s.mu.Lock()
-		s.beatGen, s.beatHandlersAt = gen, now
-		s.mu.Unlock()
+		s.planner.mu.Lock()
+		s.planner.beatGen, s.planner.beatHandlersAt = gen, now
+		s.planner.mu.Unlock()
 	} else if due && big {
 		select {
-		case s.publish <- struct{}{}:
+		case s.planner.publish <- struct{}{}:
 		default: // one is under way
 		}
 	}
@@ -98,9 +130,9 @@ func (s *Scheduler) refreshLive(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.live = ids
-	s.mu.Unlock()
+	s.planner.mu.Lock()
+	s.planner.live = ids
+	s.planner.mu.Unlock()
 	return nil
 }
 
@@ -110,11 +142,11 @@ func (s *Scheduler) refreshLive(ctx context.Context, now time.Time) error {
 // writing them took 1.5 s of each replica's start-up.
 const bigHandlerList = 10_000
 
-// handlerCodesLocked lists the handlers registered here, sorted. s.mu is
+// handlerCodesLocked lists the handlers registered here, sorted. s.view.mu is
 // held.
 func (s *Scheduler) handlerCodesLocked() []string {
-	codes := make([]string, 0, len(s.handlers))
-	for c := range s.handlers {
+	codes := make([]string, 0, len(s.view.handlers))
+	for c := range s.view.handlers {
 		codes = append(codes, c)
 	}
 	slices.Sort(codes)
@@ -123,27 +155,27 @@ func (s *Scheduler) handlerCodesLocked() []string {
 
 // publishHandlers writes this replica's list of handlers into its row when
 // a heartbeat finds it due and too big to go with it (bigHandlerList). It
-// is one of s.loops; a failed write is tried again at the next heartbeat.
+// is a loop of the planner; a failed write is tried again at the next
+// heartbeat.
 func (s *Scheduler) publishHandlers(ctx context.Context) {
-	defer s.loops.Done()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.publish:
+		case <-s.planner.publish:
 		}
-		s.mu.Lock()
-		codes, gen := s.handlerCodesLocked(), s.handlersGen
-		s.mu.Unlock()
+		s.view.mu.Lock()
+		codes, gen := s.handlerCodesLocked(), s.view.handlersGen
+		s.view.mu.Unlock()
 		now := s.clock.Now()
 		ok, err := s.store.SetReplicaHandlers(ctx, s.opts.App, s.opts.InstanceID, codes)
 		switch {
 		case err != nil:
 			s.log.Debug("handler list not written; next heartbeat tries again", "handlers", len(codes), "err", err)
 		case ok:
-			s.mu.Lock()
-			s.beatGen, s.beatHandlersAt = gen, now
-			s.mu.Unlock()
+			s.planner.mu.Lock()
+			s.planner.beatGen, s.planner.beatHandlersAt = gen, now
+			s.planner.mu.Unlock()
 		}
 	}
 }
@@ -152,7 +184,6 @@ func (s *Scheduler) publishHandlers(ctx context.Context) {
 // the clock, the first time firstTickAfter after Start at the earliest,
 // and in between at the instant plan asked for (replanAt), if any.
 func (s *Scheduler) tickLoop(ctx context.Context) {
-	defer s.loops.Done()
 	// The first tick instant at or after firstTickAfter from now (untilTick
 	// of a tick instant is a whole second).
 	timer := s.clock.NewTimer(firstTickAfter + untilTick(s.clock.Now().Add(firstTickAfter))%time.Second)
@@ -166,9 +197,9 @@ func (s *Scheduler) tickLoop(ctx context.Context) {
 		s.tick(ctx, s.clock.Now())
 		now := s.clock.Now()
 		wait := untilTick(now)
-		if !s.replanAt.IsZero() {
-			wait = min(wait, max(s.replanAt.Sub(now), 0))
-			s.replanAt = time.Time{}
+		if !s.planner.replanAt.IsZero() {
+			wait = min(wait, max(s.planner.replanAt.Sub(now), 0))
+			s.planner.replanAt = time.Time{}
 		}
 		timer.Reset(wait)
 	}
@@ -223,9 +254,9 @@ func (s *Scheduler) tick(ctx context.Context, now time.Time) {
 }
 
 func (s *Scheduler) lastBeatAt() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lastBeat
+	s.planner.mu.Lock()
+	defer s.planner.mu.Unlock()
+	return s.planner.lastBeat
 }
 
 // noteDB logs the database going away and coming back, once each.
@@ -236,7 +267,7 @@ func (s *Scheduler) noteDB(err error) {
 	if err != nil {
 		s.metrics.dbError()
 	}
-	changed := s.flip(&s.dbDown, err != nil)
+	changed := s.health.dbDown.Swap(err != nil) != (err != nil)
 	switch {
 	case err != nil && changed:
 		s.log.Error("database unreachable: no fire is recorded or started until it is back", "err", err)
@@ -254,7 +285,6 @@ type slotKey struct {
 
 type slotState struct {
 	done    bool
-	lock    Lock      // held by this replica, nil otherwise
 	recheck time.Time // lost to another replica: look again at this instant
 	opened  time.Time // when plan first saw the slot
 	// only, when not nil, names the tasks to plan again in a slot this
@@ -264,10 +294,6 @@ type slotState struct {
 	// gen counts the task changes that reopened the slot: a plan that read
 	// the tasks before the latest one leaves the slot open for another.
 	gen int
-}
-
-func (s *Scheduler) lockKey(k slotKey) string {
-	return "xtimer:" + s.opts.App + ":slot:" + strconv.FormatInt(k.minute, 10) + ":" + strconv.Itoa(k.bucket)
 }
 
 // fire is one planned instant of one task.
@@ -291,12 +317,12 @@ type quietSpan struct{ from, until time.Time }
 func (s *Scheduler) firesIn(minute int64, bucket int, only map[string]bool) []fire {
 	from := time.Unix(minute*60, 0)
 	to := from.Add(time.Minute)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if to.UnixMilli() <= s.bucketFrom[bucket] {
+	s.view.mu.Lock()
+	defer s.view.mu.Unlock()
+	if to.UnixMilli() <= s.view.bucketFrom[bucket] {
 		return nil // before every task of the bucket: catch-up after a first start
 	}
-	if q := s.bucketQuiet[bucket]; !from.Before(q.from) && !to.After(q.until) {
+	if q := s.view.bucketQuiet[bucket]; !from.Before(q.from) && !to.After(q.until) {
 		return nil
 	}
 	var out []fire
@@ -306,7 +332,7 @@ func (s *Scheduler) firesIn(minute int64, bucket int, only map[string]bool) []fi
 			next = at
 		}
 	}
-	for _, t := range s.byBucket[bucket] {
+	for _, t := range s.view.byBucket[bucket] {
 		if !t.active() || only != nil && !only[t.code] {
 			continue
 		}
@@ -349,7 +375,7 @@ func (s *Scheduler) firesIn(minute int64, bucket int, only map[string]bool) []fi
 		if next.IsZero() {
 			q.until = time.Unix(1<<62, 0) // no task of the bucket fires again
 		}
-		s.bucketQuiet[bucket] = q
+		s.view.bucketQuiet[bucket] = q
 	}
 	return out
 }
@@ -368,13 +394,13 @@ func (s *Scheduler) findMissedSlots(ctx context.Context, now time.Time) error {
 	for _, d := range done {
 		isDone[slotKey{d.Minute, d.Bucket}] = true
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.planner.mu.Lock()
+	defer s.planner.mu.Unlock()
 	for m := from; m < cur; m++ {
 		for b := range s.opts.Buckets {
 			k := slotKey{m, b}
-			if _, seen := s.slots[k]; !seen {
-				s.slots[k] = &slotState{done: isDone[k]}
+			if _, seen := s.planner.slots[k]; !seen {
+				s.planner.slots[k] = &slotState{done: isDone[k]}
 			}
 		}
 	}
@@ -397,17 +423,20 @@ func (s *Scheduler) findMissedSlots(ctx context.Context, now time.Time) error {
 //     it in full, with the task's new fires, if the owner dies.
 //
 // Rows inserted twice collide on the unique key, and only the replica that
-// inserted a row arms it, as for any slot. s.mu is held.
+// inserted a row arms it, as for any slot. It takes s.planner.mu; the
+// view's changes call it with s.view.mu held (the lock order).
 func (s *Scheduler) reopenSlots(t *taskState, now time.Time) {
+	s.planner.mu.Lock()
+	defer s.planner.mu.Unlock()
 	cur := now.Unix() / 60
 	for m := cur; m <= cur+1; m++ { // plan claims no further ahead
-		st := s.slots[slotKey{m, t.bucket}]
+		st := s.planner.slots[slotKey{m, t.bucket}]
 		if st == nil {
 			continue
 		}
 		st.gen++ // a plan of the slot under way read the task before this
 		switch {
-		case st.done && st.lock != nil:
+		case st.done && s.keeper.holds(slotKey{m, t.bucket}):
 			st.done, st.only = false, map[string]bool{t.code: true}
 		case st.done:
 			st.done = false
@@ -426,9 +455,9 @@ func (s *Scheduler) plan(ctx context.Context, now time.Time) error {
 	if now.Add(s.opts.ClaimAhead).Unix()/60 > cur {
 		last = cur + 1
 	}
-	s.mu.Lock()
-	_, seen := s.slots[slotKey{cur, 0}]
-	s.mu.Unlock()
+	s.planner.mu.Lock()
+	_, seen := s.planner.slots[slotKey{cur, 0}]
+	s.planner.mu.Unlock()
 	if !seen {
 		// The minute is new here: this replica just started (or its tick
 		// loop was held up past ClaimAhead). The live list it shares the
@@ -438,36 +467,42 @@ func (s *Scheduler) plan(ctx context.Context, now time.Time) error {
 			return err
 		}
 	}
-	s.mu.Lock()
+	lost := s.keeper.takeLost()
+	s.planner.mu.Lock()
+	for k, at := range lost {
+		if st := s.planner.slots[k]; st != nil {
+			st.done, st.recheck, st.only = false, at, nil
+		}
+	}
 	for m := cur; m <= last; m++ {
 		for b := range s.opts.Buckets {
-			if _, ok := s.slots[slotKey{m, b}]; !ok {
-				s.slots[slotKey{m, b}] = &slotState{opened: now}
+			if _, ok := s.planner.slots[slotKey{m, b}]; !ok {
+				s.planner.slots[slotKey{m, b}] = &slotState{opened: now}
 			}
 		}
 	}
 	var keys []slotKey
 	horizon := now.Add(-s.opts.CatchUpHorizon).Unix() / 60
 	others := now.Add(s.opts.ClaimAhead-s.shareWait()).Unix()/60 > cur // the next minute's other slots are due too
-	for k, st := range s.slots {
+	for k, st := range s.planner.slots {
 		switch {
 		case k.minute < horizon-1:
-			delete(s.slots, k) // beyond catch-up: forget
+			delete(s.planner.slots, k) // beyond catch-up: forget
 		case !st.done && !st.recheck.IsZero() && k.minute < cur-1:
 			st.done = true // watched long enough; ClaimFires covers what is left
-		case !st.done && k.minute > cur && !others && st.lock == nil && !s.sharesLocked(k):
+		case !st.done && k.minute > cur && !others && !s.keeper.holds(k) && !s.sharesLocked(k):
 			// Another replica's share of the next minute: left to it for now.
-		case !st.done && k.minute == cur && st.lock == nil && now.Sub(st.opened) < startShareWait && !s.sharesLocked(k):
+		case !st.done && k.minute == cur && !s.keeper.holds(k) && now.Sub(st.opened) < startShareWait && !s.sharesLocked(k):
 			// Another replica's share of the minute this one started in:
 			// left to it for startShareWait, then claimed if still free.
-			if at := st.opened.Add(startShareWait); s.replanAt.IsZero() || at.Before(s.replanAt) {
-				s.replanAt = at
+			if at := st.opened.Add(startShareWait); s.planner.replanAt.IsZero() || at.Before(s.planner.replanAt) {
+				s.planner.replanAt = at
 			}
 		case !st.done && k.minute <= last && !now.Before(st.recheck):
 			keys = append(keys, k)
 		}
 	}
-	s.mu.Unlock()
+	s.planner.mu.Unlock()
 	sort.Slice(keys, func(i, j int) bool {
 		if keys[i].minute != keys[j].minute {
 			return keys[i].minute < keys[j].minute
@@ -514,13 +549,13 @@ const startShareWait = 1250 * time.Millisecond
 // sharesLocked tells whether slot k is this replica's share: slots go
 // round the live replicas (sorted by ID) by bucket, starting one further
 // each minute. A replica not in the list (its first heartbeat is not in)
-// or alone has every slot. s.mu is held.
+// or alone has every slot. s.planner.mu is held.
 func (s *Scheduler) sharesLocked(k slotKey) bool {
-	i := slices.Index(s.live, s.opts.InstanceID)
-	if i < 0 || len(s.live) < 2 {
+	i := slices.Index(s.planner.live, s.opts.InstanceID)
+	if i < 0 || len(s.planner.live) < 2 {
 		return true
 	}
-	return (int(k.minute%int64(len(s.live)))+k.bucket)%len(s.live) == i
+	return (int(k.minute%int64(len(s.planner.live)))+k.bucket)%len(s.planner.live) == i
 }
 
 // planSlots claims open slots and records their fires. It claims every
@@ -535,20 +570,20 @@ func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey
 	gens := make(map[slotKey]int, len(keys))
 	lockDown := false // after one unavailable answer this tick, do not wait on the lock again
 	for _, k := range keys {
-		s.mu.Lock()
-		st := s.slots[k]
+		s.planner.mu.Lock()
+		st := s.planner.slots[k]
 		gen, only := st.gen, maps.Clone(st.only)
-		if st.lock == nil {
+		if !s.keeper.holds(k) {
 			only = nil // not held since it was planned: planned again in full, from the claim on
 		}
-		s.mu.Unlock()
+		s.planner.mu.Unlock()
 		f := s.firesIn(k.minute, k.bucket, only)
 		if len(f) == 0 {
-			s.mu.Lock()
+			s.planner.mu.Lock()
 			if st.gen == gen {
 				st.done, st.only = true, nil // nothing to claim: no lock, no row
 			}
-			s.mu.Unlock()
+			s.planner.mu.Unlock()
 			continue
 		}
 		if !s.claimSlot(ctx, now, k, st, &lockDown) {
@@ -625,13 +660,13 @@ func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey
 	if err := s.store.MarkSlotsDone(ctx, s.opts.App, slots); err != nil {
 		return err // fires are recorded; marking again next tick is harmless
 	}
-	s.mu.Lock()
+	s.planner.mu.Lock()
 	for _, k := range won {
-		if st := s.slots[k]; st.gen == gens[k] {
+		if st := s.planner.slots[k]; st.gen == gens[k] {
 			st.done, st.only = true, nil
 		} // else a task changed while this ran: plan the slot again next tick
 	}
-	s.mu.Unlock()
+	s.planner.mu.Unlock()
 	s.log.Debug("slots recorded", "slots", len(won), "fires", len(fires))
 	return nil
 }
@@ -665,8 +700,8 @@ const (
 // ctx ended first.
 func (s *Scheduler) nextChunk(ctx context.Context, left int) (n int, ok bool) {
 	wall := time.Now()
-	lead := min(time.Duration(s.lastLead.Load()), maxQuietLead)
-	wait, n := chunkAt(wall.Sub(wall.Truncate(time.Second)), cmp.Or(s.recordPerFire, assumedRecordPerFire), lead)
+	lead := min(time.Duration(s.dispatcher.lastLead.Load()), maxQuietLead)
+	wait, n := chunkAt(wall.Sub(wall.Truncate(time.Second)), cmp.Or(s.planner.recordPerFire, assumedRecordPerFire), lead)
 	if wait > 0 {
 		t := time.NewTimer(wait)
 		defer t.Stop()
@@ -699,7 +734,7 @@ func chunkAt(since, perFire, lead time.Duration) (wait time.Duration, n int) {
 // noteRecord folds the time a chunk of n fires took to record into
 // recordPerFire.
 func (s *Scheduler) noteRecord(d time.Duration, n int) {
-	fold(&s.recordPerFire, d/time.Duration(max(n, 1)))
+	fold(&s.planner.recordPerFire, d/time.Duration(max(n, 1)))
 }
 
 // claimSlot takes the slot's lock. With the lock's backend unreachable it
@@ -711,27 +746,23 @@ func (s *Scheduler) claimSlot(ctx context.Context, now time.Time, k slotKey, st 
 	if *down {
 		return true
 	}
-	s.mu.Lock()
-	held := st.lock
-	s.mu.Unlock()
-	if held != nil {
-		return true // ours, kept alive by keepLocks
+	if s.keeper.holds(k) {
+		return true // ours, kept alive by the lock keeper
 	}
-	lock, err := s.locker.Obtain(ctx, s.lockKey(k), slotLockTTL)
-	switch {
+	switch err := s.keeper.obtain(ctx, k); {
 	case err == nil:
 		s.noteRedis(nil)
 		s.metrics.slotClaim(claimWon)
-		s.mu.Lock()
-		st.lock, st.recheck = lock, time.Time{}
-		s.mu.Unlock()
+		s.planner.mu.Lock()
+		st.recheck = time.Time{}
+		s.planner.mu.Unlock()
 		return true
 	case errors.Is(err, ErrLockHeld):
 		s.noteRedis(nil)
 		s.metrics.slotClaim(claimLost)
-		s.mu.Lock()
+		s.planner.mu.Lock()
 		st.recheck = now.Add(time.Second) // take over within a tick of the owner's lock expiring
-		s.mu.Unlock()
+		s.planner.mu.Unlock()
 		return false
 	case ctx.Err() != nil:
 		return false // stopping: the lock backend is not at fault, and nothing is claimed
@@ -752,16 +783,16 @@ func (s *Scheduler) takeOver(ctx context.Context, k slotKey, fromMs, toMs int64)
 	if fromMs >= toMs {
 		return nil
 	}
-	s.mu.Lock()
+	s.view.mu.Lock()
 	var mine, others []string
-	for _, t := range s.byBucket[k.bucket] {
+	for _, t := range s.view.byBucket[k.bucket] {
 		if s.runsHereLocked(t.code) {
 			mine = append(mine, t.code)
 		} else {
 			others = append(others, t.code)
 		}
 	}
-	s.mu.Unlock()
+	s.view.mu.Unlock()
 	if _, _, err := s.store.TakeOverFires(ctx, s.opts.App, others, fromMs, toMs, ""); err != nil {
 		return err
 	}
@@ -780,82 +811,8 @@ func (s *Scheduler) takeOver(ctx context.Context, k slotKey, fromMs, toMs int64)
 	return nil
 }
 
-// keepLocks refreshes the locks of the slots this replica owns, until their
-// minute is over. A lock that cannot be refreshed (it expired while the
-// process was frozen, or Redis lost it) is given up: another replica may
-// take the slot over, and StartFires keeps this one from starting what is
-// no longer its own.
-func (s *Scheduler) keepLocks(ctx context.Context, now time.Time) {
-	cur := now.Unix() / 60
-	type held struct {
-		k    slotKey
-		st   *slotState
-		lock Lock
-	}
-	var locks []held
-	s.mu.Lock()
-	for k, st := range s.slots {
-		if st.lock != nil {
-			locks = append(locks, held{k, st, st.lock})
-		}
-	}
-	s.mu.Unlock()
-	for _, h := range locks {
-		if h.k.minute < cur-1 {
-			_ = h.lock.Release(ctx)
-			s.mu.Lock()
-			h.st.lock = nil
-			s.mu.Unlock()
-			continue
-		}
-		err := h.lock.Refresh(ctx, slotLockTTL)
-		if err == nil {
-			s.metrics.slotClaim(claimRefreshed)
-		}
-		if err == nil || errors.Is(err, ErrLockUnavailable) {
-			continue // unavailable: the database's unique key guards meanwhile
-		}
-		s.metrics.slotClaim(claimLostWhileHeld)
-		s.log.Info("slot lock lost; another replica may take the slot over", "minute", time.Unix(h.k.minute*60, 0).UTC(),
-			"bucket", h.k.bucket, "err", err)
-		s.mu.Lock()
-		if h.st.lock == h.lock {
-			h.st.lock, h.st.done, h.st.recheck, h.st.only = nil, false, now, nil
-		}
-		s.mu.Unlock()
-	}
-}
-
-// every calls do with the time every d of the scheduler's clock, until ctx
-// ends; it is one of s.loops. d is measured from the end of the previous
-// call, so a slow round delays the next instead of piling up.
-func (s *Scheduler) every(ctx context.Context, d time.Duration, do func(ctx context.Context, now time.Time)) {
-	defer s.loops.Done()
-	timer := s.clock.NewTimer(d)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C():
-		}
-		do(ctx, s.clock.Now())
-		timer.Reset(d)
-	}
-}
-
-// flip sets an outage flag and reports whether it changed, so that an
-// outage is logged when it starts and ends, not on every tick.
-func (s *Scheduler) flip(flag *bool, down bool) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	changed := *flag != down
-	*flag = down
-	return changed
-}
-
 func (s *Scheduler) noteRedis(err error) {
-	changed := s.flip(&s.redisDown, err != nil)
+	changed := s.health.redisDown.Swap(err != nil) != (err != nil)
 	s.metrics.lockFallback(err != nil)
 	if changed {
 		s.alerts.fallback(err != nil, err)
@@ -865,21 +822,6 @@ func (s *Scheduler) noteRedis(err error) {
 		s.log.Warn("slot lock unavailable: claims fall back to the database unique key", "err", err)
 	case err == nil && changed:
 		s.log.Info("slot lock available again")
-	}
-}
-
-func (s *Scheduler) releaseLocks(ctx context.Context) {
-	s.mu.Lock()
-	var locks []Lock
-	for _, st := range s.slots {
-		if st.lock != nil {
-			locks = append(locks, st.lock)
-			st.lock = nil
-		}
-	}
-	s.mu.Unlock()
-	for _, l := range locks {
-		_ = l.Release(ctx)
 	}
 }
 
@@ -985,9 +927,9 @@ func (s *Scheduler) rowsFor(ctx context.Context, now time.Time, t *taskState, at
 // owner died before starting them.
 func (s *Scheduler) claimFires(ctx context.Context, now time.Time) error {
 	codes := s.claimCodes()
-	s.mu.Lock()
-	live := s.live
-	s.mu.Unlock()
+	s.planner.mu.Lock()
+	live := s.planner.live
+	s.planner.mu.Unlock()
 	// Unowned fires due in the next two seconds are claimed now and armed, so
 	// they start on time, not at the next tick.
 	claimed, err := s.store.ClaimFires(ctx, s.opts.App, s.opts.InstanceID, codes, s.runsHere, live,
@@ -1025,9 +967,9 @@ func (s *Scheduler) pickRetries(ctx context.Context, now time.Time) error {
 // rescueLost settles running executions whose replica stopped
 // heart-beating, by their retry policy.
 func (s *Scheduler) rescueLost(ctx context.Context, now time.Time) error {
-	s.mu.Lock()
-	live := s.live
-	s.mu.Unlock()
+	s.planner.mu.Lock()
+	live := s.planner.live
+	s.planner.mu.Unlock()
 	if len(live) == 0 {
 		return nil // not even ourselves: our own heartbeat has not landed
 	}

@@ -43,7 +43,7 @@ func scriptedRun(t *testing.T) (*Scheduler, *prometheus.Registry) {
 	require.NoError(t, s.Start(ctx))
 	stopOnCleanup(t, s)
 
-	require.NoError(t, clock.BlockUntil(ctx, 4))         // tick, dispatch, locks, retention
+	waitIdle(ctx, t, clock, s)
 	clock.Advance(54*time.Second + 500*time.Millisecond) // 10:00:55: the 10:01 slot is claimed and recorded
 	require.Eventually(t, func() bool {
 		rows, _, err := s.store.ListExecutions(ctx, store.ExecutionFilter{App: app}, store.Cursor{}, 10)
@@ -51,8 +51,8 @@ func scriptedRun(t *testing.T) (*Scheduler, *prometheus.Registry) {
 	}, 10*time.Second, 10*time.Millisecond)
 	require.NoError(t, s.Pause(ctx, "sleepy"))
 
-	require.NoError(t, clock.BlockUntil(ctx, 4)) // tick, dispatch, locks, retention
-	clock.Advance(5 * time.Second)               // 10:01:00
+	waitIdle(ctx, t, clock, s)
+	clock.Advance(5 * time.Second) // 10:01:00
 	ran := map[string]bool{}
 	for len(ran) < 2 {
 		ran[iv.next(t, 10*time.Second).Code] = true

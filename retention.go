@@ -3,10 +3,12 @@ package xtimer
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"slices"
 	"time"
 
+	"github.com/xtimer-go/xtimer/internal/startstop"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
 
@@ -58,7 +60,39 @@ const (
 	rollupMargin = time.Minute
 )
 
-func (s *Scheduler) retentionKey() string { return "xtimer:" + s.opts.App + ":retention" }
+// retention is the retention sweeper: a component with one loop, a sweep
+// every RetentionInterval. Its state is its configuration; a round's state
+// is a sweeper.
+type retention struct {
+	startstop.Base
+	store   *store.Store
+	locker  Locker
+	clock   Clock
+	log     *slog.Logger
+	metrics *metrics
+	// taskCodes lists the tasks of the app as this replica's view has them
+	// (for RetentionPerTask).
+	taskCodes func() []string
+
+	app               string
+	keep              time.Duration // Options.Retention
+	perTask, batch    int
+	interval, catchUp time.Duration
+	noRollups         bool
+}
+
+func newRetention(s *Scheduler) *retention {
+	o := s.opts
+	return &retention{store: s.store, locker: s.locker, clock: s.clock, log: s.log, metrics: s.metrics, taskCodes: s.taskCodes,
+		app: o.App, keep: o.Retention, perTask: o.RetentionPerTask, batch: o.RetentionBatch, interval: o.RetentionInterval,
+		catchUp: o.CatchUpHorizon, noRollups: o.NoRollups}
+}
+
+func (r *retention) start() error {
+	return r.Base.Start(context.Background(), startstop.Every(r.clock, r.interval, func(ctx context.Context, _ time.Time) { r.sweep(ctx) }))
+}
+
+func (r *retention) lockKey() string { return "xtimer:" + r.app + ":retention" }
 
 // sweepStats is what one sweep rolled up and deleted.
 type sweepStats struct {
@@ -67,14 +101,14 @@ type sweepStats struct {
 }
 
 // sweep runs one round of retention if this replica gets the lock.
-func (s *Scheduler) sweep(ctx context.Context) {
-	if s.opts.Retention < 0 && s.opts.RetentionPerTask == 0 {
+func (r *retention) sweep(ctx context.Context) {
+	if r.keep < 0 && r.perTask == 0 {
 		return
 	}
-	lock, err := s.locker.Obtain(ctx, s.retentionKey(), retentionLockTTL)
+	lock, err := r.locker.Obtain(ctx, r.lockKey(), retentionLockTTL)
 	if err != nil {
 		if !errors.Is(err, ErrLockHeld) && ctx.Err() == nil {
-			s.log.Warn("retention skips a round: lock unavailable", "err", err)
+			r.log.Warn("retention skips a round: lock unavailable", "err", err)
 		}
 		return
 	}
@@ -83,46 +117,46 @@ func (s *Scheduler) sweep(ctx context.Context) {
 		defer cancel()
 		_ = lock.Release(rctx)
 	}()
-	start := s.clock.Now()
-	sw := &sweeper{s: s, lock: lock, refreshed: start}
+	start := r.clock.Now()
+	sw := &sweeper{r: r, lock: lock, refreshed: start}
 	stats, err := sw.run(ctx, start)
-	took := s.clock.Now().Sub(start)
+	took := r.clock.Now().Sub(start)
 	switch {
 	case err != nil && ctx.Err() == nil:
-		s.log.Warn("retention sweep stopped", "err", err, "rolled_up_days", stats.days, "executions", stats.executions, "slots", stats.slots, "took", took)
+		r.log.Warn("retention sweep stopped", "err", err, "rolled_up_days", stats.days, "executions", stats.executions, "slots", stats.slots, "took", took)
 	case stats.executions > 0 || stats.slots > 0 || stats.days > 0:
-		s.log.Info("retention sweep", "rolled_up_days", stats.days, "executions", stats.executions, "slots", stats.slots, "took", took)
+		r.log.Info("retention sweep", "rolled_up_days", stats.days, "executions", stats.executions, "slots", stats.slots, "took", took)
 	default:
-		s.log.Debug("retention sweep found nothing to delete", "took", took)
+		r.log.Debug("retention sweep found nothing to delete", "took", took)
 	}
 }
 
 // sweeper deletes batch after batch, keeping the lock.
 type sweeper struct {
-	s         *Scheduler
+	r         *retention
 	lock      Lock
 	refreshed time.Time
 }
 
 func (sw *sweeper) run(ctx context.Context, now time.Time) (sweepStats, error) {
-	s := sw.s
-	app, batch := s.opts.App, s.opts.RetentionBatch
+	r := sw.r
+	app, batch := r.app, r.batch
 	var st sweepStats
-	if !s.opts.NoRollups {
+	if !r.noRollups {
 		var err error
 		if st.days, err = sw.rollup(ctx, now); err != nil {
 			return st, err
 		}
 	}
-	if s.opts.Retention >= 0 {
-		cut := now.Add(-s.opts.Retention).UnixMilli()
+	if r.keep >= 0 {
+		cut := now.Add(-r.keep).UnixMilli()
 		from := int64(math.MinInt64)
 		n, err := sw.drain(ctx, func(ctx context.Context) (int64, error) {
-			n, last, err := s.store.DeleteExecutionsBefore(ctx, app, from, cut, batch)
+			n, last, err := r.store.DeleteExecutionsBefore(ctx, app, from, cut, batch)
 			if n > 0 {
 				from = last
 			}
-			s.metrics.retentionDeleted(int(n))
+			r.metrics.retentionDeleted(int(n))
 			return n, err
 		})
 		st.executions += n
@@ -130,25 +164,22 @@ func (sw *sweeper) run(ctx context.Context, now time.Time) (sweepStats, error) {
 			return st, err
 		}
 		// The catch-up at Start reads slots back to CatchUpHorizon only.
-		slotCut := now.Add(-max(s.opts.Retention, s.opts.CatchUpHorizon)).UnixMilli()
+		slotCut := now.Add(-max(r.keep, r.catchUp)).UnixMilli()
 		n, err = sw.drain(ctx, func(ctx context.Context) (int64, error) {
-			return s.store.DeleteSlotsBefore(ctx, app, slotCut, batch)
+			return r.store.DeleteSlotsBefore(ctx, app, slotCut, batch)
 		})
 		st.slots += n
 		if err != nil {
 			return st, err
 		}
 	}
-	if keep := s.opts.RetentionPerTask; keep > 0 {
-		s.mu.Lock()
-		codes := make([]string, 0, s.viewSums.Count)
-		s.eachTaskLocked(func(t *taskState) { codes = append(codes, t.code) })
-		s.mu.Unlock()
+	if keep := r.perTask; keep > 0 {
+		codes := r.taskCodes()
 		slices.Sort(codes)
 		for _, code := range codes {
 			n, err := sw.drain(ctx, func(ctx context.Context) (int64, error) {
-				n, err := s.store.DeleteBeyondCount(ctx, app, code, keep, batch)
-				s.metrics.retentionDeleted(int(n))
+				n, err := r.store.DeleteBeyondCount(ctx, app, code, keep, batch)
+				r.metrics.retentionDeleted(int(n))
 				return n, err
 			})
 			st.executions += n
@@ -163,15 +194,15 @@ func (sw *sweeper) run(ctx context.Context, now time.Time) (sweepStats, error) {
 // rollup rolls up the settled days of the app that are not yet, oldest
 // first (see the top of this file), and returns how many it rolled up.
 func (sw *sweeper) rollup(ctx context.Context, now time.Time) (int, error) {
-	s := sw.s
-	app := s.opts.App
+	r := sw.r
+	app := r.app
 	// The last settled day ended CatchUpHorizon and a margin ago.
-	last := store.DayOf(now.Add(-s.opts.CatchUpHorizon-rollupMargin).UnixMilli()) - 1
-	day, ok, err := s.store.NextExecutionDay(ctx, app, math.MinInt32) // from the oldest
+	last := store.DayOf(now.Add(-r.catchUp-rollupMargin).UnixMilli()) - 1
+	day, ok, err := r.store.NextExecutionDay(ctx, app, math.MinInt32) // from the oldest
 	if err != nil || !ok || day > last {
 		return 0, err
 	}
-	done, err := s.store.RolledUpDays(ctx, app, day, last)
+	done, err := r.store.RolledUpDays(ctx, app, day, last)
 	if err != nil {
 		return 0, err
 	}
@@ -181,7 +212,7 @@ func (sw *sweeper) rollup(ctx context.Context, now time.Time) (int, error) {
 			day++
 			continue
 		}
-		next, ok, err := s.store.NextExecutionDay(ctx, app, day)
+		next, ok, err := r.store.NextExecutionDay(ctx, app, day)
 		if err != nil || !ok || next > last {
 			return rolled, err
 		}
@@ -189,15 +220,15 @@ func (sw *sweeper) rollup(ctx context.Context, now time.Time) (int, error) {
 			day = next
 			continue
 		}
-		counted, err := s.store.RollupDay(ctx, app, day)
+		counted, err := r.store.RollupDay(ctx, app, day)
 		switch {
 		case errors.Is(err, store.ErrDayNotFinal):
-			s.log.Debug("retention rolls up a day later: executions not final", "day", dayName(day), "err", err)
+			r.log.Debug("retention rolls up a day later: executions not final", "day", dayName(day), "err", err)
 		case err != nil:
 			return rolled, err
 		default:
 			rolled++
-			s.log.Debug("retention rolled up a day", "day", dayName(day), "executions", counted)
+			r.log.Debug("retention rolled up a day", "day", dayName(day), "executions", counted)
 		}
 		if err := sw.keepLock(ctx); err != nil {
 			return rolled, err
@@ -214,7 +245,7 @@ func dayName(day int64) string {
 
 // keepLock refreshes the sweep's lock when a third of its TTL has passed.
 func (sw *sweeper) keepLock(ctx context.Context) error {
-	now := sw.s.clock.Now()
+	now := sw.r.clock.Now()
 	if now.Sub(sw.refreshed) < retentionLockTTL/3 {
 		return nil
 	}
@@ -233,7 +264,7 @@ func (sw *sweeper) drain(ctx context.Context, del func(context.Context) (int64, 
 	for {
 		n, err := del(ctx)
 		total += n
-		if err != nil || n < int64(sw.s.opts.RetentionBatch) {
+		if err != nil || n < int64(sw.r.batch) {
 			return total, err
 		}
 		if err := sw.keepLock(ctx); err != nil {

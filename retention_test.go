@@ -70,7 +70,7 @@ func TestRetentionDeletesOldFinalExecutionsOnly(t *testing.T) {
 	old := store.MinuteOf(retentionT0.Add(-40 * 24 * time.Hour).UnixMilli())
 	require.NoError(t, s.store.DB().Create(&store.Slot{App: s.App(), Minute: old, Done: true}).Error)
 
-	require.NoError(t, clock.BlockUntil(ctx, 4))
+	waitIdle(ctx, t, clock, s)
 	require.Equal(t, 4, len(statuses(t, s)), "nothing is deleted before the first interval")
 	clock.Advance(DefaultRetentionInterval)
 
@@ -103,7 +103,7 @@ func TestRetentionPerTaskKeepsTheNewest(t *testing.T) {
 	}
 	require.NoError(t, s.store.DB().Create(&rows).Error)
 
-	require.NoError(t, clock.BlockUntil(ctx, 4))
+	waitIdle(ctx, t, clock, s)
 	clock.Advance(DefaultRetentionInterval)
 	waitStatuses(t, s, []string{store.StatusSucceeded, store.StatusSucceeded})
 	var times []int64
@@ -168,7 +168,7 @@ func TestRetentionSweepsOnOneReplicaAtATime(t *testing.T) {
 	// Someone else sweeps: both replicas skip the round.
 	held, err := locker.Locker.Obtain(ctx, locker.key, time.Hour)
 	require.NoError(t, err)
-	require.NoError(t, clock.BlockUntil(ctx, 8))
+	waitIdle(ctx, t, clock, replicas...)
 	clock.Advance(DefaultRetentionInterval)
 	require.Eventually(t, func() bool { return locker.attempts.Load() == 2 }, 15*time.Second, 10*time.Millisecond)
 	require.Len(t, statuses(t, replicas[0]), 4, "a replica without the lock deletes nothing")
@@ -190,7 +190,7 @@ func TestStopEndsRetention(t *testing.T) {
 	ctx := context.Background()
 	s := newScheduler(t, setupOpts{db: testsvc.SQLite(t), app: testsvc.App(t), clock: clock}, nil)
 	require.NoError(t, s.Start(ctx))
-	require.NoError(t, clock.BlockUntil(ctx, 4))
+	waitIdle(ctx, t, clock, s)
 	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	require.NoError(t, s.Stop(stopCtx))
@@ -269,7 +269,7 @@ func TestRetentionRollsUpEveryDayItDeletes(t *testing.T) {
 			add("report", day(0, 9), store.StatusSucceeded, 2)
 			require.NoError(t, s.store.DB().Create(&rows).Error)
 
-			require.NoError(t, clock.BlockUntil(ctx, 4))
+			waitIdle(ctx, t, clock, s)
 			clock.Advance(DefaultRetentionInterval)
 			// Left: the retrying row, the afternoon of day 30, days 2 and 0.
 			waitCount(t, s, 1+2+4+2)
@@ -358,7 +358,7 @@ func TestRetentionWithNoRollupsWritesNone(t *testing.T) {
 	stopOnCleanup(t, s)
 	seedRetention(t, s)
 
-	require.NoError(t, clock.BlockUntil(ctx, 4))
+	waitIdle(ctx, t, clock, s)
 	clock.Advance(DefaultRetentionInterval)
 	waitStatuses(t, s, []string{store.StatusRetrying, store.StatusSucceeded})
 	require.Empty(t, rollupRows(t, s), "no day rolled up, no deletion counted")

@@ -283,8 +283,8 @@ func TestCatchUpAfterFullOutageFollowsMisfirePolicy(t *testing.T) {
 	register(second, iv.handler(nil))
 	require.NoError(t, second.Start(ctx))
 	stopOnCleanup(t, second)
-	require.NoError(t, clock.BlockUntil(ctx, 4)) // tick, dispatch, locks, retention
-	clock.Advance(500 * time.Millisecond)        // the first tick, at 10:10:00.5 (tickPhase)
+	waitIdle(ctx, t, clock, second)
+	clock.Advance(500 * time.Millisecond) // the first tick, at 10:10:00.5 (tickPhase)
 
 	// Fires 10:00 ... 10:09 were missed; all: 10:05-10:09 are inside the 5m30s window.
 	want := map[string]int{"once": 1, "all": 5}
@@ -416,7 +416,7 @@ func TestLateReplicaDoesNotRunAFireTakenOver(t *testing.T) {
 	require.NoError(t, s.Register("pay", "0 * * * * *", iv.handler(nil)))
 	require.NoError(t, s.Start(ctx))
 	stopOnCleanup(t, s)
-	require.NoError(t, clock.BlockUntil(ctx, 4))         // tick, dispatch, locks, retention
+	waitIdle(ctx, t, clock, s)
 	clock.Advance(54*time.Second + 500*time.Millisecond) // 10:00:55: the 10:01 slot is claimed and recorded
 
 	runAt := time.Date(2026, 11, 30, 10, 1, 0, 0, time.UTC).UnixMilli()
@@ -438,8 +438,8 @@ func TestLateReplicaDoesNotRunAFireTakenOver(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 
-	require.NoError(t, clock.BlockUntil(ctx, 4)) // tick, dispatch, locks, retention
-	clock.Advance(10 * time.Second)              // wake up 4.5s after the run time
+	waitIdle(ctx, t, clock, s)
+	clock.Advance(10 * time.Second) // wake up 4.5s after the run time
 	select {
 	case r := <-iv.ch:
 		t.Fatalf("the late replica ran a fire another replica owns: %+v", r)

@@ -74,7 +74,7 @@ func TestDeadOwnersFiresDueSoonAreTakenOverFirst(t *testing.T) {
 
 	// The first tick, 10:00:05.5 (tickPhase): the fires due by 10:00:08.5
 	// (urgentHorizon) first, nine, then the other 51.
-	require.NoError(t, clock.BlockUntil(ctx, 4)) // tick, dispatch, locks, retention
+	waitIdle(ctx, t, clock, s)
 	clock.Advance(500 * time.Millisecond)
 	require.Eventually(t, func() bool { return len(log.counts()) == 2 }, 10*time.Second, 5*time.Millisecond)
 	require.Equal(t, []int64{9, 51}, log.counts())
@@ -83,7 +83,7 @@ func TestDeadOwnersFiresDueSoonAreTakenOverFirst(t *testing.T) {
 	for range 6 {
 		iv.next(t, 10*time.Second)
 	}
-	require.NoError(t, clock.BlockUntil(ctx, 4))
+	waitIdle(ctx, t, clock, s)
 	clock.Advance(2 * time.Second) // 10:00:07.5
 	for range 2 {
 		iv.next(t, 10*time.Second)

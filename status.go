@@ -1,0 +1,210 @@
+package xtimer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/xtimer-go/xtimer/internal/startstop"
+	"github.com/xtimer-go/xtimer/internal/store"
+)
+
+// statusWriter is the status writer: it batches the writes of attempts'
+// starts, results and skipped fires off the hot path. Nothing is dropped:
+// a failed write is retried until Stop's context ends. It owns its queue
+// (mu) and runs one loop of its own.
+type statusWriter struct {
+	startstop.Base
+	store   statusStore
+	replica string
+	log     *slog.Logger
+	metrics *metrics
+	alerts  *alerter
+	noteDB  func(error) // the database's health (health.go)
+
+	flushing sync.Mutex // one flush at a time, so writes land in the order queued
+	mu       sync.Mutex
+	starts   []store.Start
+	finishes []store.Finish
+	skips    []skipUpdate
+	kick     startstop.Kick
+}
+
+// statusStore is what the status writer needs of the store.
+type statusStore interface {
+	MarkRunning(ctx context.Context, starts []store.Start) ([]bool, error)
+	FinishAttempts(ctx context.Context, finishes []store.Finish) ([]bool, error)
+	SkipFire(ctx context.Context, id int64, replica, reason string, atMs int64) (bool, error)
+}
+
+type skipUpdate struct {
+	row    store.Execution
+	reason string
+	at     time.Time
+}
+
+func newStatusWriter(s *Scheduler) *statusWriter {
+	return &statusWriter{store: s.store, replica: s.opts.InstanceID, log: s.log, metrics: s.metrics, alerts: s.alerts,
+		noteDB: s.noteDB, kick: startstop.NewKick()}
+}
+
+func (q *statusWriter) started(r store.Execution, at time.Time) {
+	q.mu.Lock()
+	q.starts = append(q.starts, store.Start{ID: r.ID, Replica: q.replica, StartedMs: at.UnixMilli()})
+	q.mu.Unlock()
+	q.poke()
+}
+
+func (q *statusWriter) finished(f store.Finish) {
+	q.mu.Lock()
+	q.finishes = append(q.finishes, f)
+	q.mu.Unlock()
+	q.poke()
+}
+
+func (q *statusWriter) skip(r store.Execution, reason string, at time.Time) {
+	q.log.Info("fire skipped", "task", r.TaskCode, "execution", r.ID, "run_time", time.UnixMilli(r.RunTime).UTC(), "reason", reason)
+	q.metrics.fireEnded(r.TaskCode, store.StatusSkipped)
+	q.alerts.skipped(r, reason, at)
+	q.mu.Lock()
+	q.skips = append(q.skips, skipUpdate{r, reason, at})
+	q.mu.Unlock()
+	q.poke()
+}
+
+func (q *statusWriter) poke() { q.kick.Poke() }
+
+func (q *statusWriter) start() error {
+	return q.Base.Start(context.Background(), startstop.Loop{Run: q.loop})
+}
+
+// Writes of the queue: at most one every updateEvery, and the first
+// updateGather after the first item queued.
+const (
+	updateEvery  = 50 * time.Millisecond
+	updateGather = 20 * time.Millisecond
+)
+
+// loop writes what is queued, at most every updateEvery, so a burst of
+// fires becomes a few transactions instead of one write each. It waits
+// updateGather after the first start of a round before writing: the fires
+// of one instant start together, and a write as soon as the first of them
+// had started took its CPU while the others were starting (and wrote the
+// others' starts and results later, two writes where one does).
+//
+// Its pauses are real time (startstop.Pause): batching is for the
+// database's sake. What is queued when it stops is written by stop.
+func (q *statusWriter) loop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-q.kick:
+		}
+		if !startstop.Pause(ctx, updateGather) {
+			return
+		}
+		if err := q.flush(context.WithoutCancel(ctx)); err != nil {
+			q.noteDB(err)
+			if !startstop.Pause(ctx, time.Second) {
+				return
+			}
+			q.poke()
+			continue
+		}
+		if !startstop.Pause(ctx, updateEvery-updateGather) {
+			return
+		}
+	}
+}
+
+// flush writes what is queued: starts (with the result when the attempt
+// already ended), then other results, then skipped fires.
+func (q *statusWriter) flush(ctx context.Context) error {
+	q.flushing.Lock()
+	defer q.flushing.Unlock()
+	q.mu.Lock()
+	starts, finishes, skips := q.starts, q.finishes, q.skips
+	q.starts, q.finishes, q.skips = nil, nil, nil
+	q.mu.Unlock()
+	requeue := func(i, j, k int) {
+		q.mu.Lock()
+		q.starts = append(starts[i:], q.starts...)
+		q.finishes = append(finishes[j:], q.finishes...)
+		q.skips = append(skips[k:], q.skips...)
+		q.mu.Unlock()
+	}
+	// A first attempt that started and ended since the last round is one write.
+	ended := map[int64]int{}
+	for j, f := range finishes {
+		if f.Attempt == 1 {
+			ended[f.ID] = j
+		}
+	}
+	merged := map[int]bool{}
+	for i := range starts {
+		if j, ok := ended[starts[i].ID]; ok && starts[i].Finish == nil {
+			res := finishes[j].Result
+			starts[i].Finish = &res
+			merged[j] = true
+		}
+	}
+	if len(merged) > 0 {
+		rest := make([]store.Finish, 0, len(finishes)-len(merged))
+		for j, f := range finishes {
+			if !merged[j] {
+				rest = append(rest, f)
+			}
+		}
+		finishes = rest
+	}
+	if len(starts) > 0 {
+		oks, err := q.store.MarkRunning(ctx, starts)
+		if err != nil {
+			requeue(0, 0, 0)
+			return err
+		}
+		for i, ok := range oks {
+			if !ok {
+				q.log.Error("a started fire's row changed under it", "execution", starts[i].ID)
+			}
+		}
+	}
+	if len(finishes) > 0 {
+		oks, err := q.store.FinishAttempts(ctx, finishes)
+		if err != nil {
+			requeue(len(starts), 0, 0)
+			return err
+		}
+		for i, ok := range oks {
+			if !ok {
+				q.log.Warn("attempt result not recorded: the execution was settled elsewhere (timed out or rescued)",
+					"execution", finishes[i].ID, "attempt", finishes[i].Attempt)
+			}
+		}
+	}
+	for k, sk := range skips {
+		if _, err := q.store.SkipFire(ctx, sk.row.ID, q.replica, sk.reason, sk.at.UnixMilli()); err != nil {
+			requeue(len(starts), len(finishes), k)
+			return err
+		}
+	}
+	return nil
+}
+
+// stop writes what is left, retrying until ctx ends.
+func (q *statusWriter) stop(ctx context.Context) error {
+	q.Base.Stop()
+	if err := startstop.Drain(ctx, stopRetryEvery, q.flush); err != nil {
+		q.mu.Lock()
+		n := len(q.starts) + len(q.finishes) + len(q.skips)
+		q.mu.Unlock()
+		return fmt.Errorf("xtimer: stop: %d status updates not written: %w", n, err)
+	}
+	return nil
+}
+
+// stopRetryEvery paces the retries of the last writes at Stop.
+const stopRetryEvery = 200 * time.Millisecond
