@@ -42,9 +42,9 @@ func TestNextMinuteIsSharedOutAmongLiveReplicas(t *testing.T) {
 	require.NoError(t, b.heartbeat(ctx, clock.Now()))
 	require.NoError(t, a.plan(ctx, clock.Now()))
 	require.NoError(t, b.plan(ctx, clock.Now()))
-	a.mu.Lock()
+	a.planner.mu.Lock()
 	require.Equal(t, []string{"replica-a", "replica-b"}, a.planner.live, "read again as replica-a saw the minute first")
-	a.mu.Unlock()
+	a.planner.mu.Unlock()
 	require.NotEmpty(t, share(a, next))
 	require.NotEmpty(t, share(b, next))
 	require.Equal(t, share(a, next), held(a, next), "replica-a holds its share of 10:01")
@@ -68,9 +68,9 @@ func TestNextMinuteIsSharedOutAmongLiveReplicas(t *testing.T) {
 
 	// Alone in the list (or not in it yet), a replica claims every slot at
 	// ClaimAhead.
-	a.mu.Lock()
+	a.planner.mu.Lock()
 	a.planner.live = []string{"replica-a"}
-	a.mu.Unlock()
+	a.planner.mu.Unlock()
 	next = t0.Add(3 * time.Minute)
 	clock.Set(next.Add(-10 * time.Second))
 	require.NoError(t, a.plan(ctx, clock.Now()))
