@@ -89,10 +89,8 @@ func ExampleNextFires() {
 }
 
 func ExampleScheduler_Executions() {
-	db, err := gorm.Open(sqlite.Open("file:xtimer-example-executions?mode=memory&cache=shared"), &gorm.Config{})
-	if err != nil {
-		log.Fatal(err)
-	}
+	db, closeDB := memoryDB("xtimer-example-executions") // as ExampleScheduler_Register opens one
+	defer closeDB()
 	s, err := xtimer.New(xtimer.Options{DB: db, App: "billing"})
 	if err != nil {
 		log.Fatal(err)
@@ -148,10 +146,8 @@ func ExampleScheduler_Executions() {
 }
 
 func ExampleScheduler_Tasks() {
-	db, err := gorm.Open(sqlite.Open("file:xtimer-example-tasks?mode=memory&cache=shared"), &gorm.Config{})
-	if err != nil {
-		log.Fatal(err)
-	}
+	db, closeDB := memoryDB("xtimer-example-tasks") // as ExampleScheduler_Register opens one
+	defer closeDB()
 	s, err := xtimer.New(xtimer.Options{DB: db, App: "billing"})
 	if err != nil {
 		log.Fatal(err)
@@ -190,10 +186,8 @@ func ExampleScheduler_Tasks() {
 }
 
 func ExampleScheduler_Replicas() {
-	db, err := gorm.Open(sqlite.Open("file:xtimer-example-replicas?mode=memory&cache=shared"), &gorm.Config{})
-	if err != nil {
-		log.Fatal(err)
-	}
+	db, closeDB := memoryDB("xtimer-example-replicas") // as ExampleScheduler_Register opens one
+	defer closeDB()
 	s, err := xtimer.New(xtimer.Options{DB: db, App: "billing", InstanceID: "billing-7f9c", Version: "v1.4.0"})
 	if err != nil {
 		log.Fatal(err)
@@ -218,4 +212,18 @@ func ExampleScheduler_Replicas() {
 	}
 	// Output:
 	// billing-7f9c v1.4.0 [billing.invoice billing.reconcile]
+}
+
+// memoryDB opens an in-memory SQLite database for an example, and the
+// function that closes its pool (the application's to close, not xtimer's).
+func memoryDB(name string) (*gorm.DB, func()) {
+	db, err := gorm.Open(sqlite.Open("file:"+name+"?mode=memory&cache=shared"), &gorm.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		log.Fatal(err)
+	}
+	return db, func() { _ = sqlDB.Close() }
 }

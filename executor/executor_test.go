@@ -99,7 +99,7 @@ func TestCallTimesOutAHandlerThatIgnoresItsContext(t *testing.T) {
 			return errors.New("too late")
 		}, func(err error) { lateErr <- err })
 	}()
-	require.NoError(t, clock.BlockUntil(context.Background(), 1))
+	waitDeadlineArmed(t, clock)
 	clock.Advance(5 * time.Second)
 	out := <-result
 	require.True(t, out.TimedOut())
@@ -121,7 +121,7 @@ func TestCallCancelsTheHandlerContextAtTheDeadline(t *testing.T) {
 			return ctx.Err()
 		}, nil)
 	}()
-	require.NoError(t, clock.BlockUntil(context.Background(), 1))
+	waitDeadlineArmed(t, clock)
 	clock.Advance(time.Second)
 	require.True(t, (<-result).TimedOut())
 	require.ErrorIs(t, <-seen, ErrTimedOut)
@@ -172,4 +172,12 @@ func TestPoolRateIsThePaceOfItsBusySpells(t *testing.T) {
 	spell(40, 10*time.Millisecond) // 4,000 a second: the average moves a quarter of the way
 	rate, _ = p.Rate()
 	require.InDelta(t, 1750, rate, 0.001)
+}
+
+// waitDeadlineArmed waits until Call has armed its deadline, the one timer
+// it keeps on the clock while the function runs.
+func waitDeadlineArmed(t *testing.T, clock *fakeclock.Clock) {
+	t.Helper()
+	const callTimers = 1 // Call's deadline
+	require.NoError(t, clock.BlockUntil(context.Background(), callTimers))
 }
