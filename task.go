@@ -214,8 +214,8 @@ func (e *taskError) Error() string {
 func (e *taskError) Unwrap() error { return e.err }
 
 // specDetail is what a *SpecError says after its "xtimer: ", for an error
-// that names the spec after its own prefix: `spec "0 60 * * *": minute
-// field "60": value 60 out of range 0-59`. It is built from the fields as
+// that names the spec after its own prefix: `spec "0 60 * * *": hour
+// field "60": value 60 out of range 0-23`. It is built from the fields as
 // SpecError.Error builds its message, not cut from that message.
 func specDetail(e *SpecError) string {
 	var b strings.Builder
