@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/xtimer-go/xtimer/executor"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
 
@@ -368,10 +369,9 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 	}
 	if err := s.caller.CheckURL(ctx, tg.URL); err != nil {
 		reason := err.Error()
-		if rest, ok := strings.CutPrefix(reason, "xtimer: callback URL "); ok {
-			if i := strings.Index(rest, `": `); i >= 0 {
-				reason = rest[i+3:]
-			}
+		var urlErr *executor.URLError
+		if errors.As(err, &urlErr) {
+			reason = urlErr.Reason // the field error names the URL already
 		}
 		return nil, &FieldError{Task: t.Code, Field: "target.url", Value: redactedURL(tg.URL), Reason: reason, err: err}
 	}

@@ -247,7 +247,16 @@ func TestHTTPTaskRefusesBadInputNamingTheField(t *testing.T) {
 	require.EqualError(t, s.CreateHTTPTask(ctx, task), `xtimer: http task "cb": target.method "FETCH": want one of GET, POST, PUT, PATCH, DELETE`)
 	task = ok()
 	task.Target.URL = "http://169.254.169.254/"
-	require.ErrorIs(t, s.CreateHTTPTask(ctx, task), executor.ErrForbiddenDestination)
+	err := s.CreateHTTPTask(ctx, task)
+	require.ErrorIs(t, err, executor.ErrForbiddenDestination)
+	require.EqualError(t, err, `xtimer: http task "cb": target.url "http://169.254.169.254/": forbidden destination: 169.254.169.254 is link-local (cloud metadata)`,
+		"the URL is named once, with the executor's reason")
+	var urlErr *executor.URLError
+	require.ErrorAs(t, err, &urlErr, "the executor's error is the cause")
+	require.Equal(t, "http://169.254.169.254/", urlErr.URL)
+	var urlField *FieldError
+	require.ErrorAs(t, err, &urlField)
+	require.Equal(t, urlErr.Reason, urlField.Reason)
 
 	// Nothing was stored by any of them.
 	tasks, err := s.store.Tasks(ctx, s.App())
@@ -284,18 +293,36 @@ func TestHTTPOptionsAreValidated(t *testing.T) {
 	}{
 		{func(o *Options) { o.HTTPWorkers = -1 }, "Options.HTTPWorkers"},
 		{func(o *Options) { o.HTTPMaxBody = 2 << 20 }, "Options.HTTPMaxBody"},
-		{func(o *Options) { o.HTTPAllow = []string{"10.0.0.0/33"} }, `Options.HTTPAllow entry "10.0.0.0/33"`},
-		{func(o *Options) { o.HTTPAllow = []string{"169.254.169.254"} }, `Options.HTTPAllow entry "169.254.169.254"`},
+		{func(o *Options) { o.HTTPAllow = []string{"10.0.0.0/33"} }, `xtimer: Options.HTTPAllow[0] = "10.0.0.0/33": not a CIDR`},
+		{func(o *Options) { o.HTTPAllow = []string{"10.0.0.0/8", "169.254.169.254"} },
+			`xtimer: Options.HTTPAllow[1] = "169.254.169.254": is link-local (cloud metadata) and is never called`},
 	} {
 		opts := Options{DB: db}
 		c.mod(&opts)
 		_, err := New(opts)
 		require.ErrorContains(t, err, c.want)
+		var optErr *OptionsError
+		require.ErrorAs(t, err, &optErr)
 	}
 	s, err := New(Options{DB: db, HTTPSigningSecret: "k"})
 	require.NoError(t, err)
 	require.Equal(t, DefaultHTTPWorkers, s.Options().HTTPWorkers)
 	require.Equal(t, DefaultHTTPMaxBody, s.Options().HTTPMaxBody)
+}
+
+func TestNewNamesTheBadHTTPAllowEntryAndKeepsTheExecutorsError(t *testing.T) {
+	t.Parallel()
+	_, err := New(Options{DB: testsvc.SQLite(t), HTTPAllow: []string{"billing.internal", "fe80::1%eth0"}})
+	require.EqualError(t, err, `xtimer: Options.HTTPAllow[1] = "fe80::1%eth0": an IP has no zone`)
+	var optErr *OptionsError
+	require.ErrorAs(t, err, &optErr)
+	require.Equal(t, "HTTPAllow[1]", optErr.Field)
+	require.Equal(t, `"fe80::1%eth0"`, optErr.Value)
+	require.Equal(t, "an IP has no zone", optErr.Reason)
+	var allowErr *executor.AllowError
+	require.ErrorAs(t, err, &allowErr, "the executor's error is the cause")
+	require.Equal(t, 1, allowErr.Index)
+	require.Equal(t, "fe80::1%eth0", allowErr.Entry)
 }
 
 // runOnce triggers a manual run of code and returns its row once final.

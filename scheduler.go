@@ -9,7 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"strings"
+	"strconv"
 	"sync"
 	"time"
 
@@ -237,9 +237,31 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// OptionsError is New's error for a field of Options it refuses.
+type OptionsError struct {
+	// Field names the field, with the index of an element:
+	// "Buckets", "HTTPAllow[2]".
+	Field string
+	// Value is the refused value as the message shows it: `0`, `"Not An
+	// App"`, or its length for a secret.
+	Value string
+	// Reason says what is wanted: "want 1-4096".
+	Reason string
+
+	err error // the cause, when there is one (*executor.AllowError)
+}
+
+// Error reads like `xtimer: Options.Buckets = 0: want 1-4096`.
+func (e *OptionsError) Error() string {
+	return fmt.Sprintf("xtimer: Options.%s = %s: %s", e.Field, e.Value, e.Reason)
+}
+
+// Unwrap returns the cause, if any.
+func (e *OptionsError) Unwrap() error { return e.err }
+
 func (o Options) validate() error {
 	bad := func(field string, value any, reason string) error {
-		return fmt.Errorf("xtimer: Options.%s = %v: %s", field, value, reason)
+		return &OptionsError{Field: field, Value: fmt.Sprint(value), Reason: reason}
 	}
 	switch {
 	case o.DB == nil:
@@ -350,8 +372,12 @@ func New(opts Options) (*Scheduler, error) {
 		return nil, err
 	}
 	caller, err := executor.NewHTTPCaller(executor.HTTPOptions{Allow: opts.HTTPAllow, MaxResponse: opts.MaxOutput, Propagator: callbackPropagator(opts)})
-	if err != nil {
-		return nil, errors.New(strings.Replace(err.Error(), "HTTPOptions.Allow", "Options.HTTPAllow", 1))
+	var allowErr *executor.AllowError
+	switch {
+	case errors.As(err, &allowErr):
+		return nil, &OptionsError{Field: fmt.Sprintf("HTTPAllow[%d]", allowErr.Index), Value: strconv.Quote(allowErr.Entry), Reason: allowErr.Reason, err: err}
+	case err != nil:
+		return nil, err
 	}
 	s := &Scheduler{
 		opts:       opts,

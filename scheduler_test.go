@@ -486,3 +486,15 @@ func TestABigHandlerListReachesTheReplicaRow(t *testing.T) {
 	require.Equal(t, "job.00000", live[0].Handlers[0])
 	require.Equal(t, fmt.Sprintf("job.%05d", n-1), live[0].Handlers[n-1], "sorted")
 }
+
+func TestNewRefusesAnOptionWithATypedError(t *testing.T) {
+	t.Parallel()
+	_, err := New(Options{DB: testsvc.SQLite(t), Buckets: 5000})
+	require.EqualError(t, err, "xtimer: Options.Buckets = 5000: want 1-4096")
+	var optErr *OptionsError
+	require.ErrorAs(t, err, &optErr)
+	require.Equal(t, "Buckets", optErr.Field)
+	require.Equal(t, "5000", optErr.Value)
+	require.Equal(t, "want 1-4096", optErr.Reason)
+	require.NoError(t, errors.Unwrap(err), "a plain option error has no cause")
+}

@@ -2,6 +2,7 @@ package xtimer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -176,22 +177,57 @@ func (c *taskOpts) definition() store.Definition {
 	return d
 }
 
+// taskOptionError is a TaskOption refusing its argument. It reads
+// `WithRetry(0): attempts must be 1-100 (1 means no retry)`, with no
+// "xtimer:" of its own: Register returns it inside a taskError, which
+// names the task.
+type taskOptionError struct {
+	option string // "WithRetry"
+	value  string // the argument as the message shows it
+	reason string
+}
+
 func optionError(option string, value any, reason string) error {
-	return fmt.Errorf("xtimer: %s(%v): %s", option, value, reason)
+	return &taskOptionError{option: option, value: fmt.Sprint(value), reason: reason}
+}
+
+func (e *taskOptionError) Error() string {
+	return fmt.Sprintf("%s(%s): %s", e.option, e.value, e.reason)
 }
 
 // taskError names the task an error of Register is about, keeping one
-// "xtimer:" prefix and the cause for errors.Is/As.
+// "xtimer:" prefix and the cause for errors.As: a *taskOptionError, or
+// the *SpecError of the task's spec.
 type taskError struct {
 	code string
 	err  error
 }
 
 func (e *taskError) Error() string {
-	return fmt.Sprintf("xtimer: task %q: %s", e.code, strings.TrimPrefix(e.err.Error(), "xtimer: "))
+	var spec *SpecError
+	if errors.As(e.err, &spec) {
+		return fmt.Sprintf("xtimer: task %q: %s", e.code, specDetail(spec))
+	}
+	return fmt.Sprintf("xtimer: task %q: %v", e.code, e.err)
 }
 
 func (e *taskError) Unwrap() error { return e.err }
+
+// specDetail is what a *SpecError says after its "xtimer: ", for an error
+// that names the spec after its own prefix: `spec "0 60 * * *": hour
+// field "60": value 60 out of range 0-23`. It is built from the fields as
+// SpecError.Error builds its message, not cut from that message.
+func specDetail(e *SpecError) string {
+	var b strings.Builder
+	if e.Spec != "" || e.Field == "" {
+		fmt.Fprintf(&b, "spec %q: ", e.Spec)
+	}
+	if e.Field != "" {
+		fmt.Fprintf(&b, "%s field %q: ", e.Field, e.Value)
+	}
+	b.WriteString(e.Reason)
+	return b.String()
+}
 
 // checkText refuses free text the databases cannot all store as given:
 // invalid UTF-8 and NUL bytes (PostgreSQL refuses both), and text longer

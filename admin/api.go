@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -156,34 +158,136 @@ func decodeBody(r *http.Request, v any) error {
 		return apiErrorf(http.StatusUnsupportedMediaType, codeMediaType,
 			"Content-Type %q: state-changing requests take a JSON body with Content-Type application/json (send {} when there is nothing to say)", r.Header.Get("Content-Type"))
 	}
+	var tooBig *http.MaxBytesError
+	var raw json.RawMessage
 	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		var typeErr *json.UnmarshalTypeError
+	if err := dec.Decode(&raw); err != nil {
 		switch {
 		case errors.As(err, &tooBig):
 			return err
 		case errors.Is(err, io.EOF):
 			return apiErrorf(http.StatusBadRequest, codeBadJSON, "empty body: send a JSON object ({} when there is nothing to say)")
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			return &apiError{Status: http.StatusBadRequest, Code: codeUnknownField, Field: name,
-				Message: fmt.Sprintf("unknown field %q in the JSON body", name)}
-		case errors.As(err, &typeErr) && typeErr.Field != "":
-			return &apiError{Status: http.StatusBadRequest, Code: codeInvalid, Field: typeErr.Field,
-				Message: fmt.Sprintf("field %q: want a JSON %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value)}
 		}
 		return apiErrorf(http.StatusBadRequest, codeBadJSON, "body is not a JSON object: %v", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return err
 		}
 		return apiErrorf(http.StatusBadRequest, codeBadJSON, "body has data after its JSON object")
 	}
+	strict := json.NewDecoder(bytes.NewReader(raw))
+	strict.DisallowUnknownFields()
+	if err := strict.Decode(v); err != nil {
+		// The decoder reports the first problem in the body: a value of
+		// the wrong type (typed), or a key v has no field for, which it
+		// reports as text only; unknownField finds that key in the body.
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			if typeErr.Field == "" {
+				return apiErrorf(http.StatusBadRequest, codeBadJSON, "body is not a JSON object: %v", err)
+			}
+			return &apiError{Status: http.StatusBadRequest, Code: codeInvalid, Field: typeErr.Field,
+				Message: fmt.Sprintf("field %q: want a JSON %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value)}
+		}
+		if name := unknownField(raw, reflect.TypeOf(v)); name != "" {
+			return &apiError{Status: http.StatusBadRequest, Code: codeUnknownField, Field: name,
+				Message: fmt.Sprintf("unknown field %q in the JSON body", name)}
+		}
+		return apiErrorf(http.StatusBadRequest, codeBadJSON, "body is not a JSON object: %v", err)
+	}
 	return nil
+}
+
+var jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
+// unknownField is the first key in the JSON value data, in the body's
+// order, that type t has no field for, at any depth: the key a Decoder
+// with DisallowUnknownFields refuses. It is "" when there is none.
+func unknownField(data []byte, t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(jsonUnmarshaler) {
+		return "" // t reads its own JSON
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		return eachValue(data, '{', func(key string, value []byte) string {
+			f, ok := jsonField(t, key)
+			if !ok {
+				return key
+			}
+			return unknownField(value, f.Type)
+		})
+	case reflect.Map:
+		return eachValue(data, '{', func(_ string, value []byte) string { return unknownField(value, t.Elem()) })
+	case reflect.Slice, reflect.Array:
+		return eachValue(data, '[', func(_ string, value []byte) string { return unknownField(value, t.Elem()) })
+	}
+	return ""
+}
+
+// eachValue calls f on each member of the JSON object data (open '{') or
+// each element of the array data (open '['), in order, until f returns
+// something other than "", and returns that. Data of another kind calls f
+// on nothing.
+func eachValue(data []byte, open json.Delim, f func(key string, value []byte) string) string {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != open {
+		return ""
+	}
+	for dec.More() {
+		var key string
+		if open == '{' {
+			tok, err := dec.Token()
+			if err != nil {
+				return ""
+			}
+			key, _ = tok.(string)
+		}
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return ""
+		}
+		if found := f(key, value); found != "" {
+			return found
+		}
+	}
+	return ""
+}
+
+// jsonField is the field of struct type t that encoding/json decodes the
+// key into: the field its name is, else one whose name matches but for case.
+func jsonField(t reflect.Type, key string) (reflect.StructField, bool) {
+	var folded reflect.StructField
+	found := false
+	for _, f := range reflect.VisibleFields(t) {
+		tag := f.Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		switch {
+		case tag == "-":
+			continue
+		case f.Anonymous && name == "" && ft.Kind() == reflect.Struct:
+			continue // its fields are promoted: VisibleFields lists them
+		case !f.IsExported():
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		switch {
+		case name == key:
+			return f, true
+		case !found && strings.EqualFold(name, key):
+			folded, found = f, true
+		}
+	}
+	return folded, found
 }
 
 // query reads the parameters of a listing, refusing unknown ones so that a

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -1019,4 +1020,66 @@ func TestAPIActionsAreLogged(t *testing.T) {
 	}, d.Actions)
 	d = apiData[TaskDetail](t, apiGet(t, f, "api/tasks/always.fails"))
 	require.Equal(t, []ActionView{{At: fakeStart, Principal: "local", Action: "trigger", Detail: fmt.Sprintf("execution %d", e.ID)}}, d.Actions)
+}
+
+func TestDecodeBodyNamesTheUnknownFieldWithoutReadingTheDecodersText(t *testing.T) {
+	t.Parallel()
+	decode := func(body string) error {
+		req := httptest.NewRequest(http.MethodPost, "/api/tasks", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		var edit TaskEdit
+		return decodeBody(req, &edit)
+	}
+	for _, c := range []struct {
+		body, code, field string
+	}{
+		{`{"code": "x", "retries": 3}`, codeUnknownField, "retries"},
+		{`{"code": "x", "target": {"url": "http://127.0.0.1/", "verb": "GET"}}`, codeUnknownField, "verb"},
+		{`{"target": {"headers": [{"name": "A", "value": "1"}, {"name": "B", "val": "2"}]}}`, codeUnknownField, "val"},
+		{`{"first": 1, "second": 2}`, codeUnknownField, "first"},
+		{`{"retries": 3, "max_attempts": "three"}`, codeUnknownField, "retries"},
+		{`{"max_attempts": "three", "retries": 3}`, codeInvalid, "max_attempts"},
+		{`{"CODE": "x", "Target": {"URL": "http://127.0.0.1/"}}`, "", ""},
+		{`{"code": "x"`, codeBadJSON, ""},
+		{`[{"code": "x"}]`, codeBadJSON, ""},
+		{`{} {}`, codeBadJSON, ""},
+		{``, codeBadJSON, ""},
+	} {
+		err := decode(c.body)
+		if c.code == "" {
+			require.NoError(t, err, c.body)
+			continue
+		}
+		var e *apiError
+		require.ErrorAs(t, err, &e, c.body)
+		require.Equal(t, http.StatusBadRequest, e.Status, c.body)
+		require.Equal(t, c.code, e.Code, c.body)
+		require.Equal(t, c.field, e.Field, c.body)
+		if c.code == codeUnknownField {
+			require.Equal(t, fmt.Sprintf("unknown field %q in the JSON body", c.field), e.Message)
+		}
+	}
+}
+
+// unknownField finds the key encoding/json refuses: the same key its
+// error names, for keys at each depth and in each order.
+func TestUnknownFieldIsTheKeyTheDecoderRefuses(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{
+		`{"code": "x", "retries": 3}`,
+		`{"target": {"verb": "GET"}, "retries": 3}`,
+		`{"retries": 3, "target": {"verb": "GET"}}`,
+		`{"target": {"headers": [{"name": "A"}, {"Name": "B", "secret": true, "extra": 1}]}}`,
+		`{"Description": "d", "Zone": "UTC", "paused": true, "bogus": null}`,
+	} {
+		dec := json.NewDecoder(strings.NewReader(body))
+		dec.DisallowUnknownFields()
+		err := dec.Decode(&TaskEdit{})
+		require.Error(t, err, body)
+		name := unknownField([]byte(body), reflect.TypeFor[*TaskEdit]())
+		require.EqualError(t, err, fmt.Sprintf("json: unknown field %q", name), body)
+	}
+	require.Empty(t, unknownField([]byte(`{"code": "x", "TARGET": {"Method": "GET"}}`), reflect.TypeFor[TaskEdit]()))
+	require.Empty(t, unknownField([]byte(`{}`), reflect.TypeFor[emptyBody]()))
+	require.Equal(t, "force", unknownField([]byte(`{"force": true}`), reflect.TypeFor[emptyBody]()))
 }

@@ -94,8 +94,8 @@ type HTTPCaller struct {
 	extraForbidden []netip.Prefix
 }
 
-// NewHTTPCaller returns a caller configured by o. The error names the bad
-// Allow entry.
+// NewHTTPCaller returns a caller configured by o. A bad Allow entry gives
+// an *AllowError naming it.
 func NewHTTPCaller(o HTTPOptions) (*HTTPCaller, error) {
 	allow, err := parseAllow(o.Allow)
 	if err != nil {

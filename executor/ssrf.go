@@ -80,30 +80,56 @@ type allowlist struct {
 	prefixes []netip.Prefix  // IPs as /32 or /128
 }
 
+// AllowError is NewHTTPCaller's error for an entry of HTTPOptions.Allow it
+// cannot use; its fields say which entry and why, for callers that name
+// the option differently (xtimer.New names it Options.HTTPAllow).
+type AllowError struct {
+	// Index is the entry's position in HTTPOptions.Allow.
+	Index int
+	// Entry is the entry as given.
+	Entry string
+	// Reason says what is wrong with it: "an IP has no zone".
+	Reason string
+
+	err error // the cause, when a parser gave one
+}
+
+// Error reads like `xtimer: HTTPOptions.Allow entry "10.0.0.0/33": not a
+// CIDR (want e.g. 10.0.0.0/8): …`.
+func (e *AllowError) Error() string {
+	return fmt.Sprintf("xtimer: HTTPOptions.Allow entry %q: %s", e.Entry, e.Reason)
+}
+
+// Unwrap returns the parser's error behind Reason, if any.
+func (e *AllowError) Unwrap() error { return e.err }
+
 func parseAllow(entries []string) (allowlist, error) {
 	var a allowlist
-	for _, raw := range entries {
+	for i, raw := range entries {
+		bad := func(reason string, cause error) error {
+			return &AllowError{Index: i, Entry: raw, Reason: reason, err: cause}
+		}
 		e := strings.ToLower(strings.TrimSpace(raw))
 		if e == "" {
-			return allowlist{}, fmt.Errorf("xtimer: HTTPOptions.Allow entry %q: empty", raw)
+			return allowlist{}, bad("empty", nil)
 		}
 		if strings.Contains(e, "/") {
 			p, err := netip.ParsePrefix(e)
 			if err != nil {
-				return allowlist{}, fmt.Errorf("xtimer: HTTPOptions.Allow entry %q: not a CIDR (want e.g. 10.0.0.0/8): %w", raw, err)
+				return allowlist{}, bad("not a CIDR (want e.g. 10.0.0.0/8): "+err.Error(), err)
 			}
 			if p.Addr().Zone() != "" {
-				return allowlist{}, fmt.Errorf("xtimer: HTTPOptions.Allow entry %q: a CIDR has no zone", raw)
+				return allowlist{}, bad("a CIDR has no zone", nil)
 			}
 			a.prefixes = append(a.prefixes, p.Masked())
 			continue
 		}
 		if ip, err := netip.ParseAddr(e); err == nil {
 			if ip.Zone() != "" {
-				return allowlist{}, fmt.Errorf("xtimer: HTTPOptions.Allow entry %q: an IP has no zone", raw)
+				return allowlist{}, bad("an IP has no zone", nil)
 			}
 			if r := forbiddenReason(ip); r != "" {
-				return allowlist{}, fmt.Errorf("xtimer: HTTPOptions.Allow entry %q: %s and is never called", raw, r)
+				return allowlist{}, bad(r+" and is never called", nil)
 			}
 			ip = ip.Unmap()
 			a.prefixes = append(a.prefixes, netip.PrefixFrom(ip, ip.BitLen()))
@@ -111,14 +137,14 @@ func parseAllow(entries []string) (allowlist, error) {
 		}
 		e = strings.TrimSuffix(e, ".")
 		if rest, ok := strings.CutPrefix(e, "*."); ok {
-			if err := checkHostName(rest); err != nil {
-				return allowlist{}, fmt.Errorf("xtimer: HTTPOptions.Allow entry %q: %w", raw, err)
+			if r := hostNameProblem(rest); r != "" {
+				return allowlist{}, bad(r, nil)
 			}
 			a.suffixes = append(a.suffixes, "."+rest)
 			continue
 		}
-		if err := checkHostName(e); err != nil {
-			return allowlist{}, fmt.Errorf("xtimer: HTTPOptions.Allow entry %q: %w", raw, err)
+		if r := hostNameProblem(e); r != "" {
+			return allowlist{}, bad(r, nil)
 		}
 		if a.names == nil {
 			a.names = map[string]bool{}
@@ -128,26 +154,27 @@ func parseAllow(entries []string) (allowlist, error) {
 	return a, nil
 }
 
-// checkHostName accepts DNS names (letters, digits, '-', '_' in labels of 1
-// to 63 bytes); a wildcard is only allowed as a whole leading label.
-func checkHostName(h string) error {
+// hostNameProblem accepts DNS names (letters, digits, '-', '_' in labels of
+// 1 to 63 bytes); a wildcard is only allowed as a whole leading label. It
+// says what is wrong with h, or "" when nothing is.
+func hostNameProblem(h string) string {
 	if h == "" {
-		return errors.New("empty host name")
+		return "empty host name"
 	}
 	if len(h) > 253 {
-		return errors.New("host name longer than 253 bytes")
+		return "host name longer than 253 bytes"
 	}
 	for label := range strings.SplitSeq(h, ".") {
 		if label == "" || len(label) > 63 {
-			return fmt.Errorf("bad label %q (want a host name, *.domain, an IP or a CIDR)", label)
+			return fmt.Sprintf("bad label %q (want a host name, *.domain, an IP or a CIDR)", label)
 		}
 		for _, r := range label {
 			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-				return fmt.Errorf("character %q not allowed in a host name (want a host name, *.domain, an IP or a CIDR)", r)
+				return fmt.Sprintf("character %q not allowed in a host name (want a host name, *.domain, an IP or a CIDR)", r)
 			}
 		}
 	}
-	return nil
+	return ""
 }
 
 func (a allowlist) empty() bool {
@@ -218,61 +245,85 @@ func (c *HTTPCaller) checkDialed(byName bool, address string) error {
 // CheckURL validates a callback URL when a task is created or changed: it is
 // absolute, http or https, has a host and no user:password (put credentials
 // in a secret header, which reads mask), and every address its host resolves
-// to (under ctx's deadline) may be called. Errors about the destination wrap
-// ErrForbiddenDestination and say why ("169.254.169.254 is link-local (cloud
-// metadata)"); a name that does not resolve gives an error wrapping the
-// *net.DNSError. Passing CheckURL does not make later calls safe on its own:
+// to (under ctx's deadline) may be called. Every error is a *URLError.
+// Errors about the destination wrap ErrForbiddenDestination and say why
+// ("169.254.169.254 is link-local (cloud metadata)"); a name that does not
+// resolve gives an error wrapping the *net.DNSError. Passing CheckURL does not make later calls safe on its own:
 // DNS may change, so Do checks every address it dials again.
 func (c *HTTPCaller) CheckURL(ctx context.Context, rawURL string) error {
-	fail := func(format string, args ...any) error {
-		return fmt.Errorf("xtimer: callback URL %q: "+format, append([]any{redactURL(rawURL)}, args...)...)
+	fail := func(reason string, cause error) error {
+		return &URLError{URL: redactURL(rawURL), Reason: reason, err: cause}
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return fail("%w", unwrapURLError(err))
+		err = unwrapURLError(err)
+		return fail(err.Error(), err)
 	}
 	if !u.IsAbs() {
-		return fail("not absolute (want http://host/... or https://host/...)")
+		return fail("not absolute (want http://host/... or https://host/...)", nil)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fail("scheme %q not allowed (want http or https)", u.Scheme)
+		return fail(fmt.Sprintf("scheme %q not allowed (want http or https)", u.Scheme), nil)
 	}
 	if u.Opaque != "" {
-		return fail("no host (want %s://host/...)", u.Scheme)
+		return fail(fmt.Sprintf("no host (want %s://host/...)", u.Scheme), nil)
 	}
 	if u.User != nil {
-		return fail("user:password in the URL is not allowed (send credentials in a secret header)")
+		return fail("user:password in the URL is not allowed (send credentials in a secret header)", nil)
 	}
 	host := u.Hostname()
 	if host == "" {
-		return fail("no host")
+		return fail("no host", nil)
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return fail("port %q out of range", p)
+			return fail(fmt.Sprintf("port %q out of range", p), nil)
 		}
 	}
 	if ip, err := netip.ParseAddr(host); err == nil {
 		if err := c.checkAddr(false, ip); err != nil {
-			return fail("%w", err)
+			return fail(err.Error(), err)
 		}
 		return nil
 	}
 	byName := c.allow.matchesName(host)
 	if !byName && len(c.allow.prefixes) == 0 && !c.allow.empty() {
-		return fail("%w", &forbiddenError{addr: host, reason: "is not in HTTPOptions.Allow"})
+		err := &forbiddenError{addr: host, reason: "is not in HTTPOptions.Allow"}
+		return fail(err.Error(), err)
 	}
 	addrs, err := c.resolver.LookupNetIP(ctx, "ip", host)
 	if err != nil {
-		return fail("resolving %s: %w", host, err)
+		return fail(fmt.Sprintf("resolving %s: %v", host, err), err)
 	}
 	for _, ip := range addrs {
 		if err := c.checkAddr(byName, ip); err != nil {
-			return fail("%s resolves to %w", host, err)
+			return fail(fmt.Sprintf("%s resolves to %v", host, err), err)
 		}
 	}
 	return nil
 }
+
+// URLError is CheckURL's error: the URL refused and why. Errors about the
+// destination unwrap to one that matches ErrForbiddenDestination.
+type URLError struct {
+	// URL is the URL checked, its password masked.
+	URL string
+	// Reason says why it is refused, as in `no host` or `forbidden
+	// destination: 169.254.169.254 is link-local (cloud metadata)`.
+	Reason string
+
+	err error // the cause, when there is one
+}
+
+// Error reads like `xtimer: callback URL "ftp://host/": scheme "ftp" not
+// allowed (want http or https)`.
+func (e *URLError) Error() string {
+	return fmt.Sprintf("xtimer: callback URL %q: %s", e.URL, e.Reason)
+}
+
+// Unwrap returns the cause behind Reason, if any: a *net.DNSError, an
+// error matching ErrForbiddenDestination, a URL parser's error.
+func (e *URLError) Unwrap() error { return e.err }
 
 // dialContext is the transport's only way out. addr is the URL's host:port
 // (there is no proxy), so the name allowlist is checked here, and the Control

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"testing"
@@ -78,6 +79,11 @@ func TestNewHTTPCallerNamesTheBadAllowEntry(t *testing.T) {
 		_, err := NewHTTPCaller(HTTPOptions{Allow: []string{"ok.example", entry}})
 		require.Error(t, err, entry)
 		require.Contains(t, err.Error(), want)
+		var allowErr *AllowError
+		require.ErrorAs(t, err, &allowErr, entry)
+		require.Equal(t, 1, allowErr.Index, entry)
+		require.Equal(t, entry, allowErr.Entry)
+		require.NotEmpty(t, allowErr.Reason, entry)
 	}
 	_, err := NewHTTPCaller(HTTPOptions{MaxResponse: -1})
 	require.EqualError(t, err, "xtimer: HTTPOptions.MaxResponse -1: negative")
@@ -151,6 +157,10 @@ func TestCheckURLSaysWhyAURLIsRefused(t *testing.T) {
 		require.Error(t, err, tc.url)
 		require.Contains(t, err.Error(), tc.want, tc.url)
 		require.Equal(t, tc.forbidden, errors.Is(err, ErrForbiddenDestination), tc.url)
+		var urlErr *URLError
+		require.ErrorAs(t, err, &urlErr, tc.url)
+		require.Equal(t, redactURL(tc.url), urlErr.URL)
+		require.Equal(t, err.Error(), fmt.Sprintf("xtimer: callback URL %q: %s", urlErr.URL, urlErr.Reason), "the message is the URL and the reason")
 	}
 }
 
@@ -165,5 +175,6 @@ func TestCheckURLResolvesNamesWithinTheContext(t *testing.T) {
 	err = c.CheckURL(t.Context(), "http://no-such-host.invalid/")
 	var dnsErr *net.DNSError
 	require.ErrorAs(t, err, &dnsErr)
+	require.Equal(t, "no-such-host.invalid", dnsErr.Name)
 	require.NotErrorIs(t, err, ErrForbiddenDestination)
 }

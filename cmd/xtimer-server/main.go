@@ -49,7 +49,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -59,6 +58,7 @@ import (
 
 	"github.com/xtimer-go/xtimer"
 	"github.com/xtimer-go/xtimer/admin"
+	"github.com/xtimer-go/xtimer/executor"
 	"github.com/xtimer-go/xtimer/internal/backend"
 )
 
@@ -211,17 +211,20 @@ func consoleURL(addr net.Addr) string {
 // flagOf names the flag behind an xtimer.New error about an option the
 // server sets from a flag, as a prefix for the message.
 func flagOf(err error) string {
-	msg := err.Error()
-	for _, f := range []struct{ field, flag string }{
-		{"Options.App", "-app"},
-		{"Options.InstanceID", "-instance"},
-		{"HTTPAllow", "-allow"},
-		{"Allow entry", "-allow"},
-		{"HTTPSigningSecret", "-signing-secret"},
-	} {
-		if strings.Contains(msg, f.field) {
-			return f.flag + ": "
-		}
+	var opt *xtimer.OptionsError
+	if !errors.As(err, &opt) {
+		return ""
+	}
+	var allow *executor.AllowError
+	switch {
+	case errors.As(err, &allow):
+		return "-allow: "
+	case opt.Field == "App":
+		return "-app: "
+	case opt.Field == "InstanceID":
+		return "-instance: "
+	case opt.Field == "HTTPSigningSecret":
+		return "-signing-secret: "
 	}
 	return ""
 }

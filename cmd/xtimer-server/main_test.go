@@ -21,6 +21,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/xtimer-go/xtimer"
+	"github.com/xtimer-go/xtimer/internal/testsvc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -345,9 +348,9 @@ func TestServerRefusesBadFlagsWithExitCode2(t *testing.T) {
 			[]string{"-alert-webhook", "smtp://ops@example.com", "http or https"}},
 		{"alert secret without a webhook", []string{"-db", sqlite}, []string{"XTIMER_ALERT_SECRET=s3cret"}, 2,
 			[]string{"-alert-secret", "-alert-webhook"}},
-		{"bad app", []string{"-db", sqlite, "-app", "Not An App"}, nil, 2, []string{"-app", "Not An App"}},
+		{"bad app", []string{"-db", sqlite, "-app", "Not An App"}, nil, 2, []string{`-app: xtimer: Options.App = "Not An App"`}},
 		{"metadata address allowed", []string{"-db", sqlite, "-allow", "10.0.0.0/8, 169.254.169.254"}, nil, 2,
-			[]string{"-allow", "169.254.169.254"}},
+			[]string{`-allow: xtimer: Options.HTTPAllow[1] = "169.254.169.254"`}},
 		{"database that does not answer", []string{"-db", "mysql://root:hunter2@127.0.0.1:1/xtimer"}, nil, 1,
 			[]string{"-db", "127.0.0.1:1"}},
 	} {
@@ -449,4 +452,24 @@ func TestConsoleOffLoopbackNeedsToken(t *testing.T) {
 			require.ErrorContains(t, err, c.listen)
 		})
 	}
+}
+
+func TestFlagOfNamesTheFlagBehindAnOptionsError(t *testing.T) {
+	t.Parallel()
+	db := testsvc.SQLite(t)
+	for _, c := range []struct {
+		opts xtimer.Options
+		want string
+	}{
+		{xtimer.Options{DB: db, App: "Not An App"}, "-app: "},
+		{xtimer.Options{DB: db, InstanceID: strings.Repeat("i", 129)}, "-instance: "},
+		{xtimer.Options{DB: db, HTTPAllow: []string{"169.254.169.254"}}, "-allow: "},
+		{xtimer.Options{DB: db, HTTPSigningSecret: strings.Repeat("s", 1025)}, "-signing-secret: "},
+		{xtimer.Options{DB: db, Buckets: -1}, ""},
+	} {
+		_, err := xtimer.New(c.opts)
+		require.Error(t, err)
+		require.Equal(t, c.want, flagOf(err), err.Error())
+	}
+	require.Empty(t, flagOf(errors.New("xtimer: Options.App is not an OptionsError")), "only a typed error names a flag")
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -216,8 +217,46 @@ func retryable(err error) bool {
 	if errors.As(err, &pg) {
 		return pg.Code == "40P01" || pg.Code == "40001" // deadlock, serialization failure
 	}
-	msg := err.Error()
-	return strings.Contains(msg, "database is locked") || strings.Contains(msg, "SQLITE_BUSY")
+	code, _, ok := sqliteCodes(err)
+	return ok && code&0xff == sqliteBusy // "database is locked", and its extended codes
+}
+
+// Result codes of SQLite (https://www.sqlite.org/rescode.html).
+const (
+	sqliteBusy                 = 5
+	sqliteConstraintPrimaryKey = 1555
+	sqliteConstraintUnique     = 2067
+)
+
+// sqliteCodes returns the result code and the extended result code of the
+// github.com/mattn/go-sqlite3 Error in err's chain; ok is false when there
+// is none. The store does not import that package: it is cgo and compiles
+// SQLite itself, which users of MySQL or PostgreSQL should not have to
+// build. So, as gorm's sqlite dialector does in its Translate, it reads the
+// Error's exported fields, finding it by its type's package and name.
+func sqliteCodes(err error) (code, extended int, ok bool) {
+	for err != nil {
+		v := reflect.ValueOf(err)
+		if v.Kind() == reflect.Pointer && !v.IsNil() {
+			v = v.Elem()
+		}
+		if t := v.Type(); t.PkgPath() == "github.com/mattn/go-sqlite3" && t.Name() == "Error" && v.Kind() == reflect.Struct {
+			c, e := v.FieldByName("Code"), v.FieldByName("ExtendedCode")
+			if c.CanInt() && e.CanInt() {
+				return int(c.Int()), int(e.Int()), true
+			}
+		}
+		if many, isJoin := err.(interface{ Unwrap() []error }); isJoin {
+			for _, e := range many.Unwrap() {
+				if code, extended, ok := sqliteCodes(e); ok {
+					return code, extended, true
+				}
+			}
+			return 0, 0, false
+		}
+		err = errors.Unwrap(err)
+	}
+	return 0, 0, false
 }
 
 // onConflictDoNothing is INSERT ... ON CONFLICT DO NOTHING on every backend.

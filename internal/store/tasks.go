@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
@@ -523,7 +522,10 @@ func duplicateKey(err error) bool {
 	if errors.As(err, &pg) {
 		return pg.Code == "23505"
 	}
-	return errors.Is(err, gorm.ErrDuplicatedKey) || strings.Contains(err.Error(), "UNIQUE constraint failed")
+	if _, extended, ok := sqliteCodes(err); ok {
+		return extended == sqliteConstraintUnique || extended == sqliteConstraintPrimaryKey
+	}
+	return errors.Is(err, gorm.ErrDuplicatedKey) // a DB opened with gorm.Config.TranslateError
 }
 
 // ReplaceTask writes t's definition (the columns UpsertTask writes) over
