@@ -81,9 +81,10 @@ func (f armedFire) claimAt(lead time.Duration) time.Time {
 
 // fireHeap holds pointers: a fire's row is a few hundred bytes, and
 // moving it through the heap's swaps and the interface of heap.Pop (an
-// allocation a pop) cost 1-5 µs a fire; the thousands of fires of one
-// instant are popped at once, and that wait came out of their claim lead
-// (the first fires of a 10,000-fire burst started 10-25 ms late).
+// allocation a pop) took time for each fire; the thousands of fires of one
+// instant are popped at once, and that wait came out of their claim lead,
+// so the first fires of a burst started late (README.md's Performance
+// section has BenchmarkPopInstant before and after).
 type fireHeap []*armedFire
 
 func (h fireHeap) Len() int { return len(h) }
@@ -153,8 +154,9 @@ func (s *Scheduler) popArmedLocked() *armedFire {
 // those beyond the round's room (fenceNow), which wait in the backlog
 // unclaimed; the claim's cost was timed per fire popped (noteClaim). With
 // the lead of the room alone, a replica that had not run a handler yet
-// (room: one pool's worth, 128 fires) claimed its 3,100 fires of a burst
-// 14 ms ahead, and they started 10-25 ms late. s.dispatcher.mu is held.
+// (room: one pool's worth) claimed its thousands of fires of a burst with
+// the lead of a pool's worth, and they started late. s.dispatcher.mu is
+// held.
 func (s *Scheduler) topClaimAtLocked() time.Time {
 	top := s.dispatcher.armed[0]
 	return top.claimAt(s.claimLead(s.dispatcher.armedAt[top.due.UnixMilli()]))
@@ -225,10 +227,9 @@ func (s *Scheduler) popDueLocked(now time.Time) []*armedFire {
 // startEarly: on the system clock, the dispatcher's timer wakes this long
 // before the run time of the fires it claimed, and waits the rest by
 // reading the clock (spinUntil). Go's timers wake up to a millisecond late
-// on Linux, where epoll's timeout is in whole milliseconds (0.6 ms at the
-// median, 1.05 ms at most, for a timer of an idle process here), and
-// every fire of the instant waited for it. The last stretch costs at most
-// this much CPU per instant.
+// on Linux, where epoll's timeout is in whole milliseconds, and every fire
+// of the instant waited for it. The last stretch costs at most this much
+// CPU per instant.
 const startEarly = 1500 * time.Microsecond
 
 // spinUntil returns at t (real time), not before, letting other
@@ -244,13 +245,13 @@ func spinUntil(t time.Time) {
 // time, without a database round trip in between: at the run time, the
 // row says already that this replica starts the fire. The lead stays
 // within these bounds: up to a second for the thousands of fires of a
-// burst, whose claim took 400-550 ms on MariaDB with three replicas
-// claiming at once (with the lead bounded at 250 ms, they started 200-300
-// ms late). A kill within the lead loses the fires claimed and not
-// started (the retry policy settles them); a second's hundreds of fires
-// are claimed a few ms ahead. (Fires whose task forbids overlap are
-// claimed at their run time; the armed heap puts them after the other
-// fires of their instant, which go ahead without them.)
+// burst, whose claim on MariaDB with three replicas claiming at once
+// outlasted a lead bounded at 250 ms, and they started late. A kill within
+// the lead loses the fires claimed and not started (the retry policy
+// settles them); a second's hundreds of fires are claimed only a little
+// ahead. (Fires whose task forbids overlap are claimed at their run time;
+// the armed heap puts them after the other fires of their instant, which
+// go ahead without them.)
 const (
 	minClaimLead = 2 * time.Millisecond
 	maxClaimLead = time.Second
@@ -259,10 +260,10 @@ const (
 // A claim of fewer than bigClaim fires is timed as a round trip
 // (claimRTT); a larger one per fire (claimPerFire), checks included. Until
 // one is timed, a fire is taken to cost assumedClaimPerFire, about what
-// one costs on PostgreSQL with three replicas claiming at once: a replica
-// whose first large claim comes at a minute boundary (a new share of the
-// slots, 380 fires a second) claimed it 2 ms ahead and started it 33 ms
-// late.
+// one costs on PostgreSQL with three replicas claiming at once. Without
+// it, a replica whose first large claim comes at a minute boundary (a new
+// share of the slots, hundreds of fires a second) claimed it with the lead
+// of a round trip, and started it late.
 const (
 	bigClaim            = 32
 	assumedClaimPerFire = 50 * time.Microsecond
@@ -270,9 +271,9 @@ const (
 
 // claimLead is how far ahead of their run time n fires due together are
 // claimed: twice the expected round trip and per-fire work of their claim,
-// plus a millisecond for the timer. A round trip takes a few ms, but the
-// claim of the 3,000 fires of a burst at the top of a minute takes 70-90
-// ms on PostgreSQL, checks included: with the lead of a small claim they
+// plus a millisecond for the timer. A round trip is short, but the claim
+// of the 3,000 fires of a burst at the top of a minute takes many round
+// trips' worth, checks included: with the lead of a small claim they
 // started that much late. Only the dispatcher calls it.
 func (s *Scheduler) claimLead(n int) time.Duration {
 	perFire := s.dispatcher.claimPerFire
@@ -467,11 +468,11 @@ func (s *Scheduler) dispatch(ctx context.Context, due []*armedFire, now, woke ti
 // first handler returned, unless the app's recent run times seeded it at
 // Start: seedRunTime). So a burst of quick handlers is claimed in one
 // round trip, and slow ones are claimed a pool's worth at a time. (By run
-// times alone, which on shared cores measure mostly the wait for a CPU,
-// a replica of 3,000 fires a second claimed a few hundred of them ahead
-// and the rest after their run time, 20-230 ms late.) Fires claimed ahead
-// of their run time count as waiting. At most that many claimed fires
-// are lost if the replica dies.
+// times alone, which on shared cores measure mostly the wait for a CPU, a
+// replica of 3,000 fires a second claimed a few hundred of them ahead and
+// the rest after their run time.) Fires claimed ahead of their run time
+// count as waiting. At most that many claimed fires are lost if the
+// replica dies.
 func (s *Scheduler) fenceRoom() int {
 	running, waiting := s.pool.Stats()
 	behind := s.opts.Workers
@@ -504,7 +505,7 @@ const reseedEvery = 10 * time.Second
 // no slot of the minute its fleet started in, runs its first fires at
 // the next minute, and without a seed it claimed that minute's first
 // instant one pool's worth at a time, the rest after a first handler had
-// returned (100 ms late for 300 fires). Only the tick loop calls it.
+// returned, late. Only the tick loop calls it.
 func (s *Scheduler) reseed(ctx context.Context, now time.Time) {
 	if now.Before(s.planner.reseedAt) || s.pool.Measured() {
 		return

@@ -40,8 +40,8 @@ func benchScheduler(b *testing.B, opts Options) *Scheduler {
 }
 
 // BenchmarkClaimSlot claims a slot the way planSlots does (claimSlot on the
-// engine's lock key, lockKey) and releases it, as keepLocks does once the
-// minute is over:
+// engine's lock key, lockKey) and releases it, as the lock keeper does
+// once the minute is over (keep):
 //
 //   - won: the slot is free; each op takes and releases a new slot, the
 //     next bucket or minute (on Redis, SET NX PX then a Lua release);

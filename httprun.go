@@ -52,8 +52,8 @@ func (s *Scheduler) claimCodes() store.CodeSet {
 	defer s.view.mu.Unlock()
 	if s.view.claimSet.gen != s.view.codesGen || !s.view.claimSet.valid {
 		// The list of codes this replica runs is built only when it is
-		// sent: with a million handlers and no other task, sorting it
-		// cost 0.6 s of CPU each time a task came or went.
+		// sent: with a million handlers and no other task, sorting them
+		// each time a task came or went spent CPU on a list never sent.
 		var others []string
 		runs := len(s.view.handlers)
 		for c, t := range s.view.others { // registered tasks are never HTTP tasks

@@ -138,8 +138,9 @@ func (s *Scheduler) refreshLive(ctx context.Context, now time.Time) error {
 
 // bigHandlerList: a replica with more handlers than this writes their
 // list apart from its heartbeats (publishHandlers), off Start and off the
-// tick loop: a million codes are 15 MB of JSON, and sorting, encoding and
-// writing them took 1.5 s of each replica's start-up.
+// tick loop: a million codes make megabytes of JSON, and sorting, encoding
+// and writing them was a visible share of each replica's start-up
+// (README.md's Performance section has the figures).
 const bigHandlerList = 10_000
 
 // handlerCodesLocked lists the handlers registered here, sorted. s.view.mu is
@@ -215,8 +216,10 @@ const firstTickAfter = 500 * time.Millisecond
 // whole seconds (cron has no finer unit), so the boundary is when a
 // replica starts handlers and writes their starts; a tick there (its
 // queries, and at ClaimAhead the insert of the next minute's rows) took
-// the CPU from them: with 1,000 fires a second on one replica, p99
-// lateness 5-7 ms in most seconds and 23 ms in the second of the insert.
+// the CPU from them: with 1,000 fires a second on one replica, the fires
+// of every second started later, and those of the second of the insert
+// latest (README.md's Performance section has the lateness before and
+// after).
 // Half a second in, the tick's work falls between two instants.
 const tickPhase = 500 * time.Millisecond
 
@@ -518,21 +521,21 @@ func (s *Scheduler) plan(ctx context.Context, now time.Time) error {
 // ones differ for a heartbeat). Without it, the replica whose tick reaches
 // Redis first takes every slot of the minute, and alone inserts, claims and
 // runs all its fires while the others idle: a burst of 10,000 fires at the
-// top of a minute waited for one replica's claims, 300 ms on PostgreSQL,
-// where three replicas claim theirs side by side. The lock still decides
-// who owns a slot; the share only says who tries first.
+// top of a minute waited for one replica's claims, where three replicas
+// claim theirs side by side. The lock still decides who owns a slot; the
+// share only says who tries first.
 //
 // The minute a fleet starts in is shared out too: a replica claims its
 // share of it at its first tick, and the others' startShareWait later, in
 // a tick of its own (replanAt), if they are still free. Replicas started
 // together tick a second apart when their Starts straddle a tick instant;
-// without it, the first to tick took every slot of the minute: shares of
-// 6,871, 1,249 and 1,880 fires a second of 10,000 (p99 165 ms on the
-// heavy one), and in another run 5,000, 5,000 and none. A share whose
-// replica never claims it (listed live, but dead) has the fires of its
-// first second or so recorded that much late, at a fleet's start only:
-// in a running fleet the current minute's slots were claimed at
-// ClaimAhead, as the next minute's.
+// without it, the first to tick took every slot of the minute it could:
+// the minute's fires went to the replicas unevenly, or all to one, and the
+// heaviest share started late (README.md's Performance section has the
+// shares measured). A share whose replica never claims it (listed live,
+// but dead) has the fires of its first second or so recorded that much
+// late, at a fleet's start only: in a running fleet the current minute's
+// slots were claimed at ClaimAhead, as the next minute's.
 //
 // shareWait is half the claim-ahead time, in whole ticks (the loop ticks
 // once a second), so that the other replicas still have half of it to
@@ -623,8 +626,8 @@ func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey
 	// already (its lock ran out seconds after it died), while the rest of
 	// its slots, thousands of rows each, can wait for the fires this
 	// replica records. One replica often wins every slot of the dead one:
-	// taken over whole, one after the other, the last slot's fires started
-	// 2-3 s after the first's on MariaDB.
+	// taken over whole, one after the other, the last slot's fires waited
+	// for every row of the slots before it to be taken over.
 	urgentMs := soon.UnixMilli()
 	for _, k := range takeOver {
 		if err := s.takeOver(ctx, k, k.minute*60_000, min((k.minute+1)*60_000, urgentMs)); err != nil {
@@ -673,19 +676,19 @@ func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey
 
 // Fires run at whole seconds, and a chunk of rows recorded across one
 // takes the CPU and the database from the fires starting there (on one
-// replica of 1,000 fires a second, the 60 chunks of the next minute's
-// rows made the seconds they crossed start 10-15 ms late, against 4-6
-// ms). So the fires after the urgent ones are recorded between instants,
-// in chunks sized to end quietGap before the claim of the next whole
-// second's fires (the dispatcher's last claim lead before it: claimed
-// against a chunk, 2,200 fires a second started 100-230 ms late), started
-// quietGap after one at the earliest (nextChunk), by the moving average
-// of the cost of a recorded fire (recordPerFire; assumedRecordPerFire
-// before one was timed). A chunk is at most recordChunk fires, and at
-// least minRecordChunk: a database slower than that overlaps the boundary
-// anyway. (Chunks of a fixed 5,000 fires, each waiting for a second that
-// had room for it, recorded one chunk a second on a database slowed by a
-// burst, and a replica of 4,400 fires a second fell 5 s behind.)
+// replica of 1,000 fires a second, the seconds that the chunks of the next
+// minute's rows crossed started later than the others). So the fires
+// after the urgent ones are recorded between instants, in chunks sized to
+// end quietGap before the claim of the next whole second's fires (the
+// dispatcher's last claim lead before it: a claim that ran against a chunk
+// started its second's fires late), started quietGap after one at the
+// earliest (nextChunk), by the moving average of the cost of a recorded
+// fire (recordPerFire; assumedRecordPerFire before one was timed). A chunk
+// is at most recordChunk fires, and at least minRecordChunk: a database
+// slower than that overlaps the boundary anyway. (Chunks of a fixed 5,000
+// fires, each waiting for a second that had room for it, recorded one
+// chunk a second on a database slowed by a burst, and a replica of 4,400
+// fires a second fell behind.)
 const (
 	quietGap             = 20 * time.Millisecond
 	maxQuietLead         = 250 * time.Millisecond // a longer lead leaves a burst's second no room for rows

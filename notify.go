@@ -26,8 +26,8 @@ import (
 type EventKind string
 
 // The events. Each is sent by one replica, at most once per AlertWindow
-// for a kind and subject (the task, or the replica for ReplicaLost), with
-// the count of what was damped in between (Event.Suppressed).
+// for a kind and subject (the task, or the replica for EventReplicaLost),
+// with the count of what was damped in between (Event.Suppressed).
 const (
 	// EventFailed: an execution failed after its last attempt.
 	EventFailed EventKind = "execution.failed"
@@ -95,7 +95,7 @@ type Event struct {
 
 // Notifier receives the alerts of a Scheduler (Options.Notifier). Notify
 // is called from one goroutine per Scheduler, one alert at a time, with a
-// context that ends after AlertTimeout; an error makes the alert be tried
+// context that ends after 30 seconds; an error makes the alert be tried
 // again later, by this replica or another, up to 5 times in all.
 type Notifier interface {
 	Notify(ctx context.Context, e Event) error

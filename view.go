@@ -435,7 +435,8 @@ func (s *Scheduler) syncTasks(ctx context.Context) error {
 
 // taskSums is store.TaskSums of this replica's view of the tasks, kept
 // as tasks are set and dropped: summing a million tasks once a minute
-// would hold s.view.mu, which the dispatcher needs, for tens of milliseconds.
+// would hold s.view.mu, which the dispatcher needs, long enough to delay
+// the fires starting meanwhile.
 type taskSums store.TaskSums
 
 func (v *taskSums) add(t *taskState) {
