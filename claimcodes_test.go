@@ -68,7 +68,7 @@ func TestUnownedFireIsClaimedWhateverTheNumberOfTasks(t *testing.T) {
 }
 
 func (s *Scheduler) taskKnown(code string) bool {
-	s.view.mu.Lock()
-	defer s.view.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.taskLocked(code) != nil
 }
