@@ -72,7 +72,7 @@ func (s *Scheduler) Executions(ctx context.Context, f ExecutionFilter) (Executio
 	if err != nil {
 		return ExecutionPage{}, fmt.Errorf("xtimer: list executions: %w", err)
 	}
-	page := ExecutionPage{Executions: make([]Execution, len(rows)), Next: formatCursor(next)}
+	page := ExecutionPage{Executions: make([]Execution, len(rows)), Next: next.String()}
 	locs := map[string]*time.Location{}
 	s.mu.Lock()
 	for i, r := range rows {
@@ -113,7 +113,7 @@ func (s *Scheduler) executionFilter(f ExecutionFilter) (store.ExecutionFilter, s
 	case f.Limit < 0 || f.Limit > MaxPageLimit:
 		return fail("Limit", f.Limit, fmt.Sprintf("want 1-%d, or 0 for DefaultPageLimit (%d)", MaxPageLimit, DefaultPageLimit))
 	}
-	after, ok := parseCursor(f.After)
+	after, ok := store.ParseCursor(f.After)
 	if !ok {
 		return fail("After", fmt.Sprintf("%q", f.After), `want the Next of a previous page, or "" for the first page`)
 	}
@@ -146,28 +146,6 @@ func ceilMs(t time.Time) int64 {
 		ms++
 	}
 	return ms
-}
-
-// formatCursor and parseCursor write and read a position in the listing
-// as ExecutionPage.Next: "<run time ms>.<id>", "" for the start.
-func formatCursor(c store.Cursor) string {
-	if c == (store.Cursor{}) {
-		return ""
-	}
-	return strconv.FormatInt(c.RunTime, 10) + "." + strconv.FormatInt(c.ID, 10)
-}
-
-func parseCursor(s string) (store.Cursor, bool) {
-	if s == "" {
-		return store.Cursor{}, true
-	}
-	a, b, ok := strings.Cut(s, ".")
-	rt, err1 := strconv.ParseInt(a, 10, 64)
-	id, err2 := strconv.ParseInt(b, 10, 64)
-	if !ok || err1 != nil || err2 != nil || id <= 0 {
-		return store.Cursor{}, false
-	}
-	return store.Cursor{RunTime: rt, ID: id}, true
 }
 
 // TaskKind says how a task runs.

@@ -209,28 +209,12 @@ type taskError struct {
 func (e *taskError) Error() string {
 	var spec *SpecError
 	if errors.As(e.err, &spec) {
-		return fmt.Sprintf("xtimer: task %q: %s", e.code, specDetail(spec))
+		return fmt.Sprintf("xtimer: task %q: %s", e.code, spec.Detail())
 	}
 	return fmt.Sprintf("xtimer: task %q: %v", e.code, e.err)
 }
 
 func (e *taskError) Unwrap() error { return e.err }
-
-// specDetail is what a *SpecError says after its "xtimer: ", for an error
-// that names the spec after its own prefix: `spec "0 60 * * *": hour
-// field "60": value 60 out of range 0-23`. It is built from the fields as
-// SpecError.Error builds its message, not cut from that message.
-func specDetail(e *SpecError) string {
-	var b strings.Builder
-	if e.Spec != "" || e.Field == "" {
-		fmt.Fprintf(&b, "spec %q: ", e.Spec)
-	}
-	if e.Field != "" {
-		fmt.Fprintf(&b, "%s field %q: ", e.Field, e.Value)
-	}
-	b.WriteString(e.Reason)
-	return b.String()
-}
 
 // checkText refuses free text the databases cannot all store as given:
 // invalid UTF-8 and NUL bytes (PostgreSQL refuses both), and text longer

@@ -46,7 +46,7 @@ func TestRegisterNamesTheTaskAndKeepsTheSpecError(t *testing.T) {
 	require.False(t, errors.As(err, &oe), "a spec error is not an option's")
 }
 
-// specDetail says what SpecError.Error says after "xtimer: ", for every
+// SpecError.Detail says what SpecError.Error says after "xtimer: ", for every
 // shape of SpecError: with and without the spec, with and without a field.
 func TestSpecDetailIsTheSpecErrorsMessageWithoutThePrefix(t *testing.T) {
 	t.Parallel()
@@ -56,12 +56,12 @@ func TestSpecDetailIsTheSpecErrorsMessageWithoutThePrefix(t *testing.T) {
 		{Field: "location", Value: "Local", Reason: localZoneReason},
 		{Spec: "@every 0s", Reason: "interval must be at least 1s"},
 	} {
-		require.Equal(t, se.Error(), "xtimer: "+specDetail(se))
+		require.Equal(t, se.Error(), "xtimer: "+se.Detail())
 	}
 	for _, spec := range []string{"0 60 * * *", "", "* * *", "@every -1s", "CRON_TZ=Mars/Base * * * * *", "0 0 L-40 * *"} {
 		_, err := ParseSchedule(spec)
 		var se *SpecError
 		require.ErrorAs(t, err, &se, spec)
-		require.Equal(t, err.Error(), "xtimer: "+specDetail(se), spec)
+		require.Equal(t, err.Error(), "xtimer: "+se.Detail(), spec)
 	}
 }

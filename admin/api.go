@@ -380,28 +380,11 @@ func (q *query) instant(name string, loc *time.Location) int64 {
 	return ms
 }
 
-// formatCursor and parseCursor encode an executions page position as
-// "<run_time ms>.<id>".
-func formatCursor(c store.Cursor) string {
-	if c == (store.Cursor{}) {
-		return ""
-	}
-	return strconv.FormatInt(c.RunTime, 10) + "." + strconv.FormatInt(c.ID, 10)
-}
-
 func (q *query) cursor(name string) store.Cursor {
 	s := q.get(name)
-	if s == "" {
-		return store.Cursor{}
+	c, ok := store.ParseCursor(s)
+	if !ok && q.err == nil {
+		q.err = fieldError(name, s, `want the "next" value of the previous page`)
 	}
-	a, b, ok := strings.Cut(s, ".")
-	rt, err1 := strconv.ParseInt(a, 10, 64)
-	id, err2 := strconv.ParseInt(b, 10, 64)
-	if !ok || err1 != nil || err2 != nil || id <= 0 {
-		if q.err == nil {
-			q.err = fieldError(name, s, `want the "next" value of the previous page`)
-		}
-		return store.Cursor{}
-	}
-	return store.Cursor{RunTime: rt, ID: id}
+	return c
 }

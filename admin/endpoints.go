@@ -353,7 +353,7 @@ func (c *console) apiExecutions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeData(w, rows, formatCursor(next))
+	writeData(w, rows, next.String())
 }
 
 // executionID reads the {id} path value.

@@ -355,7 +355,7 @@ func (c *console) taskDetail(ctx context.Context, app, code string) (TaskDetail,
 }
 
 // executionViews returns one page of executions; the cursor is encoded by
-// formatCursor.
+// Cursor.String.
 func (c *console) executionViews(ctx context.Context, f store.ExecutionFilter, after store.Cursor, limit int) ([]ExecutionView, store.Cursor, error) {
 	rows, next, err := c.st.ListExecutions(ctx, f, after, limit)
 	if err != nil {

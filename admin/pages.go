@@ -269,7 +269,7 @@ func (c *console) executionsPage(w http.ResponseWriter, r *http.Request) {
 	p.Rows = rows
 	if next != (store.Cursor{}) {
 		v := r.URL.Query()
-		v.Set("after", formatCursor(next))
+		v.Set("after", next.String())
 		p.NextURL = c.prefix + "executions?" + v.Encode()
 	}
 	c.render(w, "executions", p)

@@ -117,9 +117,13 @@ type SpecError struct {
 }
 
 // Error reads like `xtimer: spec "0 60 * * *": minute field "60": value 60 out of range 0-59`.
-func (e *SpecError) Error() string {
+func (e *SpecError) Error() string { return "xtimer: " + e.Detail() }
+
+// Detail is the message of Error without its "xtimer: " prefix, for an
+// error that names the spec after a prefix of its own (a task's code):
+// `spec "0 60 * * *": hour field "60": value 60 out of range 0-23`.
+func (e *SpecError) Detail() string {
 	var b strings.Builder
-	b.WriteString("xtimer: ")
 	if e.Spec != "" || e.Field == "" {
 		fmt.Fprintf(&b, "spec %q: ", e.Spec)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -58,6 +59,30 @@ func (f ExecutionFilter) validate() error {
 type Cursor struct {
 	RunTime int64
 	ID      int64
+}
+
+// String writes c as the console and Scheduler.Executions hand it out:
+// "<run_time ms>.<id>", "" for the start.
+func (c Cursor) String() string {
+	if c == (Cursor{}) {
+		return ""
+	}
+	return strconv.FormatInt(c.RunTime, 10) + "." + strconv.FormatInt(c.ID, 10)
+}
+
+// ParseCursor reads what Cursor.String wrote; "" is the start. ok is
+// false for anything else.
+func ParseCursor(s string) (c Cursor, ok bool) {
+	if s == "" {
+		return Cursor{}, true
+	}
+	a, b, cut := strings.Cut(s, ".")
+	rt, err1 := strconv.ParseInt(a, 10, 64)
+	id, err2 := strconv.ParseInt(b, 10, 64)
+	if !cut || err1 != nil || err2 != nil || id <= 0 {
+		return Cursor{}, false
+	}
+	return Cursor{RunTime: rt, ID: id}, true
 }
 
 // ListExecutions returns one page of executions matching f, newest run_time
