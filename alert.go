@@ -405,7 +405,7 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 	// A fire is recorded ahead and written back in batches: a minute
 	// after its run time, its row says what became of it.
 	at := now.Add(-time.Minute)
-	s.mu.Lock()
+	s.view.mu.Lock()
 	var tasks []*taskState
 	s.eachTaskLocked(func(t *taskState) {
 		if q, ok := a.quiet[t.code]; t.active() && (!ok || q.t != t || !at.Before(q.until)) {
@@ -417,7 +417,7 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 			delete(a.quiet, code) // edited or deleted
 		}
 	}
-	s.mu.Unlock()
+	s.view.mu.Unlock()
 	slices.SortFunc(tasks, func(x, y *taskState) int { return cmp.Compare(x.code, y.code) })
 	probes := 0
 	for _, t := range tasks {

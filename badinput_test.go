@@ -338,13 +338,13 @@ func TestDuplicateRegisterKeepsTheFirstRegistration(t *testing.T) {
 	err = s.Register("a", "30 * * * * *", second)
 	require.ErrorIs(t, err, ErrDuplicateTask)
 	require.EqualError(t, err, `xtimer: task already registered: "a"`)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.handlers["a"]
+	s.view.mu.Lock()
+	defer s.view.mu.Unlock()
+	r := s.view.handlers["a"]
 	require.NoError(t, r.handler(context.Background(), nil))
 	require.Equal(t, "first", called)
 	require.Equal(t, "0 * * * * *", r.opts.spec)
 	require.Equal(t, time.Minute, r.opts.timeout)
-	require.Len(t, s.regOrder, 2)
-	require.Equal(t, []string{"a", "b"}, []string{s.regOrder[0].code, s.regOrder[1].code})
+	require.Len(t, s.view.regOrder, 2)
+	require.Equal(t, []string{"a", "b"}, []string{s.view.regOrder[0].code, s.view.regOrder[1].code})
 }

@@ -68,7 +68,7 @@ func TestUnownedFireIsClaimedWhateverTheNumberOfTasks(t *testing.T) {
 }
 
 func (s *Scheduler) taskKnown(code string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.view.mu.Lock()
+	defer s.view.mu.Unlock()
 	return s.taskLocked(code) != nil
 }

@@ -9,10 +9,12 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/xtimer-go/xtimer/executor"
+	"github.com/xtimer-go/xtimer/internal/startstop"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
 
@@ -26,6 +28,39 @@ const (
 	// reasonDeleted: the task of an armed fire was deleted before it ran.
 	reasonDeleted = "task deleted"
 )
+
+// dispatcher is the state of the dispatcher: the fires armed here until
+// their claim, the fires claimed ahead until their run time, and what runs
+// here. Its lock guards armed, armedIDs, armedAt, unstarted and running,
+// which the tick loop (arm) and the attempts touch too; the fields marked
+// dispatcher only are its goroutine's alone.
+type dispatcher struct {
+	startstop.Base // the dispatch loop
+
+	mu       sync.Mutex
+	armed    fireHeap
+	armedIDs map[int64]bool // executions in armed
+	armedAt  map[int64]int  // fires in armed by instant (Unix ms)
+	// unstarted are the fires claimed ahead and not started when the
+	// dispatcher stopped, for Stop to release.
+	unstarted []int64
+	running   map[string]int // code → attempts running here
+
+	wake chan struct{} // a fire was armed earlier than the dispatcher waits for
+	// lastLead is the lead of the dispatcher's last claim ahead, which the
+	// tick loop keeps its chunks of rows clear of (nextChunk).
+	lastLead atomic.Int64
+
+	// backlog holds Go-handler fires that are due and checked but wait for
+	// a free worker, unclaimed (fenceNow). Dispatcher only.
+	backlog []store.Execution
+	// claimed holds the Go and HTTP fires claimed ahead of their run time,
+	// waiting for it; claimRTT and claimPerFire are moving averages of what
+	// a claim takes (claimLead). Dispatcher only.
+	claimed      fireHeap
+	claimRTT     time.Duration
+	claimPerFire time.Duration
+}
 
 // armedFire is a recorded fire waiting for its run time.
 type armedFire struct {
@@ -74,39 +109,41 @@ func (h *fireHeap) Pop() any {
 // arm queues a row this replica owns to start at its run time (at once
 // when that has passed).
 func (s *Scheduler) arm(r store.Execution) {
-	s.mu.Lock()
-	if s.armedIDs[r.ID] {
-		// Already waiting here: a slot taken over and back again arms its
-		// rows a second time, and one row must make one start.
-		s.mu.Unlock()
-		return
-	}
-	s.armedIDs[r.ID] = true
+	s.view.mu.Lock()
 	t := s.taskLocked(r.TaskCode)
 	exact := t != nil && OverlapPolicy(t.def.Overlap) == OverlapForbid
+	s.view.mu.Unlock()
+	s.dispatcher.mu.Lock()
+	if s.dispatcher.armedIDs[r.ID] {
+		// Already waiting here: a slot taken over and back again arms its
+		// rows a second time, and one row must make one start.
+		s.dispatcher.mu.Unlock()
+		return
+	}
+	s.dispatcher.armedIDs[r.ID] = true
 	s.pushArmedLocked(&armedFire{row: r, due: time.UnixMilli(r.RunTime), exact: exact})
-	s.mu.Unlock()
+	s.dispatcher.mu.Unlock()
 	select {
-	case s.wake <- struct{}{}:
+	case s.dispatcher.wake <- struct{}{}:
 	default:
 	}
 }
 
 // pushArmedLocked adds f to the armed heap and counts it at its instant.
-// s.mu is held.
+// s.dispatcher.mu is held.
 func (s *Scheduler) pushArmedLocked(f *armedFire) {
-	heap.Push(&s.armed, f)
-	s.armedAt[f.due.UnixMilli()]++
+	heap.Push(&s.dispatcher.armed, f)
+	s.dispatcher.armedAt[f.due.UnixMilli()]++
 }
 
-// popArmedLocked takes the earliest fire off the armed heap. s.mu is held.
+// popArmedLocked takes the earliest fire off the armed heap. s.dispatcher.mu is held.
 func (s *Scheduler) popArmedLocked() *armedFire {
-	f := heap.Pop(&s.armed).(*armedFire)
-	delete(s.armedIDs, f.row.ID)
-	if at := f.due.UnixMilli(); s.armedAt[at] <= 1 {
-		delete(s.armedAt, at)
+	f := heap.Pop(&s.dispatcher.armed).(*armedFire)
+	delete(s.dispatcher.armedIDs, f.row.ID)
+	if at := f.due.UnixMilli(); s.dispatcher.armedAt[at] <= 1 {
+		delete(s.dispatcher.armedAt, at)
 	} else {
-		s.armedAt[at]--
+		s.dispatcher.armedAt[at]--
 	}
 	return f
 }
@@ -118,11 +155,11 @@ func (s *Scheduler) popArmedLocked() *armedFire {
 // unclaimed; the claim's cost was timed per fire popped (noteClaim). With
 // the lead of the room alone, a replica that had not run a handler yet
 // (room: one pool's worth) claimed its thousands of fires of a burst with
-// the lead of a pool's worth, and they started late. s.mu is
+// the lead of a pool's worth, and they started late. s.dispatcher.mu is
 // held.
 func (s *Scheduler) topClaimAtLocked() time.Time {
-	top := s.armed[0]
-	return top.claimAt(s.claimLead(s.armedAt[top.due.UnixMilli()]))
+	top := s.dispatcher.armed[0]
+	return top.claimAt(s.claimLead(s.dispatcher.armedAt[top.due.UnixMilli()]))
 }
 
 // dispatchLoop sleeps on one timer until the earliest armed fire is due
@@ -136,28 +173,28 @@ func (s *Scheduler) dispatchLoop(ctx context.Context) {
 	for {
 		now, woke := s.clock.Now(), time.Now() // woke: physical, for the claim's timing
 		wait := time.Hour
-		s.mu.Lock()
+		s.dispatcher.mu.Lock()
 		due := s.popDueLocked(now)
-		if s.armed.Len() > 0 {
+		if s.dispatcher.armed.Len() > 0 {
 			wait = s.topClaimAtLocked().Sub(now)
 		}
-		s.mu.Unlock()
-		for s.claimed.Len() > 0 && !s.claimed[0].due.After(now) {
-			f := heap.Pop(&s.claimed).(*armedFire)
+		s.dispatcher.mu.Unlock()
+		for s.dispatcher.claimed.Len() > 0 && !s.dispatcher.claimed[0].due.After(now) {
+			f := heap.Pop(&s.dispatcher.claimed).(*armedFire)
 			s.begin(f.row, f.due)
 		}
-		if s.claimed.Len() > 0 {
-			until := s.claimed[0].due.Sub(now)
+		if s.dispatcher.claimed.Len() > 0 {
+			until := s.dispatcher.claimed[0].due.Sub(now)
 			if realTime {
 				if until <= startEarly && wait > until {
-					spinUntil(s.claimed[0].due)
+					spinUntil(s.dispatcher.claimed[0].due)
 					continue
 				}
 				until -= startEarly
 			}
 			wait = min(wait, until)
 		}
-		if len(due) > 0 || (len(s.backlog) > 0 && s.fenceRoom() > 0) {
+		if len(due) > 0 || (len(s.dispatcher.backlog) > 0 && s.fenceRoom() > 0) {
 			s.dispatch(ctx, due, now, woke)
 			continue // time moved while claiming; look again before sleeping
 		}
@@ -165,7 +202,7 @@ func (s *Scheduler) dispatchLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.wake:
+		case <-s.dispatcher.wake:
 			timer.Stop()
 		case <-timer.C():
 		}
@@ -175,11 +212,11 @@ func (s *Scheduler) dispatchLoop(ctx context.Context) {
 // popDueLocked takes off the armed heap the fires due for their claim at
 // now: the earliest instant's, claimLead ahead of it, and the fires of the
 // instant popped last go with it, except those claimed at their run time
-// (exact), which wait for it. s.mu is held.
+// (exact), which wait for it. s.dispatcher.mu is held.
 func (s *Scheduler) popDueLocked(now time.Time) []*armedFire {
 	var due []*armedFire
 	var instant time.Time
-	for s.armed.Len() > 0 && (s.armed[0].due.Equal(instant) && !s.armed[0].exact || !s.topClaimAtLocked().After(now)) {
+	for s.dispatcher.armed.Len() > 0 && (s.dispatcher.armed[0].due.Equal(instant) && !s.dispatcher.armed[0].exact || !s.topClaimAtLocked().After(now)) {
 		f := s.popArmedLocked()
 		instant = f.due
 		due = append(due, f)
@@ -239,11 +276,11 @@ const (
 // trips' worth, checks included: with the lead of a small claim they
 // started that much late. Only the dispatcher calls it.
 func (s *Scheduler) claimLead(n int) time.Duration {
-	perFire := s.claimPerFire
+	perFire := s.dispatcher.claimPerFire
 	if perFire == 0 {
 		perFire = assumedClaimPerFire
 	}
-	expect := s.claimRTT + time.Duration(n)*perFire
+	expect := s.dispatcher.claimRTT + time.Duration(n)*perFire
 	return min(max(2*expect+time.Millisecond, minClaimLead), maxClaimLead)
 }
 
@@ -251,9 +288,9 @@ func (s *Scheduler) claimLead(n int) time.Duration {
 // the dispatcher's wake (fires popped, checked) to the claim's answer, for
 // n fires.
 func (s *Scheduler) noteClaim(d time.Duration, n int) {
-	avg, sample := &s.claimRTT, d
+	avg, sample := &s.dispatcher.claimRTT, d
 	if n >= bigClaim {
-		avg, sample = &s.claimPerFire, d/time.Duration(n)
+		avg, sample = &s.dispatcher.claimPerFire, d/time.Duration(n)
 	}
 	fold(avg, sample)
 }
@@ -280,12 +317,12 @@ func (s *Scheduler) begin(r store.Execution, startAt time.Time) {
 // run time not reached yet did not start, and are handed to Stop, which
 // releases them with the fires this replica recorded and did not claim.
 func (s *Scheduler) stopClaimed() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, f := range s.claimed {
-		s.unstarted = append(s.unstarted, f.row.ID)
+	s.dispatcher.mu.Lock()
+	defer s.dispatcher.mu.Unlock()
+	for _, f := range s.dispatcher.claimed {
+		s.dispatcher.unstarted = append(s.dispatcher.unstarted, f.row.ID)
 	}
-	s.claimed = nil
+	s.dispatcher.claimed = nil
 }
 
 // startClaimTimeout bounds the one database round trip before fires
@@ -305,10 +342,12 @@ func (s *Scheduler) dispatch(ctx context.Context, due []*armedFire, now, woke ti
 	overdue := map[string][]int{} // task → indices in start of fires overdue by the schedule
 	for _, f := range due {
 		r := f.row
-		s.mu.Lock()
+		s.view.mu.Lock()
 		t, runs := s.taskLocked(r.TaskCode), s.runsHereLocked(r.TaskCode)
-		running := s.running[r.TaskCode]
-		s.mu.Unlock()
+		s.view.mu.Unlock()
+		s.dispatcher.mu.Lock()
+		running := s.dispatcher.running[r.TaskCode]
+		s.dispatcher.mu.Unlock()
 		late := now.Sub(time.UnixMilli(r.RunTime))
 		window := time.Duration(t.misfireWindowMs()) * time.Millisecond
 		switch {
@@ -363,7 +402,7 @@ func (s *Scheduler) dispatch(ctx context.Context, due []*armedFire, now, woke ti
 		return
 	}
 	if last := slices.MaxFunc(fence, func(a, b store.Execution) int { return cmp.Compare(a.RunTime, b.RunTime) }); last.RunTime > now.UnixMilli() {
-		s.lastLead.Store(int64(time.UnixMilli(last.RunTime).Sub(now)))
+		s.dispatcher.lastLead.Store(int64(time.UnixMilli(last.RunTime).Sub(now)))
 	}
 	ids := make([]int64, len(fence))
 	for i, r := range fence {
@@ -383,16 +422,16 @@ func (s *Scheduler) dispatch(ctx context.Context, due []*armedFire, now, woke ti
 		// are tried again; when the database is back, they run late or go
 		// through the misfire policy.
 		s.noteDB(err)
-		retry := append(fence, s.backlog...)
-		s.backlog = nil
-		s.mu.Lock()
+		retry := append(fence, s.dispatcher.backlog...)
+		s.dispatcher.backlog = nil
+		s.dispatcher.mu.Lock()
 		for _, r := range retry {
-			if !s.armedIDs[r.ID] {
-				s.armedIDs[r.ID] = true
+			if !s.dispatcher.armedIDs[r.ID] {
+				s.dispatcher.armedIDs[r.ID] = true
 				s.pushArmedLocked(&armedFire{row: r, due: now.Add(time.Second)})
 			}
 		}
-		s.mu.Unlock()
+		s.dispatcher.mu.Unlock()
 		return
 	}
 	won := make(map[int64]bool, len(started))
@@ -406,7 +445,7 @@ func (s *Scheduler) dispatch(ctx context.Context, due []*armedFire, now, woke ti
 		}
 		// StartFires recorded the start at the run time, or now if later.
 		if at := time.UnixMilli(max(r.RunTime, now.UnixMilli())); at.After(now) {
-			heap.Push(&s.claimed, &armedFire{row: r, due: at})
+			heap.Push(&s.dispatcher.claimed, &armedFire{row: r, due: at})
 		} else {
 			s.begin(r, at)
 		}
@@ -415,7 +454,7 @@ func (s *Scheduler) dispatch(ctx context.Context, due []*armedFire, now, woke ti
 
 // fenceNow returns the fires to claim for a start now: every HTTP
 // callback (they wait in their own queues), and as many Go-handler fires
-// as fenceRoom allows, oldest first. The other Go fires wait in s.backlog,
+// as fenceRoom allows, oldest first. The other Go fires wait in s.dispatcher.backlog,
 // their rows unclaimed: if this replica dies, another takes them over and
 // runs them, where a fire claimed and waiting in the pool would be lost
 // with the replica (its row says it started). Each attempt that ends
@@ -443,7 +482,7 @@ func (s *Scheduler) fenceRoom() int {
 	if rate, ok := s.pool.Rate(); ok {
 		behind = max(behind, int(min(rate*maxClaimWait.Seconds(), maxClaimRound)))
 	}
-	return max(s.opts.Workers-running+behind-waiting-s.claimed.Len(), 0)
+	return max(s.opts.Workers-running+behind-waiting-s.dispatcher.claimed.Len(), 0)
 }
 
 // maxClaimWait bounds the time a claimed fire is expected to wait for a
@@ -468,7 +507,7 @@ const reseedEvery = 10 * time.Second
 // instant one pool's worth at a time, the rest after a first handler had
 // returned, late. Only the tick loop calls it.
 func (s *Scheduler) reseed(ctx context.Context, now time.Time) {
-	if now.Before(s.reseedAt) || s.pool.Measured() {
+	if now.Before(s.planner.reseedAt) || s.pool.Measured() {
 		return
 	}
 	if err := s.seedRunTime(ctx); err != nil {
@@ -484,7 +523,7 @@ func (s *Scheduler) reseed(ctx context.Context, now time.Time) {
 // rows' durations are whole milliseconds: under one counts as one, an
 // upper bound. An app with no attempts yet keeps the pool's worth.
 func (s *Scheduler) seedRunTime(ctx context.Context) error {
-	s.reseedAt = s.clock.Now().Add(reseedEvery)
+	s.planner.reseedAt = s.clock.Now().Add(reseedEvery)
 	mean, n, err := s.store.RecentRunTime(ctx, s.opts.App, recentRuns)
 	if err != nil || n == 0 {
 		return err
@@ -495,25 +534,25 @@ func (s *Scheduler) seedRunTime(ctx context.Context) error {
 
 func (s *Scheduler) fenceNow(ready []store.Execution) []store.Execution {
 	var fence, goFires []store.Execution
-	s.mu.Lock()
+	s.view.mu.Lock()
 	for _, r := range ready {
-		if s.handlers[r.TaskCode] != nil {
+		if s.view.handlers[r.TaskCode] != nil {
 			goFires = append(goFires, r)
 		} else {
 			fence = append(fence, r)
 		}
 	}
-	s.mu.Unlock()
+	s.view.mu.Unlock()
 	// A fire armed again while it waited here (its slot taken over and
 	// back) is one fire: one claim, one start.
-	seen := make(map[int64]bool, len(s.backlog)+len(goFires))
-	goFires = slices.DeleteFunc(append(s.backlog, goFires...), func(r store.Execution) bool {
+	seen := make(map[int64]bool, len(s.dispatcher.backlog)+len(goFires))
+	goFires = slices.DeleteFunc(append(s.dispatcher.backlog, goFires...), func(r store.Execution) bool {
 		dup := seen[r.ID]
 		seen[r.ID] = true
 		return dup
 	})
 	n := min(s.fenceRoom(), len(goFires))
-	s.backlog = slices.Clone(goFires[n:])
+	s.dispatcher.backlog = slices.Clone(goFires[n:])
 	return append(fence, goFires[:n]...)
 }
 
@@ -522,14 +561,16 @@ func (s *Scheduler) fenceNow(ready []store.Execution) []store.Execution {
 // on the HTTP pool. Time spent waiting there is lateness: the result
 // records when the attempt really started.
 func (s *Scheduler) startAttempt(r store.Execution, now time.Time) {
-	s.mu.Lock()
+	s.view.mu.Lock()
 	loc := time.UTC
-	t, cfg := s.taskLocked(r.TaskCode), s.handlers[r.TaskCode]
+	t, cfg := s.taskLocked(r.TaskCode), s.view.handlers[r.TaskCode]
 	if t != nil {
 		loc = t.loc()
 	}
-	s.running[r.TaskCode]++
-	s.mu.Unlock()
+	s.view.mu.Unlock()
+	s.dispatcher.mu.Lock()
+	s.dispatcher.running[r.TaskCode]++
+	s.dispatcher.mu.Unlock()
 	s.attempts.Add(1)
 	run := &Run{
 		ID: fireID(s.opts.App, r.TaskCode, r.RunTime), ExecutionID: r.ID, Code: r.TaskCode,
@@ -552,9 +593,9 @@ func (s *Scheduler) startAttempt(r store.Execution, now time.Time) {
 		}
 		ctx, endSpan := s.startSpan(r)
 		out := executor.Call(ctx, s.clock, timeout, work, late)
-		s.mu.Lock()
-		s.running[r.TaskCode]--
-		s.mu.Unlock()
+		s.dispatcher.mu.Lock()
+		s.dispatcher.running[r.TaskCode]--
+		s.dispatcher.mu.Unlock()
 		fin := s.settle(r, out.Finished, out.Err, out.TimedOut(), "")
 		fin.Output = run.Output()
 		fin.HTTPStatus = int(status.Load())
@@ -597,9 +638,9 @@ func (s *Scheduler) settle(r store.Execution, at time.Time, err error, timedOut 
 		return f
 	}
 	f.Error = err.Error()
-	s.mu.Lock()
+	s.view.mu.Lock()
 	t := s.taskLocked(r.TaskCode)
-	s.mu.Unlock()
+	s.view.mu.Unlock()
 	switch {
 	case r.Attempt < r.MaxAttempts && t != nil:
 		f.Status = store.StatusRetrying

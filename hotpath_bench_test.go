@@ -147,7 +147,7 @@ func BenchmarkFiresIn(b *testing.B) {
 					Kind: store.KindFunc, Spec: specs[i%len(specs)], TimeZone: zones[i/len(specs)%len(zones)],
 					Status: store.TaskActive, MaxAttempts: 1, CreatedMs: created, Version: 1})
 			}
-			require.Equal(b, int64(tasks), s.viewSums.Count)
+			require.Equal(b, int64(tasks), s.view.viewSums.Count)
 			b.Run("slot", func(b *testing.B) {
 				b.ReportAllocs()
 				n := 0
@@ -269,9 +269,9 @@ func BenchmarkPopInstant(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				s.mu.Lock()
+				s.dispatcher.mu.Lock()
 				due := s.popDueLocked(at)
-				s.mu.Unlock()
+				s.dispatcher.mu.Unlock()
 				if len(due) != n {
 					b.Fatalf("popped %d fires, want %d", len(due), n)
 				}

@@ -23,18 +23,18 @@ import (
 
 // runsHereLocked reports whether this replica can run attempts of the
 // task: it registered the task's handler, or the task is an HTTP callback.
-// s.mu is held.
+// s.view.mu is held.
 func (s *Scheduler) runsHereLocked(code string) bool {
-	if _, ok := s.handlers[code]; ok {
+	if _, ok := s.view.handlers[code]; ok {
 		return true
 	}
-	t := s.others[code]
+	t := s.view.others[code]
 	return t != nil && t.http != nil
 }
 
 func (s *Scheduler) runsHere(code string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.view.mu.Lock()
+	defer s.view.mu.Unlock()
 	return s.runsHereLocked(code)
 }
 
@@ -46,29 +46,29 @@ const maxClaimCodes = 1000
 // stored tasks it does not run (none, usually: every replica of a service
 // registers the same handlers), otherwise maxClaimCodes of those it runs,
 // the next ones at each call. It is recomputed only when the handlers or
-// the tasks changed (s.codesGen), since the tasks can be a million.
+// the tasks changed (s.view.codesGen), since the tasks can be a million.
 func (s *Scheduler) claimCodes() store.CodeSet {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.claimSet.gen != s.codesGen || !s.claimSet.valid {
+	s.view.mu.Lock()
+	defer s.view.mu.Unlock()
+	if s.view.claimSet.gen != s.view.codesGen || !s.view.claimSet.valid {
 		// The list of codes this replica runs is built only when it is
 		// sent: with a million handlers and no other task, sorting them
 		// each time a task came or went spent CPU on a list never sent.
 		var others []string
-		runs := len(s.handlers)
-		for c, t := range s.others { // registered tasks are never HTTP tasks
+		runs := len(s.view.handlers)
+		for c, t := range s.view.others { // registered tasks are never HTTP tasks
 			if t.http != nil {
 				runs++
 			} else {
 				others = append(others, c)
 			}
 		}
-		s.claimSet = claimSet{gen: s.codesGen, valid: true, others: others}
+		s.view.claimSet = claimSet{gen: s.view.codesGen, valid: true, others: others}
 		if runs <= maxClaimCodes || len(others) > maxClaimCodes {
-			s.claimSet.runs = s.runCodesLocked()
+			s.view.claimSet.runs = s.runCodesLocked()
 		}
 	}
-	cs := &s.claimSet
+	cs := &s.view.claimSet
 	switch {
 	case cs.runs != nil && len(cs.runs) <= maxClaimCodes:
 		return store.CodeSet{Codes: slices.Clip(cs.runs)}
@@ -84,13 +84,13 @@ func (s *Scheduler) claimCodes() store.CodeSet {
 }
 
 // runCodesLocked lists, sorted, the codes of the tasks this replica runs:
-// its handlers and the HTTP tasks. s.mu is held.
+// its handlers and the HTTP tasks. s.view.mu is held.
 func (s *Scheduler) runCodesLocked() []string {
-	runs := make([]string, 0, len(s.handlers))
-	for c := range s.handlers {
+	runs := make([]string, 0, len(s.view.handlers))
+	for c := range s.view.handlers {
 		runs = append(runs, c)
 	}
-	for c, t := range s.others {
+	for c, t := range s.view.others {
 		if t.http != nil {
 			runs = append(runs, c)
 		}

@@ -178,9 +178,9 @@ func (s *Scheduler) CreateHTTPTask(ctx context.Context, t HTTPTask) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	_, registered := s.handlers[t.Code]
-	s.mu.Unlock()
+	s.view.mu.Lock()
+	_, registered := s.view.handlers[t.Code]
+	s.view.mu.Unlock()
 	if registered {
 		return fmt.Errorf("%w: %q", ErrDuplicateTask, t.Code)
 	}
@@ -248,9 +248,9 @@ func (s *Scheduler) DeleteTask(ctx context.Context, code string) error {
 		}
 		return fmt.Errorf("xtimer: delete task %q: %w", code, err)
 	}
-	s.mu.Lock()
+	s.view.mu.Lock()
 	s.dropTaskLocked(code)
-	s.mu.Unlock()
+	s.view.mu.Unlock()
 	s.log.Info("http task deleted", "task", code)
 	return nil
 }

@@ -487,8 +487,8 @@ func TestHTTPTaskIsAdoptedAndRunByAReplicaThatDidNotCreateIt(t *testing.T) {
 	created := time.Now()
 	require.NoError(t, a.Stop(ctx))
 	require.Eventually(t, func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
+		b.view.mu.Lock()
+		defer b.view.mu.Unlock()
 		return b.taskLocked("every.second") != nil
 	}, 1500*time.Millisecond, 10*time.Millisecond, "adopted within a tick")
 	t.Logf("adopted %s after creation", time.Since(created).Round(time.Millisecond))

@@ -186,11 +186,11 @@ func (s *Scheduler) attemptBegins(r store.Execution, at time.Time) {
 		return
 	}
 	kind := store.KindFunc
-	s.mu.Lock()
+	s.view.mu.Lock()
 	if t := s.taskLocked(r.TaskCode); t != nil {
 		kind = t.def.Kind
 	}
-	s.mu.Unlock()
+	s.view.mu.Unlock()
 	m.lateness.WithLabelValues(kind).Observe(max(at.Sub(time.UnixMilli(r.RunTime)), 0).Seconds())
 }
 

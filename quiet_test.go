@@ -36,20 +36,20 @@ func TestQuietBucketIsSkippedUntilATaskOfItChanges(t *testing.T) {
 	minute := func(at string) int64 { return mustTime(t, at).Unix() / 60 }
 
 	require.Empty(t, s.firesIn(minute("2026-11-30T10:00:00Z"), b, nil))
-	s.mu.Lock()
-	require.Equal(t, mustTime(t, "2026-12-01T03:00:00Z"), s.bucketQuiet[b].until.UTC(), "quiet until the earliest next fire")
+	s.view.mu.Lock()
+	require.Equal(t, mustTime(t, "2026-12-01T03:00:00Z"), s.view.bucketQuiet[b].until.UTC(), "quiet until the earliest next fire")
 	// Put a task in the bucket behind the index's back: a minute of the
 	// quiet span does not look at the tasks, so it does not see it.
 	sneaked := &taskState{code: "sneaked", status: store.TaskActive, createdMs: created, bucket: b,
 		def: &store.Definition{Kind: store.KindFunc}}
 	sneaked.sched, err = ParseSchedule("* * * * * *")
 	require.NoError(t, err)
-	s.byBucket[b] = append(s.byBucket[b], sneaked)
-	s.mu.Unlock()
+	s.view.byBucket[b] = append(s.view.byBucket[b], sneaked)
+	s.view.mu.Unlock()
 	require.Empty(t, s.firesIn(minute("2026-11-30T10:01:00Z"), b, nil))
-	s.mu.Lock()
-	s.byBucket[b] = s.byBucket[b][:len(s.byBucket[b])-1]
-	s.mu.Unlock()
+	s.view.mu.Lock()
+	s.view.byBucket[b] = s.view.byBucket[b][:len(s.view.byBucket[b])-1]
+	s.view.mu.Unlock()
 
 	// A task adopted into the bucket ends the quiet span.
 	often := sameBucket("often")

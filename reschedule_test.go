@@ -119,7 +119,7 @@ func (f *editFleet) waitIdle() {
 	for {
 		idle := f.clock.idle(3 * len(f.replicas))
 		for _, s := range f.replicas {
-			idle = idle && len(s.wake) == 0
+			idle = idle && len(s.dispatcher.wake) == 0
 		}
 		if idle {
 			return

@@ -7,12 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -336,99 +334,23 @@ type Scheduler struct {
 	caller     *executor.HTTPCaller
 	httpQueues httpQueues
 
-	mu       sync.Mutex
-	state    int                      // stateNew, stateRunning, stateStopped
-	handlers map[string]*registration // registered in this process
-	// regOrder lists them in the order they were registered: a code's
-	// list of them is often sorted already, which spares the store a sort
-	// of a million (RegisterTasks).
-	regOrder []*registration
-	regOpts  map[regKey]*regOpts // the options they share
-	// The options of the last Register, and their key.
-	lastRegKey  regKey
-	lastRegOpts *regOpts
-	// others are the tasks of the app, as stored, not registered here; a
-	// registered task's state is in its registration (taskLocked).
-	others map[string]*taskState
-	// byBucket indexes tasks by bucket, so that planning a slot reads the
-	// tasks of its bucket, not every task (setTaskLocked, dropTaskLocked).
-	byBucket [][]*taskState
-	// defs holds one copy of each task definition in the view, for the
-	// tasks defined alike to share (sharedDefLocked).
-	defs map[store.Definition]*store.Definition
-	// bucketFrom is, per bucket, an instant (Unix ms) before which no task
-	// of the bucket has a fire: the earliest firesFrom of the tasks it has
-	// had (math.MaxInt64 while it has none). Planning skips the slots before it (catch-up after a first
-	// start) without looking at a task.
-	bucketFrom []int64
-	// bucketQuiet is, per bucket, a span of time in which no task of the
-	// bucket has a fire, as the last full walk of its tasks (firesIn)
-	// found; a change to a task of the bucket clears it (setTaskLocked).
-	bucketQuiet []quietSpan
-	// viewSums sums up tasks, for the minute check against the database's
-	// (syncTasks).
-	viewSums taskSums
-	// codesGen counts the changes to which tasks exist and which of them
-	// this replica runs; claimSet caches what claimCodes derived from them.
-	codesGen int
-	claimSet claimSet
-	// handlersGen counts the changes to the handlers registered here, for
-	// the heartbeat, which lists them.
-	handlersGen int
-	// The task generation of the last sync that read every version, and
-	// when (syncTasks). Only the tick loop and Start use them.
-	synced    bool
-	syncedGen int64
-	syncedAt  time.Time
-	slots     map[slotKey]*slotState
-	// replanAt, if set, is when plan wants a tick before the next regular
-	// one (startShareWait). Only the tick loop uses it.
-	replanAt time.Time
-	armed    fireHeap
-	armedIDs map[int64]bool // executions in armed
-	armedAt  map[int64]int  // fires in armed by instant (Unix ms)
-	// backlog holds Go-handler fires that are due and checked but wait for
-	// a free worker, unclaimed (fenceNow). Only the dispatcher uses it.
-	backlog []store.Execution
-	// claimed holds the Go and HTTP fires claimed ahead of their run time,
-	// waiting for it; claimRTT and claimPerFire are moving averages of what
-	// a claim takes (claimLead). Only the dispatcher uses them.
-	claimed      fireHeap
-	claimRTT     time.Duration
-	claimPerFire time.Duration
-	// lastLead is the lead of the dispatcher's last claim ahead, which the
-	// tick loop keeps its chunks of rows clear of (nextChunk).
-	lastLead atomic.Int64
-	// recordPerFire is a moving average of what recording a fire takes in
-	// a chunk planSlots records between instants (nextChunk).
-	// Only the tick loop uses it.
-	recordPerFire time.Duration
-	// reseedAt is when the tick loop reads the app's recent run times
-	// again if the pool has still run nothing (reseed).
-	reseedAt time.Time
-	// unstarted are the fires claimed ahead and not started when the
-	// dispatcher stopped, for Stop to release.
-	unstarted []int64
-	running   map[string]int // code → attempts running here
-	live      []string       // replica IDs alive at the last heartbeat
-	lastBeat  time.Time      // last heartbeat attempt
-	// beatHandlersAt is when this replica's handler list was last written
-	// into its row, as of handlersGen beatGen (heartbeat, publishHandlers).
-	beatHandlersAt time.Time
-	beatGen        int
-	publish        chan struct{} // a big handler list is due (publishHandlers)
+	// mu guards the lifecycle (state); each component's fields are
+	// guarded by that component's own lock. Lock order where one holds
+	// two: view, then planner, then dispatcher; the lock keeper's, the
+	// status writer's, the alerter's and the HTTP queues' are leaves.
+	mu    sync.Mutex
+	state int // stateNew, stateRunning, stateStopped
 
-	wake     chan struct{}  // a fire was armed earlier than the dispatcher waits for
-	stopped  chan struct{}  // closed when the first Stop has finished
-	attempts sync.WaitGroup // handlers
+	view       view           // the registry and view of tasks (view.go)
+	planner    planner        // the tick loop's state (loop.go)
+	dispatcher dispatcher     // the armed and claimed fires (fire.go)
+	stopped    chan struct{}  // closed when the first Stop has finished
+	attempts   sync.WaitGroup // handlers
 
-	// The loops of the planner (tick loop, handler publisher) and of the
-	// dispatcher (internal/startstop).
-	planner, dispatcher startstop.Base
-	keeper              *lockKeeper // the slot-lock keeper (slotlock.go)
-	retention           *retention  // the retention sweeper (retention.go)
-	handlerCtx          context.Context
-	cancelHandler       context.CancelFunc
+	keeper        *lockKeeper // the slot-lock keeper (slotlock.go)
+	retention     *retention  // the retention sweeper (retention.go)
+	handlerCtx    context.Context
+	cancelHandler context.CancelFunc
 
 	updates *statusWriter // the status writer (status.go)
 	metrics *metrics      // nil without Options.Metrics
@@ -458,30 +380,17 @@ func New(opts Options) (*Scheduler, error) {
 		return nil, err
 	}
 	s := &Scheduler{
-		opts:        opts,
-		clock:       opts.Clock,
-		log:         opts.Logger.With("app", opts.App, "replica", opts.InstanceID),
-		pool:        executor.NewPool(opts.Workers),
-		httpPool:    executor.NewPool(opts.HTTPWorkers),
-		caller:      caller,
-		tracer:      newTracer(opts),
-		handlers:    map[string]*registration{},
-		regOpts:     map[regKey]*regOpts{},
-		others:      map[string]*taskState{},
-		byBucket:    make([][]*taskState, opts.Buckets),
-		defs:        map[store.Definition]*store.Definition{},
-		bucketFrom:  make([]int64, opts.Buckets),
-		bucketQuiet: make([]quietSpan, opts.Buckets),
-		slots:       map[slotKey]*slotState{},
-		running:     map[string]int{},
-		armedIDs:    map[int64]bool{},
-		armedAt:     map[int64]int{},
-		wake:        make(chan struct{}, 1),
-		publish:     make(chan struct{}, 1),
+		opts:       opts,
+		clock:      opts.Clock,
+		log:        opts.Logger.With("app", opts.App, "replica", opts.InstanceID),
+		pool:       executor.NewPool(opts.Workers),
+		httpPool:   executor.NewPool(opts.HTTPWorkers),
+		caller:     caller,
+		tracer:     newTracer(opts),
+		planner:    planner{slots: map[slotKey]*slotState{}, publish: make(chan struct{}, 1)},
+		dispatcher: dispatcher{running: map[string]int{}, armedIDs: map[int64]bool{}, armedAt: map[int64]int{}, wake: make(chan struct{}, 1)},
 	}
-	for b := range s.bucketFrom {
-		s.bucketFrom[b] = math.MaxInt64
-	}
+	s.view.init(opts.Buckets)
 	s.store = store.New(opts.DB, store.WithNow(s.clock.Now), store.WithRollups(!opts.NoRollups))
 	switch {
 	case opts.Locker != nil:
@@ -493,7 +402,7 @@ func New(opts Options) (*Scheduler, error) {
 	}
 	s.pool.OnDone(func() {
 		select {
-		case s.wake <- struct{}{}:
+		case s.dispatcher.wake <- struct{}{}:
 		default:
 		}
 	})
@@ -532,74 +441,78 @@ func (s *Scheduler) Register(code, spec string, h Handler, opts ...TaskOption) e
 	if key.nameIsCode {
 		key.name = ""
 	}
-	s.mu.Lock()
-	shared := s.lastRegOpts // a loop registering tasks alike: no hashing of the options
-	if shared == nil || s.lastRegKey != key {
-		shared = s.regOpts[key]
+	s.view.mu.Lock()
+	shared := s.view.lastRegOpts // a loop registering tasks alike: no hashing of the options
+	if shared == nil || s.view.lastRegKey != key {
+		shared = s.view.regOpts[key]
 	}
-	s.mu.Unlock()
+	s.view.mu.Unlock()
 	sched, err := cfg.validate(shared)
 	if err != nil {
 		return err
 	}
+	// The lifecycle and the view together: a Register racing Start or
+	// Stop is either recorded by Start or recorded here.
 	s.mu.Lock()
 	if s.state == stateStopped {
 		s.mu.Unlock()
 		return ErrStopped
 	}
-	if t := s.others[code]; t != nil && t.kind() == store.KindHTTP {
-		s.mu.Unlock()
+	started := s.state == stateRunning
+	s.view.mu.Lock()
+	unlock := func() { s.view.mu.Unlock(); s.mu.Unlock() }
+	if t := s.view.others[code]; t != nil && t.kind() == store.KindHTTP {
+		unlock()
 		return fmt.Errorf("%w: %q", ErrDuplicateTask, code)
 	}
 	if shared == nil {
-		if shared = s.regOpts[key]; shared == nil {
+		if shared = s.view.regOpts[key]; shared == nil {
 			def := cfg.definition()
 			shared = &regOpts{taskOpts: key.taskOpts, nameIsCode: key.nameIsCode, sched: sched, def: &def}
-			s.regOpts[key] = shared
+			s.view.regOpts[key] = shared
 		}
 	}
-	s.lastRegKey, s.lastRegOpts = key, shared
+	s.view.lastRegKey, s.view.lastRegOpts = key, shared
 	reg := &registration{code: code, handler: h, opts: shared}
-	if t := s.others[code]; t != nil { // another replica's task until now
+	if t := s.view.others[code]; t != nil { // another replica's task until now
 		reg.state = t
-		delete(s.others, code)
+		delete(s.view.others, code)
 	}
 	// One map operation, not a lookup and then an insert: a code already
 	// there leaves the map's length as it was.
-	n := len(s.handlers)
-	s.handlers[code] = reg
-	if len(s.handlers) == n {
-		for _, first := range s.regOrder { // put the first registration back: an error, rare
+	n := len(s.view.handlers)
+	s.view.handlers[code] = reg
+	if len(s.view.handlers) == n {
+		for _, first := range s.view.regOrder { // put the first registration back: an error, rare
 			if first.code == code {
-				s.handlers[code] = first
+				s.view.handlers[code] = first
 				break
 			}
 		}
-		s.mu.Unlock()
+		unlock()
 		return fmt.Errorf("%w: %q", ErrDuplicateTask, code)
 	}
-	s.regOrder = append(s.regOrder, reg)
-	s.codesGen++
-	s.handlersGen++
-	started := s.state == stateRunning
-	s.mu.Unlock()
+	s.view.regOrder = append(s.view.regOrder, reg)
+	s.view.codesGen++
+	s.view.handlersGen++
+	unlock()
 	if !started {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.upsertTask(ctx, reg); err != nil {
-		s.mu.Lock()
+		s.view.mu.Lock()
 		if reg.state != nil {
-			s.others[code] = reg.state
+			s.view.others[code] = reg.state
 		}
-		delete(s.handlers, code)
-		if i := slices.Index(s.regOrder, reg); i >= 0 {
-			s.regOrder = slices.Delete(s.regOrder, i, i+1)
+		delete(s.view.handlers, code)
+		if i := slices.Index(s.view.regOrder, reg); i >= 0 {
+			s.view.regOrder = slices.Delete(s.view.regOrder, i, i+1)
 		}
-		s.codesGen++
-		s.handlersGen++
-		s.mu.Unlock()
+		s.view.codesGen++
+		s.view.handlersGen++
+		s.view.mu.Unlock()
 		if errors.Is(err, store.ErrExists) {
 			return fmt.Errorf("%w: %q is an HTTP task", ErrDuplicateTask, code)
 		}
@@ -682,9 +595,9 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if s.opts.Redis == nil && s.opts.Locker == nil {
 		mode = "in-process (one process only: start a second replica only with Options.Redis)"
 	}
-	s.mu.Lock()
-	registered := len(s.handlers)
-	s.mu.Unlock()
+	s.view.mu.Lock()
+	registered := len(s.view.handlers)
+	s.view.mu.Unlock()
 	s.log.Info("xtimer started", "lock", mode, "buckets", s.opts.Buckets, "tasks", registered)
 	return nil
 }
@@ -750,7 +663,7 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	// replicas take the fires over once this one's heartbeat expires.
 	if err := s.updates.flush(ctx); err != nil {
 		errs = append(errs, err)
-	} else if _, err := s.store.UnclaimFires(ctx, s.opts.App, s.opts.InstanceID, s.unstarted); err != nil {
+	} else if _, err := s.store.UnclaimFires(ctx, s.opts.App, s.opts.InstanceID, s.dispatcher.unstarted); err != nil {
 		errs = append(errs, err)
 	} else if n, err := s.store.ReleaseFires(ctx, s.opts.App, s.opts.InstanceID); err != nil {
 		errs = append(errs, err)
@@ -873,9 +786,11 @@ func (s *Scheduler) ResetSchedule(ctx context.Context, code string) error {
 // on a replica that has it, within a second.
 func (s *Scheduler) Trigger(ctx context.Context, code string) (Execution, error) {
 	s.mu.Lock()
-	state, t := s.state, s.taskLocked(code)
-	local := s.runsHereLocked(code)
+	state := s.state
 	s.mu.Unlock()
+	s.view.mu.Lock()
+	t, local := s.taskLocked(code), s.runsHereLocked(code)
+	s.view.mu.Unlock()
 	switch state {
 	case stateNew:
 		return Execution{}, ErrNotStarted
@@ -889,9 +804,9 @@ func (s *Scheduler) Trigger(ctx context.Context, code string) (Execution, error)
 			}
 			return Execution{}, err
 		}
-		s.mu.Lock()
+		s.view.mu.Lock()
 		t, local = s.taskLocked(code), s.runsHereLocked(code)
-		s.mu.Unlock()
+		s.view.mu.Unlock()
 	}
 	owner := ""
 	if local {
@@ -924,10 +839,10 @@ func (s *Scheduler) NextRuns(code string, n int) ([]time.Time, error) {
 	if n < 1 || n > 1000 {
 		return nil, fmt.Errorf("xtimer: NextRuns(%q, %d): n must be 1-1000", code, n)
 	}
-	s.mu.Lock()
+	s.view.mu.Lock()
 	t := s.taskLocked(code)
-	cfg := s.handlers[code]
-	s.mu.Unlock()
+	cfg := s.view.handlers[code]
+	s.view.mu.Unlock()
 	var sched Schedule
 	var endAt time.Time
 	switch {
@@ -947,12 +862,12 @@ func (s *Scheduler) Execution(ctx context.Context, id int64) (Execution, error) 
 	if err != nil {
 		return Execution{}, fmt.Errorf("xtimer: read execution %d: %w", id, err)
 	}
-	s.mu.Lock()
+	s.view.mu.Lock()
 	loc := time.UTC
 	if t := s.taskLocked(row.TaskCode); t != nil {
 		loc = t.loc()
 	}
-	s.mu.Unlock()
+	s.view.mu.Unlock()
 	return toExecution(row, loc), nil
 }
 

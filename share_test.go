@@ -42,9 +42,9 @@ func TestNextMinuteIsSharedOutAmongLiveReplicas(t *testing.T) {
 	require.NoError(t, b.heartbeat(ctx, clock.Now()))
 	require.NoError(t, a.plan(ctx, clock.Now()))
 	require.NoError(t, b.plan(ctx, clock.Now()))
-	a.mu.Lock()
-	require.Equal(t, []string{"replica-a", "replica-b"}, a.live, "read again as replica-a saw the minute first")
-	a.mu.Unlock()
+	a.planner.mu.Lock()
+	require.Equal(t, []string{"replica-a", "replica-b"}, a.planner.live, "read again as replica-a saw the minute first")
+	a.planner.mu.Unlock()
 	require.NotEmpty(t, share(a, next))
 	require.NotEmpty(t, share(b, next))
 	require.Equal(t, share(a, next), held(a, next), "replica-a holds its share of 10:01")
@@ -68,9 +68,9 @@ func TestNextMinuteIsSharedOutAmongLiveReplicas(t *testing.T) {
 
 	// Alone in the list (or not in it yet), a replica claims every slot at
 	// ClaimAhead.
-	a.mu.Lock()
-	a.live = []string{"replica-a"}
-	a.mu.Unlock()
+	a.planner.mu.Lock()
+	a.planner.live = []string{"replica-a"}
+	a.planner.mu.Unlock()
 	next = t0.Add(3 * time.Minute)
 	clock.Set(next.Add(-10 * time.Second))
 	require.NoError(t, a.plan(ctx, clock.Now()))
@@ -107,12 +107,12 @@ func TestTheMinuteAFleetStartsInIsSharedOut(t *testing.T) {
 	require.NoError(t, b.heartbeat(ctx, t0))
 	require.NoError(t, a.plan(ctx, t0))
 	require.Equal(t, f.share(a, this), f.held(a, this), "replica-a claims its share of the minute it started in")
-	require.Equal(t, t0.Add(startShareWait), a.replanAt, "and ticks again for the rest")
+	require.Equal(t, t0.Add(startShareWait), a.planner.replanAt, "and ticks again for the rest")
 	require.NoError(t, b.plan(ctx, t0))
 	require.Equal(t, f.share(b, this), f.held(b, this))
 	require.NotEmpty(t, f.held(a, this))
 	require.NotEmpty(t, f.held(b, this))
-	a.replanAt = time.Time{}
+	a.planner.replanAt = time.Time{}
 	require.NoError(t, a.plan(ctx, t0.Add(startShareWait)))
 	require.Equal(t, f.share(a, this), f.held(a, this), "replica-b's share is held by replica-b")
 	require.Len(t, f.withFires, len(f.held(a, this))+len(f.held(b, this)), "every slot with fires is held once")
@@ -137,7 +137,7 @@ func TestTheMinuteAFleetStartsInIsSharedOut(t *testing.T) {
 	require.NoError(t, e.heartbeat(ctx, t0))
 	require.NoError(t, e.plan(ctx, t0))
 	require.Equal(t, f.withFires, f.held(e, this))
-	require.True(t, e.replanAt.IsZero())
+	require.True(t, e.planner.replanAt.IsZero())
 }
 
 // shareFleet is replicas of one app on one SQLite database and one lock,
@@ -189,9 +189,9 @@ func (f *shareFleet) held(s *Scheduler, m time.Time) map[int]bool {
 func (f *shareFleet) share(s *Scheduler, m time.Time) map[int]bool {
 	out := map[int]bool{}
 	for bucket := range f.withFires {
-		s.mu.Lock()
+		s.planner.mu.Lock()
 		mine := s.sharesLocked(slotKey{m.Unix() / 60, bucket})
-		s.mu.Unlock()
+		s.planner.mu.Unlock()
 		if mine {
 			out[bucket] = true
 		}

@@ -41,8 +41,8 @@ func TestMinuteTaskCheckReadsTasksOnlyWhenTheirSumsDiffer(t *testing.T) {
 		UpdateColumns(map[string]any{"status": store.TaskPaused, "version": gorm.Expr("version + 1")}).Error)
 	f.runUntil(hms(3, 31))
 	require.NotZero(t, versionReads.Load())
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.view.mu.Lock()
+	defer s.view.mu.Unlock()
 	require.Equal(t, store.TaskPaused, s.taskLocked("nightly").status)
 	require.Equal(t, store.TaskActive, s.taskLocked("other").status)
 }
@@ -62,10 +62,10 @@ func TestATaskRowDeletedByHandIsRecordedAgainAtStart(t *testing.T) {
 	s := f.start(specs)
 	row, err := s.store.Task(context.Background(), f.app, "minutely")
 	require.NoError(t, err, "recorded again")
-	s.mu.Lock()
+	s.view.mu.Lock()
 	require.NotNil(t, s.taskLocked("minutely"))
 	require.Equal(t, row.ID, s.taskLocked("minutely").id)
-	s.mu.Unlock()
+	s.view.mu.Unlock()
 	f.runUntil(hms(1, 0).Add(500 * time.Millisecond))
 	require.Equal(t, map[string]int{hms(1, 0).Format("15:04:05"): 1}, f.callsOf("minutely"), "once, by either replica")
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"sync"
 	"time"
 
 	"github.com/xtimer-go/xtimer/executor"
@@ -14,9 +16,64 @@ import (
 // database says (taskState), loaded at Start and kept in step with the
 // changes other replicas and the console make (syncTasks).
 
+// view is the registry of the handlers registered here and the view of
+// every task of the app. It is one component's state: its lock guards
+// every field below, and is taken before the planner's or the
+// dispatcher's where a section needs two.
+type view struct {
+	mu       sync.Mutex
+	handlers map[string]*registration // registered in this process
+	// regOrder lists them in the order they were registered: a code's
+	// list of them is often sorted already, which spares the store a sort
+	// of a million (RegisterTasks).
+	regOrder []*registration
+	regOpts  map[regKey]*regOpts // the options they share
+	// The options of the last Register, and their key.
+	lastRegKey  regKey
+	lastRegOpts *regOpts
+	// others are the tasks of the app, as stored, not registered here; a
+	// registered task's state is in its registration (taskLocked).
+	others map[string]*taskState
+	// byBucket indexes tasks by bucket, so that planning a slot reads the
+	// tasks of its bucket, not every task (setTaskLocked, dropTaskLocked).
+	byBucket [][]*taskState
+	// defs holds one copy of each task definition in the view, for the
+	// tasks defined alike to share (sharedDefLocked).
+	defs map[store.Definition]*store.Definition
+	// bucketFrom is, per bucket, an instant (Unix ms) before which no task
+	// of the bucket has a fire: the earliest firesFrom of the tasks it has
+	// had (math.MaxInt64 while it has none). Planning skips the slots
+	// before it (catch-up after a first start) without looking at a task.
+	bucketFrom []int64
+	// bucketQuiet is, per bucket, a span of time in which no task of the
+	// bucket has a fire, as the last full walk of its tasks (firesIn)
+	// found; a change to a task of the bucket clears it (setTaskLocked).
+	bucketQuiet []quietSpan
+	// viewSums sums up tasks, for the minute check against the database's
+	// (syncTasks).
+	viewSums taskSums
+	// codesGen counts the changes to which tasks exist and which of them
+	// this replica runs; claimSet caches what claimCodes derived from them.
+	codesGen int
+	claimSet claimSet
+	// handlersGen counts the changes to the handlers registered here, for
+	// the heartbeat, which lists them.
+	handlersGen int
+}
+
+// init makes the empty view of an app of the given number of buckets.
+func (v *view) init(buckets int) {
+	v.handlers, v.regOpts, v.others = map[string]*registration{}, map[regKey]*regOpts{}, map[string]*taskState{}
+	v.byBucket, v.defs = make([][]*taskState, buckets), map[store.Definition]*store.Definition{}
+	v.bucketFrom, v.bucketQuiet = make([]int64, buckets), make([]quietSpan, buckets)
+	for b := range v.bucketFrom {
+		v.bucketFrom[b] = math.MaxInt64
+	}
+}
+
 // taskState is a task as the database says, shared by every replica. It
 // keeps of the row what the engine reads, and points to its code-defined
-// columns, which the tasks defined alike share (s.defs): a replica holds
+// columns, which the tasks defined alike share (s.view.defs): a replica holds
 // a million of these.
 type taskState struct {
 	code                 string
@@ -27,7 +84,7 @@ type taskState struct {
 	over                 *override         // the console's schedule overrides; nil when none
 	sched                Schedule          // nil when the stored spec does not parse
 	bucket               int
-	pos                  int // index in s.byBucket[bucket]
+	pos                  int // index in s.view.byBucket[bucket]
 	// http is the callback of a task of kind http (every replica runs its
 	// fires); nil for Go tasks, and for an http task whose stored target
 	// does not decode (it does not fire).
@@ -40,7 +97,7 @@ type taskState struct {
 	// The schedule has no fire after quietFrom and before quietUntil (its
 	// next one): firesIn skips the task in the minutes between without
 	// computing its schedule, so a daily task costs one Next a day, not
-	// one a minute. Read and written under s.mu.
+	// one a minute. Read and written under s.view.mu.
 	quietFrom, quietUntil time.Time
 }
 
@@ -145,21 +202,21 @@ func bucketOf(code string, buckets int) int {
 	return int(h % uint32(buckets))
 }
 
-// maxSharedDefs bounds s.defs; past it the table starts again empty (the
+// maxSharedDefs bounds s.view.defs; past it the table starts again empty (the
 // tasks keep theirs). Tasks share a few definitions; HTTP tasks one each.
 const maxSharedDefs = 100_000
 
-// sharedDefLocked returns the one copy of d this replica keeps. s.mu is
+// sharedDefLocked returns the one copy of d this replica keeps. s.view.mu is
 // held.
 func (s *Scheduler) sharedDefLocked(d store.Definition) *store.Definition {
-	if p := s.defs[d]; p != nil {
+	if p := s.view.defs[d]; p != nil {
 		return p
 	}
-	if len(s.defs) >= maxSharedDefs {
-		clear(s.defs)
+	if len(s.view.defs) >= maxSharedDefs {
+		clear(s.view.defs)
 	}
 	p := &d
-	s.defs[d] = p
+	s.view.defs[d] = p
 	return p
 }
 
@@ -201,9 +258,9 @@ func canonicalStatus(status string) string {
 // planned are planned again for it (reopenSlots); fires already recorded
 // that its schedule no longer has are skipped when due (dispatch).
 func (s *Scheduler) adoptTask(row store.Task) {
-	s.mu.Lock()
+	s.view.mu.Lock()
 	def := s.sharedDefLocked(row.Definition())
-	s.mu.Unlock()
+	s.view.mu.Unlock()
 	t := new(taskState)
 	*t = s.stateOf(row.Head(), def)
 	t.sched = s.storedSchedule(row)
@@ -214,15 +271,15 @@ func (s *Scheduler) adoptTask(row store.Task) {
 		}
 	}
 	now := s.clock.Now()
-	s.mu.Lock()
+	s.view.mu.Lock()
 	old, rescheduled := s.adoptLocked(t, now)
-	s.mu.Unlock()
+	s.view.mu.Unlock()
 	s.logAdopted(old, t, rescheduled)
 }
 
 // adoptLocked puts t in the view in place of the task's old state, unless
 // that is newer; it returns the old state, if any, and whether t changes
-// its schedule. s.mu is held.
+// its schedule. s.view.mu is held.
 func (s *Scheduler) adoptLocked(t *taskState, now time.Time) (old *taskState, rescheduled bool) {
 	old = s.taskLocked(t.code)
 	if old != nil && old.id == t.id && t.version < old.version {
@@ -258,76 +315,76 @@ func (s *Scheduler) logAdopted(old, t *taskState, rescheduled bool) {
 
 // taskLocked returns the view's state of a task, nil when it has none. A
 // task registered here keeps its state in its registration, the others in
-// s.others: a replica of a million tasks keeps one map of them, not two.
-// s.mu is held.
+// s.view.others: a replica of a million tasks keeps one map of them, not two.
+// s.view.mu is held.
 func (s *Scheduler) taskLocked(code string) *taskState {
-	if r := s.handlers[code]; r != nil {
+	if r := s.view.handlers[code]; r != nil {
 		return r.state
 	}
-	return s.others[code]
+	return s.view.others[code]
 }
 
-// eachTaskLocked calls f with every task of the view. s.mu is held; f
+// eachTaskLocked calls f with every task of the view. s.view.mu is held; f
 // must not add or remove tasks.
 func (s *Scheduler) eachTaskLocked(f func(t *taskState)) {
-	for _, r := range s.handlers {
+	for _, r := range s.view.handlers {
 		if r.state != nil {
 			f(r.state)
 		}
 	}
-	for _, t := range s.others {
+	for _, t := range s.view.others {
 		f(t)
 	}
 }
 
 // setTaskLocked puts t in the local view of the tasks, in the place of
-// old, the task's state there if it has one. s.mu is held.
+// old, the task's state there if it has one. s.view.mu is held.
 func (s *Scheduler) setTaskLocked(t, old *taskState) {
-	if r := s.handlers[t.code]; r != nil {
+	if r := s.view.handlers[t.code]; r != nil {
 		r.state = t
 	} else {
-		s.others[t.code] = t
+		s.view.others[t.code] = t
 	}
 	s.placeLocked(t, old)
 }
 
 // placeLocked files t, the task's new state in the view, in the place of
-// old: in its bucket, the sums, the generation of codes. s.mu is held.
+// old: in its bucket, the sums, the generation of codes. s.view.mu is held.
 func (s *Scheduler) placeLocked(t, old *taskState) {
-	s.bucketFrom[t.bucket] = min(s.bucketFrom[t.bucket], t.firesFrom())
-	s.bucketQuiet[t.bucket] = quietSpan{} // t may fire in it
+	s.view.bucketFrom[t.bucket] = min(s.view.bucketFrom[t.bucket], t.firesFrom())
+	s.view.bucketQuiet[t.bucket] = quietSpan{} // t may fire in it
 	if old == nil || (old.http == nil) != (t.http == nil) {
-		s.codesGen++
+		s.view.codesGen++
 	}
 	if old != nil {
-		s.viewSums.remove(old)
+		s.view.viewSums.remove(old)
 		t.pos = old.pos // same code, same bucket
-		s.byBucket[t.bucket][t.pos] = t
+		s.view.byBucket[t.bucket][t.pos] = t
 	} else {
-		t.pos = len(s.byBucket[t.bucket])
-		s.byBucket[t.bucket] = append(s.byBucket[t.bucket], t)
+		t.pos = len(s.view.byBucket[t.bucket])
+		s.view.byBucket[t.bucket] = append(s.view.byBucket[t.bucket], t)
 	}
-	s.viewSums.add(t)
+	s.view.viewSums.add(t)
 }
 
-// dropTaskLocked removes a task from the local view. s.mu is held.
+// dropTaskLocked removes a task from the local view. s.view.mu is held.
 func (s *Scheduler) dropTaskLocked(code string) {
 	t := s.taskLocked(code)
 	if t == nil {
 		return
 	}
-	if r := s.handlers[code]; r != nil {
+	if r := s.view.handlers[code]; r != nil {
 		r.state = nil
 	} else {
-		delete(s.others, code)
+		delete(s.view.others, code)
 	}
-	in := s.byBucket[t.bucket]
+	in := s.view.byBucket[t.bucket]
 	last := in[len(in)-1]
 	in[t.pos], last.pos = last, t.pos
 	in[len(in)-1] = nil
-	s.byBucket[t.bucket] = in[:len(in)-1]
-	s.viewSums.remove(t)
-	s.codesGen++
+	s.view.byBucket[t.bucket] = in[:len(in)-1]
+	s.view.viewSums.remove(t)
+	s.view.codesGen++
 }
 
 // scheduleChanged reports whether two states of a task name different
@@ -353,32 +410,32 @@ func (s *Scheduler) syncTasks(ctx context.Context) error {
 		return err
 	}
 	now := s.clock.Now()
-	if s.synced && gen == s.syncedGen {
-		if now.Sub(s.syncedAt) < fullSyncEvery {
+	if s.planner.synced && gen == s.planner.syncedGen {
+		if now.Sub(s.planner.syncedAt) < fullSyncEvery {
 			return nil
 		}
 		sums, err := s.store.TaskSums(ctx, s.opts.App)
 		if err != nil {
 			return err
 		}
-		s.mu.Lock()
-		same := sums == store.TaskSums(s.viewSums)
-		s.mu.Unlock()
+		s.view.mu.Lock()
+		same := sums == store.TaskSums(s.view.viewSums)
+		s.view.mu.Unlock()
 		if same {
-			s.syncedAt = now
+			s.planner.syncedAt = now
 			return nil
 		}
 	}
 	if err := s.syncAllTasks(ctx); err != nil {
 		return err
 	}
-	s.synced, s.syncedGen, s.syncedAt = true, gen, now
+	s.planner.synced, s.planner.syncedGen, s.planner.syncedAt = true, gen, now
 	return nil
 }
 
 // taskSums is store.TaskSums of this replica's view of the tasks, kept
 // as tasks are set and dropped: summing a million tasks once a minute
-// would hold s.mu, which the dispatcher needs, long enough to delay
+// would hold s.view.mu, which the dispatcher needs, long enough to delay
 // the fires starting meanwhile.
 type taskSums store.TaskSums
 
@@ -404,7 +461,7 @@ func (s *Scheduler) syncAllTasks(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
+	s.view.mu.Lock()
 	var changed []string
 	for code, v := range versions {
 		if t := s.taskLocked(code); t == nil || t.version != v {
@@ -420,7 +477,7 @@ func (s *Scheduler) syncAllTasks(ctx context.Context) error {
 	for _, code := range gone {
 		s.dropTaskLocked(code)
 	}
-	s.mu.Unlock()
+	s.view.mu.Unlock()
 	if len(changed) > 20 {
 		rows, err := s.store.Tasks(ctx, s.opts.App)
 		if err != nil {
@@ -449,12 +506,12 @@ func (s *Scheduler) syncAllTasks(ctx context.Context) error {
 // rows, the others find them written) and loads every task of the app
 // into the view (loadTasks).
 func (s *Scheduler) registerAll(ctx context.Context) error {
-	s.mu.Lock()
-	defs := make([]store.TaskDef, 0, len(s.regOrder))
-	for _, r := range s.regOrder {
+	s.view.mu.Lock()
+	defs := make([]store.TaskDef, 0, len(s.view.regOrder))
+	for _, r := range s.view.regOrder {
 		defs = append(defs, store.TaskDef{Code: r.code, Name: r.name(), Def: r.opts.def})
 	}
-	s.mu.Unlock()
+	s.view.mu.Unlock()
 	gen, err := s.store.RegisterTasks(ctx, s.opts.App, defs)
 	if err != nil {
 		return fmt.Errorf("xtimer: record %d tasks: %w", len(defs), err)
@@ -475,7 +532,7 @@ func (s *Scheduler) registerAll(ctx context.Context) error {
 	return err
 }
 
-// loadBatch is how many rows loadTasks adopts per hold of s.mu.
+// loadBatch is how many rows loadTasks adopts per hold of s.view.mu.
 const loadBatch = 512
 
 // loadTasks fills the view with every task of the app, as of task
@@ -495,19 +552,19 @@ func (s *Scheduler) loadTasks(ctx context.Context, gen int64, registered int) (m
 		reg *registration // nil: not registered here
 	}
 	heads := make([]head, 0, loadBatch)
-	s.mu.Lock()
+	s.view.mu.Lock()
 	// Into an empty view (Start), every head is a task new here, once:
 	// no old state to look up, a million times.
-	fresh := s.viewSums.Count == 0
+	fresh := s.view.viewSums.Count == 0
 	if fresh {
 		s.sizeViewLocked(registered)
 	}
-	s.mu.Unlock()
+	s.view.mu.Unlock()
 	adopt := func() {
 		now := s.clock.Now()
 		slab := make([]taskState, len(heads)) // one allocation per batch, not per task
-		s.mu.Lock()
-		defer s.mu.Unlock()
+		s.view.mu.Lock()
+		defer s.view.mu.Unlock()
 		for i := range heads {
 			h, r := &heads[i].TaskHead, heads[i].reg
 			if r == nil || h.Kind != store.KindFunc {
@@ -535,9 +592,9 @@ func (s *Scheduler) loadTasks(ctx context.Context, gen int64, registered int) (m
 	// The code's string is the registration's, found once per row.
 	var reg *registration
 	intern := func(code []byte) string {
-		s.mu.Lock()
-		reg = s.handlers[string(code)]
-		s.mu.Unlock()
+		s.view.mu.Lock()
+		reg = s.view.handlers[string(code)]
+		s.view.mu.Unlock()
 		if reg != nil {
 			return reg.code
 		}
@@ -574,23 +631,23 @@ func (s *Scheduler) loadTasks(ctx context.Context, gen int64, registered int) (m
 			s.adoptTask(r)
 		}
 	}
-	s.synced, s.syncedGen, s.syncedAt = true, last, now
+	s.planner.synced, s.planner.syncedGen, s.planner.syncedAt = true, last, now
 	return max(registered-found, 0), nil
 }
 
 // sizeViewLocked makes room in the empty view for n tasks, so that loading
-// a million does not grow the maps and slices step by step. s.mu is held.
+// a million does not grow the maps and slices step by step. s.view.mu is held.
 func (s *Scheduler) sizeViewLocked(n int) {
-	for b := range s.byBucket {
-		s.byBucket[b] = make([]*taskState, 0, n/len(s.byBucket)+n/(4*len(s.byBucket))+8)
+	for b := range s.view.byBucket {
+		s.view.byBucket[b] = make([]*taskState, 0, n/len(s.view.byBucket)+n/(4*len(s.view.byBucket))+8)
 	}
 }
 
 // taskCodes lists the codes of the tasks in the view, in no order.
 func (s *Scheduler) taskCodes() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	codes := make([]string, 0, s.viewSums.Count)
+	s.view.mu.Lock()
+	defer s.view.mu.Unlock()
+	codes := make([]string, 0, s.view.viewSums.Count)
 	s.eachTaskLocked(func(t *taskState) { codes = append(codes, t.code) })
 	return codes
 }
