@@ -407,13 +407,13 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 	at := now.Add(-time.Minute)
 	s.view.mu.Lock()
 	var tasks []*taskState
-	s.eachTaskLocked(func(t *taskState) {
+	s.view.eachTaskLocked(func(t *taskState) {
 		if q, ok := a.quiet[t.code]; t.active() && (!ok || q.t != t || !at.Before(q.until)) {
 			tasks = append(tasks, t)
 		}
 	})
 	for code, q := range a.quiet {
-		if s.taskLocked(code) != q.t {
+		if s.view.taskLocked(code) != q.t {
 			delete(a.quiet, code) // edited or deleted
 		}
 	}

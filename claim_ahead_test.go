@@ -94,7 +94,7 @@ func TestFiresOfOneInstantAreClaimedAheadByTheirNumber(t *testing.T) {
 	iv := newInvocations()
 	s := newScheduler(t, setupOpts{db: db, app: app, clock: clock}, nil)
 	s.dispatcher.claimPerFire = 5 * time.Millisecond // as if measured by earlier claims
-	require.Equal(t, 201*time.Millisecond, s.claimLead(20))
+	require.Equal(t, 201*time.Millisecond, s.dispatcher.claimLead(20))
 	for i := range 20 {
 		require.NoError(t, s.Register(fmt.Sprintf("burst.%02d", i), "0 * * * * *", iv.handler(nil)))
 	}
@@ -145,16 +145,16 @@ func TestFiresOfOneInstantAreClaimedAheadByTheirNumber(t *testing.T) {
 
 func TestClaimLeadGrowsWithTheFiresOfAnInstant(t *testing.T) {
 	t.Parallel()
-	s := &Scheduler{}
-	require.Equal(t, minClaimLead, s.claimLead(1), "nothing measured yet")
-	require.Equal(t, 2*380*assumedClaimPerFire+time.Millisecond, s.claimLead(380), "nothing measured yet")
-	s.noteClaim(4*time.Millisecond, 1)     // a round trip
-	s.noteClaim(90*time.Millisecond, 3000) // 30 µs a fire
-	require.Equal(t, 4*time.Millisecond, s.dispatcher.claimRTT)
-	require.Equal(t, 30*time.Microsecond, s.dispatcher.claimPerFire)
-	require.Equal(t, 2*(4*time.Millisecond+30*time.Microsecond)+time.Millisecond, s.claimLead(1))
-	require.Equal(t, 2*(4*time.Millisecond+30*time.Millisecond)+time.Millisecond, s.claimLead(1000))
-	require.Equal(t, maxClaimLead, s.claimLead(20_000), "bounded")
-	s.noteClaim(50*time.Millisecond, 1000) // 50 µs a fire: the average moves a quarter of the way
-	require.Equal(t, 35*time.Microsecond, s.dispatcher.claimPerFire)
+	d := &dispatcher{}
+	require.Equal(t, minClaimLead, d.claimLead(1), "nothing measured yet")
+	require.Equal(t, 2*380*assumedClaimPerFire+time.Millisecond, d.claimLead(380), "nothing measured yet")
+	d.noteClaim(4*time.Millisecond, 1)     // a round trip
+	d.noteClaim(90*time.Millisecond, 3000) // 30 µs a fire
+	require.Equal(t, 4*time.Millisecond, d.claimRTT)
+	require.Equal(t, 30*time.Microsecond, d.claimPerFire)
+	require.Equal(t, 2*(4*time.Millisecond+30*time.Microsecond)+time.Millisecond, d.claimLead(1))
+	require.Equal(t, 2*(4*time.Millisecond+30*time.Millisecond)+time.Millisecond, d.claimLead(1000))
+	require.Equal(t, maxClaimLead, d.claimLead(20_000), "bounded")
+	d.noteClaim(50*time.Millisecond, 1000) // 50 µs a fire: the average moves a quarter of the way
+	require.Equal(t, 35*time.Microsecond, d.claimPerFire)
 }

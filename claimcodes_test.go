@@ -36,10 +36,10 @@ func TestUnownedFireIsClaimedWhateverTheNumberOfTasks(t *testing.T) {
 			stopOnCleanup(t, b)
 			require.NoError(t, a.Start(ctx))
 			stopOnCleanup(t, a)
-			require.Eventually(t, func() bool { return b.runsHere("b-0000") && b.taskKnown("a-1150") }, 10*time.Second, 10*time.Millisecond)
+			require.Eventually(t, func() bool { return b.view.runsHere("b-0000") && b.taskKnown("a-1150") }, 10*time.Second, 10*time.Millisecond)
 
 			require.Eventually(t, func() bool { return a.taskKnown(fmt.Sprintf("b-%04d", others-1)) }, 10*time.Second, 10*time.Millisecond)
-			cs := a.claimCodes()
+			cs := a.view.claimCodes()
 			if others <= maxClaimCodes {
 				require.True(t, cs.Except, "a names the few tasks it does not run")
 				require.Len(t, cs.Codes, others)
@@ -70,5 +70,5 @@ func TestUnownedFireIsClaimedWhateverTheNumberOfTasks(t *testing.T) {
 func (s *Scheduler) taskKnown(code string) bool {
 	s.view.mu.Lock()
 	defer s.view.mu.Unlock()
-	return s.taskLocked(code) != nil
+	return s.view.taskLocked(code) != nil
 }

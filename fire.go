@@ -29,13 +29,26 @@ const (
 	reasonDeleted = "task deleted"
 )
 
-// dispatcher is the state of the dispatcher: the fires armed here until
-// their claim, the fires claimed ahead until their run time, and what runs
-// here. Its lock guards armed, armedIDs, armedAt, unstarted and running,
-// which the tick loop (arm) and the attempts touch too; the fields marked
-// dispatcher only are its goroutine's alone.
+// dispatcher starts the fires this replica owns at their run time. It
+// holds them armed until their claim, claims them in one conditional
+// update (the fence), holds those claimed ahead until their run time, and
+// hands each to start. Its lock guards armed, armedIDs, armedAt,
+// unstarted and running, which the tick loop (arm) and the attempts touch
+// too; the fields marked loop only are its goroutine's alone.
 type dispatcher struct {
 	startstop.Base // the dispatch loop
+
+	// What it is wired to (newDispatcher), fixed after.
+	clock        Clock
+	log          *slog.Logger
+	app, replica string
+	workers      int                                   // Options.Workers
+	view         fireView                              // the tasks, as the view has them
+	store        fireStore                             // the fence and the overlap count
+	status       fireStatus                            // the status writer
+	pool         fencePool                             // the Go handlers' pool: how many to claim (fenceRoom)
+	start        func(r store.Execution, at time.Time) // runs a claimed fire's attempt
+	noteDB       func(error)                           // the database's health
 
 	mu       sync.Mutex
 	armed    fireHeap
@@ -52,15 +65,83 @@ type dispatcher struct {
 	lastLead atomic.Int64
 
 	// backlog holds Go-handler fires that are due and checked but wait for
-	// a free worker, unclaimed (fenceNow). Dispatcher only.
+	// a free worker, unclaimed (fenceNow). Loop only.
 	backlog []store.Execution
 	// claimed holds the Go and HTTP fires claimed ahead of their run time,
 	// waiting for it; claimRTT and claimPerFire are moving averages of what
-	// a claim takes (claimLead). Dispatcher only.
+	// a claim takes (claimLead). Loop only.
 	claimed      fireHeap
 	claimRTT     time.Duration
 	claimPerFire time.Duration
 }
+
+// fireView is what the dispatcher reads of the view (view.go).
+type fireView interface {
+	// fireTask returns the task of code (nil once deleted), whether this
+	// replica runs it, and whether it runs as a Go handler registered
+	// here (else as an HTTP callback).
+	fireTask(code string) (t *taskState, runs, goHandler bool)
+}
+
+// fireStore is the part of the store the dispatcher calls.
+type fireStore interface {
+	StartFires(ctx context.Context, app string, ids []int64, replica string, claimMs int64) ([]int64, error)
+	RunningCount(ctx context.Context, app, code string) (int64, error)
+}
+
+// fireStatus is the part of the status writer (status.go) the dispatcher
+// queues on.
+type fireStatus interface {
+	started(r store.Execution, at time.Time)
+	skip(r store.Execution, reason string, at time.Time)
+}
+
+// fencePool is what fenceRoom reads of the Go handlers' pool
+// (executor.Pool).
+type fencePool interface {
+	Stats() (running, waiting int)
+	MeanRun() (mean time.Duration, ok bool)
+	Rate() (perSecond float64, ok bool)
+}
+
+// newDispatcher makes the dispatcher of s: the Scheduler wires it to its
+// view, store, status writer and pool, and start runs the attempts.
+func newDispatcher(s *Scheduler) *dispatcher {
+	return &dispatcher{
+		clock: s.clock, log: s.log, app: s.opts.App, replica: s.opts.InstanceID, workers: s.opts.Workers,
+		view: &s.view, store: s.store, status: s.updates, pool: s.pool, start: s.startAttempt, noteDB: s.noteDB,
+		armedIDs: map[int64]bool{}, armedAt: map[int64]int{}, running: map[string]int{}, wake: make(chan struct{}, 1),
+	}
+}
+
+// poke wakes the dispatcher: a fire was armed, or a worker came free.
+func (d *dispatcher) poke() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// noteRunning counts an attempt of a task starting here (delta 1) or
+// ending (-1): a task that forbids overlap checks the count (dispatch).
+func (d *dispatcher) noteRunning(code string, delta int) {
+	d.mu.Lock()
+	d.running[code] += delta
+	d.mu.Unlock()
+}
+
+// takeUnstarted returns the fires the dispatcher claimed and never
+// started, once its loop has stopped (stopClaimed).
+func (d *dispatcher) takeUnstarted() []int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ids := d.unstarted
+	d.unstarted = nil
+	return ids
+}
+
+// lead is the lead of the dispatcher's last claim ahead of a run time.
+func (d *dispatcher) lead() time.Duration { return time.Duration(d.lastLead.Load()) }
 
 // armedFire is a recorded fire waiting for its run time.
 type armedFire struct {
@@ -108,42 +189,37 @@ func (h *fireHeap) Pop() any {
 
 // arm queues a row this replica owns to start at its run time (at once
 // when that has passed).
-func (s *Scheduler) arm(r store.Execution) {
-	s.view.mu.Lock()
-	t := s.taskLocked(r.TaskCode)
+func (d *dispatcher) arm(r store.Execution) {
+	t, _, _ := d.view.fireTask(r.TaskCode)
 	exact := t != nil && OverlapPolicy(t.def.Overlap) == OverlapForbid
-	s.view.mu.Unlock()
-	s.dispatcher.mu.Lock()
-	if s.dispatcher.armedIDs[r.ID] {
+	d.mu.Lock()
+	if d.armedIDs[r.ID] {
 		// Already waiting here: a slot taken over and back again arms its
 		// rows a second time, and one row must make one start.
-		s.dispatcher.mu.Unlock()
+		d.mu.Unlock()
 		return
 	}
-	s.dispatcher.armedIDs[r.ID] = true
-	s.pushArmedLocked(&armedFire{row: r, due: time.UnixMilli(r.RunTime), exact: exact})
-	s.dispatcher.mu.Unlock()
-	select {
-	case s.dispatcher.wake <- struct{}{}:
-	default:
-	}
+	d.armedIDs[r.ID] = true
+	d.pushArmedLocked(&armedFire{row: r, due: time.UnixMilli(r.RunTime), exact: exact})
+	d.mu.Unlock()
+	d.poke()
 }
 
 // pushArmedLocked adds f to the armed heap and counts it at its instant.
-// s.dispatcher.mu is held.
-func (s *Scheduler) pushArmedLocked(f *armedFire) {
-	heap.Push(&s.dispatcher.armed, f)
-	s.dispatcher.armedAt[f.due.UnixMilli()]++
+// d.mu is held.
+func (d *dispatcher) pushArmedLocked(f *armedFire) {
+	heap.Push(&d.armed, f)
+	d.armedAt[f.due.UnixMilli()]++
 }
 
-// popArmedLocked takes the earliest fire off the armed heap. s.dispatcher.mu is held.
-func (s *Scheduler) popArmedLocked() *armedFire {
-	f := heap.Pop(&s.dispatcher.armed).(*armedFire)
-	delete(s.dispatcher.armedIDs, f.row.ID)
-	if at := f.due.UnixMilli(); s.dispatcher.armedAt[at] <= 1 {
-		delete(s.dispatcher.armedAt, at)
+// popArmedLocked takes the earliest fire off the armed heap. d.mu is held.
+func (d *dispatcher) popArmedLocked() *armedFire {
+	f := heap.Pop(&d.armed).(*armedFire)
+	delete(d.armedIDs, f.row.ID)
+	if at := f.due.UnixMilli(); d.armedAt[at] <= 1 {
+		delete(d.armedAt, at)
 	} else {
-		s.dispatcher.armedAt[at]--
+		d.armedAt[at]--
 	}
 	return f
 }
@@ -155,54 +231,54 @@ func (s *Scheduler) popArmedLocked() *armedFire {
 // unclaimed; the claim's cost was timed per fire popped (noteClaim). With
 // the lead of the room alone, a replica that had not run a handler yet
 // (room: one pool's worth) claimed its thousands of fires of a burst with
-// the lead of a pool's worth, and they started late. s.dispatcher.mu is
+// the lead of a pool's worth, and they started late. d.mu is
 // held.
-func (s *Scheduler) topClaimAtLocked() time.Time {
-	top := s.dispatcher.armed[0]
-	return top.claimAt(s.claimLead(s.dispatcher.armedAt[top.due.UnixMilli()]))
+func (d *dispatcher) topClaimAtLocked() time.Time {
+	top := d.armed[0]
+	return top.claimAt(d.claimLead(d.armedAt[top.due.UnixMilli()]))
 }
 
 // dispatchLoop sleeps on one timer until the earliest armed fire is due
 // for its claim (claimLead ahead of its run time, with the fires of its
 // instant), or a claimed one for its start.
-func (s *Scheduler) dispatchLoop(ctx context.Context) {
-	defer s.stopClaimed()
-	timer := s.clock.NewTimer(time.Hour)
+func (d *dispatcher) loop(ctx context.Context) {
+	defer d.stopClaimed()
+	timer := d.clock.NewTimer(time.Hour)
 	defer timer.Stop()
-	_, realTime := s.clock.(systemClock) // startEarly applies
+	_, realTime := d.clock.(systemClock) // startEarly applies
 	for {
-		now, woke := s.clock.Now(), time.Now() // woke: physical, for the claim's timing
+		now, woke := d.clock.Now(), time.Now() // woke: physical, for the claim's timing
 		wait := time.Hour
-		s.dispatcher.mu.Lock()
-		due := s.popDueLocked(now)
-		if s.dispatcher.armed.Len() > 0 {
-			wait = s.topClaimAtLocked().Sub(now)
+		d.mu.Lock()
+		due := d.popDueLocked(now)
+		if d.armed.Len() > 0 {
+			wait = d.topClaimAtLocked().Sub(now)
 		}
-		s.dispatcher.mu.Unlock()
-		for s.dispatcher.claimed.Len() > 0 && !s.dispatcher.claimed[0].due.After(now) {
-			f := heap.Pop(&s.dispatcher.claimed).(*armedFire)
-			s.begin(f.row, f.due)
+		d.mu.Unlock()
+		for d.claimed.Len() > 0 && !d.claimed[0].due.After(now) {
+			f := heap.Pop(&d.claimed).(*armedFire)
+			d.begin(f.row, f.due)
 		}
-		if s.dispatcher.claimed.Len() > 0 {
-			until := s.dispatcher.claimed[0].due.Sub(now)
+		if d.claimed.Len() > 0 {
+			until := d.claimed[0].due.Sub(now)
 			if realTime {
 				if until <= startEarly && wait > until {
-					spinUntil(s.dispatcher.claimed[0].due)
+					spinUntil(d.claimed[0].due)
 					continue
 				}
 				until -= startEarly
 			}
 			wait = min(wait, until)
 		}
-		if len(due) > 0 || (len(s.dispatcher.backlog) > 0 && s.fenceRoom() > 0) {
-			s.dispatch(ctx, due, now, woke)
+		if len(due) > 0 || (len(d.backlog) > 0 && d.fenceRoom() > 0) {
+			d.dispatch(ctx, due, now, woke)
 			continue // time moved while claiming; look again before sleeping
 		}
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.dispatcher.wake:
+		case <-d.wake:
 			timer.Stop()
 		case <-timer.C():
 		}
@@ -212,12 +288,12 @@ func (s *Scheduler) dispatchLoop(ctx context.Context) {
 // popDueLocked takes off the armed heap the fires due for their claim at
 // now: the earliest instant's, claimLead ahead of it, and the fires of the
 // instant popped last go with it, except those claimed at their run time
-// (exact), which wait for it. s.dispatcher.mu is held.
-func (s *Scheduler) popDueLocked(now time.Time) []*armedFire {
+// (exact), which wait for it. d.mu is held.
+func (d *dispatcher) popDueLocked(now time.Time) []*armedFire {
 	var due []*armedFire
 	var instant time.Time
-	for s.dispatcher.armed.Len() > 0 && (s.dispatcher.armed[0].due.Equal(instant) && !s.dispatcher.armed[0].exact || !s.topClaimAtLocked().After(now)) {
-		f := s.popArmedLocked()
+	for d.armed.Len() > 0 && (d.armed[0].due.Equal(instant) && !d.armed[0].exact || !d.topClaimAtLocked().After(now)) {
+		f := d.popArmedLocked()
 		instant = f.due
 		due = append(due, f)
 	}
@@ -275,22 +351,22 @@ const (
 // of the 3,000 fires of a burst at the top of a minute takes many round
 // trips' worth, checks included: with the lead of a small claim they
 // started that much late. Only the dispatcher calls it.
-func (s *Scheduler) claimLead(n int) time.Duration {
-	perFire := s.dispatcher.claimPerFire
+func (d *dispatcher) claimLead(n int) time.Duration {
+	perFire := d.claimPerFire
 	if perFire == 0 {
 		perFire = assumedClaimPerFire
 	}
-	expect := s.dispatcher.claimRTT + time.Duration(n)*perFire
+	expect := d.claimRTT + time.Duration(n)*perFire
 	return min(max(2*expect+time.Millisecond, minClaimLead), maxClaimLead)
 }
 
-// noteClaim folds one dispatch round into claimRTT or claimPerFire: d from
-// the dispatcher's wake (fires popped, checked) to the claim's answer, for
-// n fires.
-func (s *Scheduler) noteClaim(d time.Duration, n int) {
-	avg, sample := &s.dispatcher.claimRTT, d
+// noteClaim folds one dispatch round into claimRTT or claimPerFire: took
+// from the dispatcher's wake (fires popped, checked) to the claim's
+// answer, for n fires.
+func (d *dispatcher) noteClaim(took time.Duration, n int) {
+	avg, sample := &d.claimRTT, took
 	if n >= bigClaim {
-		avg, sample = &s.dispatcher.claimPerFire, d/time.Duration(n)
+		avg, sample = &d.claimPerFire, took/time.Duration(n)
 	}
 	fold(avg, sample)
 }
@@ -307,22 +383,22 @@ func fold(avg *time.Duration, sample time.Duration) {
 
 // begin starts the first attempt of a fire this replica claimed, recorded
 // as started at startAt.
-func (s *Scheduler) begin(r store.Execution, startAt time.Time) {
+func (d *dispatcher) begin(r store.Execution, startAt time.Time) {
 	r.Attempt = 1
-	s.updates.started(r, startAt)
-	s.startAttempt(r, startAt)
+	d.status.started(r, startAt)
+	d.start(r, startAt)
 }
 
 // stopClaimed runs as the dispatcher stops: fires it claimed ahead of a
 // run time not reached yet did not start, and are handed to Stop, which
 // releases them with the fires this replica recorded and did not claim.
-func (s *Scheduler) stopClaimed() {
-	s.dispatcher.mu.Lock()
-	defer s.dispatcher.mu.Unlock()
-	for _, f := range s.dispatcher.claimed {
-		s.dispatcher.unstarted = append(s.dispatcher.unstarted, f.row.ID)
+func (d *dispatcher) stopClaimed() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, f := range d.claimed {
+		d.unstarted = append(d.unstarted, f.row.ID)
 	}
-	s.dispatcher.claimed = nil
+	d.claimed = nil
 }
 
 // startClaimTimeout bounds the one database round trip before fires
@@ -337,50 +413,49 @@ const startClaimTimeout = 2 * time.Second
 // does not start here. woke is when the dispatcher woke for them (real
 // time): the claim is timed from then, so that its lead covers the popping
 // and the checks too.
-func (s *Scheduler) dispatch(ctx context.Context, due []*armedFire, now, woke time.Time) {
+func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke time.Time) {
 	var start []store.Execution
+	var goHandlers []bool         // start[i] runs a Go handler registered here (else an HTTP callback)
 	overdue := map[string][]int{} // task → indices in start of fires overdue by the schedule
 	for _, f := range due {
 		r := f.row
-		s.view.mu.Lock()
-		t, runs := s.taskLocked(r.TaskCode), s.runsHereLocked(r.TaskCode)
-		s.view.mu.Unlock()
-		s.dispatcher.mu.Lock()
-		running := s.dispatcher.running[r.TaskCode]
-		s.dispatcher.mu.Unlock()
+		t, runs, goHandler := d.view.fireTask(r.TaskCode)
+		d.mu.Lock()
+		running := d.running[r.TaskCode]
+		d.mu.Unlock()
 		late := now.Sub(time.UnixMilli(r.RunTime))
 		window := time.Duration(t.misfireWindowMs()) * time.Millisecond
 		switch {
 		case t == nil || !runs:
-			s.updates.skip(r, reasonDeleted, now)
+			d.status.skip(r, reasonDeleted, now)
 			continue
 		case r.Source != store.SourceManual && t.status != store.TaskActive:
-			s.updates.skip(r, store.ReasonPaused, now)
+			d.status.skip(r, store.ReasonPaused, now)
 			continue
 		case (r.Source == store.SourceSchedule || r.Source == store.SourceCatchup) && !t.firesAt(time.UnixMilli(r.RunTime)):
 			// Recorded ahead under the schedule the task had then. An
 			// operator's own runs (manual, retry) are never rescheduled.
-			s.updates.skip(r, store.ReasonRescheduled, now)
+			d.status.skip(r, store.ReasonRescheduled, now)
 			continue
 		case r.Source == store.SourceSchedule && late > misfireAfter && late > window:
-			s.updates.skip(r, store.ReasonMisfire, now)
+			d.status.skip(r, store.ReasonMisfire, now)
 			continue
 		case r.Source == store.SourceSchedule && late > misfireAfter && MisfirePolicy(t.def.Misfire) == MisfireSkip:
-			s.updates.skip(r, store.ReasonMisfire, now)
+			d.status.skip(r, store.ReasonMisfire, now)
 			continue
 		}
 		if OverlapPolicy(t.def.Overlap) == OverlapForbid {
-			n, err := s.store.RunningCount(ctx, s.opts.App, r.TaskCode)
+			n, err := d.store.RunningCount(ctx, d.app, r.TaskCode)
 			if err != nil || n > 0 || running > 0 {
 				// Unknown counts as overlapping: forbid means never two at once.
-				s.updates.skip(r, store.ReasonOverlap, now)
+				d.status.skip(r, store.ReasonOverlap, now)
 				continue
 			}
 		}
 		if r.Source == store.SourceSchedule && late > misfireAfter && MisfirePolicy(t.def.Misfire) != MisfireRunAll {
 			overdue[r.TaskCode] = append(overdue[r.TaskCode], len(start))
 		}
-		start = append(start, r)
+		start, goHandlers = append(start, r), append(goHandlers, goHandler)
 	}
 	// Run once: of several overdue fires of a task (the database or this
 	// replica was away), only the latest runs.
@@ -388,21 +463,25 @@ func (s *Scheduler) dispatch(ctx context.Context, due []*armedFire, now, woke ti
 	for _, idx := range overdue {
 		for _, i := range idx[:len(idx)-1] {
 			drop[i] = true
-			s.updates.skip(start[i], store.ReasonMisfire, now)
+			d.status.skip(start[i], store.ReasonMisfire, now)
 		}
 	}
-	var fence []store.Execution
+	var callbacks, goFires []store.Execution
 	for i, r := range start {
-		if !drop[i] {
-			fence = append(fence, r)
+		switch {
+		case drop[i]:
+		case goHandlers[i]:
+			goFires = append(goFires, r)
+		default:
+			callbacks = append(callbacks, r)
 		}
 	}
-	fence = s.fenceNow(fence)
+	fence := d.fenceNow(callbacks, goFires)
 	if len(fence) == 0 {
 		return
 	}
 	if last := slices.MaxFunc(fence, func(a, b store.Execution) int { return cmp.Compare(a.RunTime, b.RunTime) }); last.RunTime > now.UnixMilli() {
-		s.dispatcher.lastLead.Store(int64(time.UnixMilli(last.RunTime).Sub(now)))
+		d.lastLead.Store(int64(time.UnixMilli(last.RunTime).Sub(now)))
 	}
 	ids := make([]int64, len(fence))
 	for i, r := range fence {
@@ -412,26 +491,26 @@ func (s *Scheduler) dispatch(ctx context.Context, due []*armedFire, now, woke ti
 	// off after the database committed it (the fires would be claimed and
 	// never run); Stop waits for this round and its handlers instead.
 	claimCtx, cancel := context.WithTimeout(context.Background(), startClaimTimeout)
-	started, err := s.store.StartFires(claimCtx, s.opts.App, ids, s.opts.InstanceID, now.UnixMilli())
+	started, err := d.store.StartFires(claimCtx, d.app, ids, d.replica, now.UnixMilli())
 	cancel()
 	if err == nil {
-		s.noteClaim(time.Since(woke), max(len(due), len(fence)))
+		d.noteClaim(time.Since(woke), max(len(due), len(fence)))
 	}
 	if err != nil {
 		// Nothing starts without its row saying so. The fires stay armed and
 		// are tried again; when the database is back, they run late or go
 		// through the misfire policy.
-		s.noteDB(err)
-		retry := append(fence, s.dispatcher.backlog...)
-		s.dispatcher.backlog = nil
-		s.dispatcher.mu.Lock()
+		d.noteDB(err)
+		retry := append(fence, d.backlog...)
+		d.backlog = nil
+		d.mu.Lock()
 		for _, r := range retry {
-			if !s.dispatcher.armedIDs[r.ID] {
-				s.dispatcher.armedIDs[r.ID] = true
-				s.pushArmedLocked(&armedFire{row: r, due: now.Add(time.Second)})
+			if !d.armedIDs[r.ID] {
+				d.armedIDs[r.ID] = true
+				d.pushArmedLocked(&armedFire{row: r, due: now.Add(time.Second)})
 			}
 		}
-		s.dispatcher.mu.Unlock()
+		d.mu.Unlock()
 		return
 	}
 	won := make(map[int64]bool, len(started))
@@ -440,21 +519,21 @@ func (s *Scheduler) dispatch(ctx context.Context, due []*armedFire, now, woke ti
 	}
 	for _, r := range fence {
 		if !won[r.ID] {
-			s.log.Info("fire not started here: another replica took it over", "task", r.TaskCode, "execution", r.ID)
+			d.log.Info("fire not started here: another replica took it over", "task", r.TaskCode, "execution", r.ID)
 			continue
 		}
 		// StartFires recorded the start at the run time, or now if later.
 		if at := time.UnixMilli(max(r.RunTime, now.UnixMilli())); at.After(now) {
-			heap.Push(&s.dispatcher.claimed, &armedFire{row: r, due: at})
+			heap.Push(&d.claimed, &armedFire{row: r, due: at})
 		} else {
-			s.begin(r, at)
+			d.begin(r, at)
 		}
 	}
 }
 
 // fenceNow returns the fires to claim for a start now: every HTTP
 // callback (they wait in their own queues), and as many Go-handler fires
-// as fenceRoom allows, oldest first. The other Go fires wait in s.dispatcher.backlog,
+// as fenceRoom allows, oldest first. The other Go fires wait in d.backlog,
 // their rows unclaimed: if this replica dies, another takes them over and
 // runs them, where a fire claimed and waiting in the pool would be lost
 // with the replica (its row says it started). Each attempt that ends
@@ -473,16 +552,16 @@ func (s *Scheduler) dispatch(ctx context.Context, due []*armedFire, now, woke ti
 // the rest after their run time.) Fires claimed ahead of their run time
 // count as waiting. At most that many claimed fires are lost if the
 // replica dies.
-func (s *Scheduler) fenceRoom() int {
-	running, waiting := s.pool.Stats()
-	behind := s.opts.Workers
-	if mean, ok := s.pool.MeanRun(); ok && mean < maxClaimWait {
-		behind = int(min(int64(s.opts.Workers)*int64(maxClaimWait/mean), maxClaimRound))
+func (d *dispatcher) fenceRoom() int {
+	running, waiting := d.pool.Stats()
+	behind := d.workers
+	if mean, ok := d.pool.MeanRun(); ok && mean < maxClaimWait {
+		behind = int(min(int64(d.workers)*int64(maxClaimWait/mean), maxClaimRound))
 	}
-	if rate, ok := s.pool.Rate(); ok {
+	if rate, ok := d.pool.Rate(); ok {
 		behind = max(behind, int(min(rate*maxClaimWait.Seconds(), maxClaimRound)))
 	}
-	return max(s.opts.Workers-running+behind-waiting-s.dispatcher.claimed.Len(), 0)
+	return max(d.workers-running+behind-waiting-d.claimed.Len(), 0)
 }
 
 // maxClaimWait bounds the time a claimed fire is expected to wait for a
@@ -532,28 +611,18 @@ func (s *Scheduler) seedRunTime(ctx context.Context) error {
 	return nil
 }
 
-func (s *Scheduler) fenceNow(ready []store.Execution) []store.Execution {
-	var fence, goFires []store.Execution
-	s.view.mu.Lock()
-	for _, r := range ready {
-		if s.view.handlers[r.TaskCode] != nil {
-			goFires = append(goFires, r)
-		} else {
-			fence = append(fence, r)
-		}
-	}
-	s.view.mu.Unlock()
+func (d *dispatcher) fenceNow(callbacks, goFires []store.Execution) []store.Execution {
 	// A fire armed again while it waited here (its slot taken over and
 	// back) is one fire: one claim, one start.
-	seen := make(map[int64]bool, len(s.dispatcher.backlog)+len(goFires))
-	goFires = slices.DeleteFunc(append(s.dispatcher.backlog, goFires...), func(r store.Execution) bool {
+	seen := make(map[int64]bool, len(d.backlog)+len(goFires))
+	goFires = slices.DeleteFunc(append(d.backlog, goFires...), func(r store.Execution) bool {
 		dup := seen[r.ID]
 		seen[r.ID] = true
 		return dup
 	})
-	n := min(s.fenceRoom(), len(goFires))
-	s.dispatcher.backlog = slices.Clone(goFires[n:])
-	return append(fence, goFires[:n]...)
+	n := min(d.fenceRoom(), len(goFires))
+	d.backlog = slices.Clone(goFires[n:])
+	return append(callbacks, goFires[:n]...)
 }
 
 // startAttempt runs one attempt of r (r.Attempt), recorded as started at
@@ -563,14 +632,12 @@ func (s *Scheduler) fenceNow(ready []store.Execution) []store.Execution {
 func (s *Scheduler) startAttempt(r store.Execution, now time.Time) {
 	s.view.mu.Lock()
 	loc := time.UTC
-	t, cfg := s.taskLocked(r.TaskCode), s.view.handlers[r.TaskCode]
+	t, cfg := s.view.taskLocked(r.TaskCode), s.view.handlers[r.TaskCode]
 	if t != nil {
 		loc = t.loc()
 	}
 	s.view.mu.Unlock()
-	s.dispatcher.mu.Lock()
-	s.dispatcher.running[r.TaskCode]++
-	s.dispatcher.mu.Unlock()
+	s.dispatcher.noteRunning(r.TaskCode, 1)
 	s.attempts.Add(1)
 	run := &Run{
 		ID: fireID(s.opts.App, r.TaskCode, r.RunTime), ExecutionID: r.ID, Code: r.TaskCode,
@@ -593,9 +660,7 @@ func (s *Scheduler) startAttempt(r store.Execution, now time.Time) {
 		}
 		ctx, endSpan := s.startSpan(r)
 		out := executor.Call(ctx, s.clock, timeout, work, late)
-		s.dispatcher.mu.Lock()
-		s.dispatcher.running[r.TaskCode]--
-		s.dispatcher.mu.Unlock()
+		s.dispatcher.noteRunning(r.TaskCode, -1)
 		fin := s.settle(r, out.Finished, out.Err, out.TimedOut(), "")
 		fin.Output = run.Output()
 		fin.HTTPStatus = int(status.Load())
@@ -639,7 +704,7 @@ func (s *Scheduler) settle(r store.Execution, at time.Time, err error, timedOut 
 	}
 	f.Error = err.Error()
 	s.view.mu.Lock()
-	t := s.taskLocked(r.TaskCode)
+	t := s.view.taskLocked(r.TaskCode)
 	s.view.mu.Unlock()
 	switch {
 	case r.Attempt < r.MaxAttempts && t != nil:

@@ -152,7 +152,7 @@ func BenchmarkFiresIn(b *testing.B) {
 				b.ReportAllocs()
 				n := 0
 				for b.Loop() {
-					n = len(s.firesIn(minute, 0, nil))
+					n = len(s.view.firesIn(minute, 0, nil))
 				}
 				b.ReportMetric(float64(n), "fires/op")
 			})
@@ -162,7 +162,7 @@ func BenchmarkFiresIn(b *testing.B) {
 				for b.Loop() {
 					n = 0
 					for bucket := range s.opts.Buckets {
-						n += len(s.firesIn(minute, bucket, nil))
+						n += len(s.view.firesIn(minute, bucket, nil))
 					}
 				}
 				b.ReportMetric(float64(n), "fires/op")
@@ -194,7 +194,7 @@ func BenchmarkRegister(b *testing.B) {
 
 // BenchmarkStartInstant starts the fires of one instant the way the
 // dispatcher does at their run time, once their rows are claimed
-// (dispatchLoop's begin of each claimed fire), and waits until every
+// (the dispatch loop's begin of each claimed fire), and waits until every
 // handler has been called: each op is one instant of n fires of n tasks
 // on a pool of 64 workers, with a handler that returns at once. It
 // reports the time from the instant to the last handler's call (spread)
@@ -229,7 +229,7 @@ func BenchmarkStartInstant(b *testing.B) {
 				at = time.Now()
 				for i := range rows {
 					rows[i].RunTime = at.UnixMilli()
-					s.begin(rows[i], at)
+					s.dispatcher.begin(rows[i], at)
 				}
 				wg.Wait()
 				s.attempts.Wait()
@@ -259,7 +259,7 @@ func BenchmarkPopInstant(b *testing.B) {
 			at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 			arm := func(instant time.Time) {
 				for i := range n {
-					s.pushArmedLocked(&armedFire{due: instant, row: store.Execution{
+					s.dispatcher.pushArmedLocked(&armedFire{due: instant, row: store.Execution{
 						ID: instant.Unix()*int64(n) + int64(i), TaskCode: fmt.Sprintf("t%07d", i),
 						Source: store.SourceSchedule, MaxAttempts: 1, RunTime: instant.UnixMilli()}})
 				}
@@ -270,7 +270,7 @@ func BenchmarkPopInstant(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				s.dispatcher.mu.Lock()
-				due := s.popDueLocked(at)
+				due := s.dispatcher.popDueLocked(at)
 				s.dispatcher.mu.Unlock()
 				if len(due) != n {
 					b.Fatalf("popped %d fires, want %d", len(due), n)

@@ -21,21 +21,10 @@ import (
 // task, holding what exceeds the task's MaxConcurrent, then the replica's
 // HTTP pool of Options.HTTPWorkers, apart from the pool of Go handlers.
 
-// runsHereLocked reports whether this replica can run attempts of the
-// task: it registered the task's handler, or the task is an HTTP callback.
-// s.view.mu is held.
-func (s *Scheduler) runsHereLocked(code string) bool {
-	if _, ok := s.view.handlers[code]; ok {
-		return true
-	}
-	t := s.view.others[code]
-	return t != nil && t.http != nil
-}
-
-func (s *Scheduler) runsHere(code string) bool {
-	s.view.mu.Lock()
-	defer s.view.mu.Unlock()
-	return s.runsHereLocked(code)
+func (v *view) runsHere(code string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.runsHereLocked(code)
 }
 
 // maxClaimCodes bounds the task codes ClaimFires sends in one query.
@@ -47,28 +36,28 @@ const maxClaimCodes = 1000
 // registers the same handlers), otherwise maxClaimCodes of those it runs,
 // the next ones at each call. It is recomputed only when the handlers or
 // the tasks changed (s.view.codesGen), since the tasks can be a million.
-func (s *Scheduler) claimCodes() store.CodeSet {
-	s.view.mu.Lock()
-	defer s.view.mu.Unlock()
-	if s.view.claimSet.gen != s.view.codesGen || !s.view.claimSet.valid {
+func (v *view) claimCodes() store.CodeSet {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.claimSet.gen != v.codesGen || !v.claimSet.valid {
 		// The list of codes this replica runs is built only when it is
 		// sent: with a million handlers and no other task, sorting them
 		// each time a task came or went spent CPU on a list never sent.
 		var others []string
-		runs := len(s.view.handlers)
-		for c, t := range s.view.others { // registered tasks are never HTTP tasks
+		runs := len(v.handlers)
+		for c, t := range v.others { // registered tasks are never HTTP tasks
 			if t.http != nil {
 				runs++
 			} else {
 				others = append(others, c)
 			}
 		}
-		s.view.claimSet = claimSet{gen: s.view.codesGen, valid: true, others: others}
+		v.claimSet = claimSet{gen: v.codesGen, valid: true, others: others}
 		if runs <= maxClaimCodes || len(others) > maxClaimCodes {
-			s.view.claimSet.runs = s.runCodesLocked()
+			v.claimSet.runs = v.runCodesLocked()
 		}
 	}
-	cs := &s.view.claimSet
+	cs := &v.claimSet
 	switch {
 	case cs.runs != nil && len(cs.runs) <= maxClaimCodes:
 		return store.CodeSet{Codes: slices.Clip(cs.runs)}
@@ -85,12 +74,12 @@ func (s *Scheduler) claimCodes() store.CodeSet {
 
 // runCodesLocked lists, sorted, the codes of the tasks this replica runs:
 // its handlers and the HTTP tasks. s.view.mu is held.
-func (s *Scheduler) runCodesLocked() []string {
-	runs := make([]string, 0, len(s.view.handlers))
-	for c := range s.view.handlers {
+func (v *view) runCodesLocked() []string {
+	runs := make([]string, 0, len(v.handlers))
+	for c := range v.handlers {
 		runs = append(runs, c)
 	}
-	for c, t := range s.view.others {
+	for c, t := range v.others {
 		if t.http != nil {
 			runs = append(runs, c)
 		}

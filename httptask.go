@@ -249,7 +249,7 @@ func (s *Scheduler) DeleteTask(ctx context.Context, code string) error {
 		return fmt.Errorf("xtimer: delete task %q: %w", code, err)
 	}
 	s.view.mu.Lock()
-	s.dropTaskLocked(code)
+	s.view.dropTaskLocked(code)
 	s.view.mu.Unlock()
 	s.log.Info("http task deleted", "task", code)
 	return nil

@@ -489,7 +489,7 @@ func TestHTTPTaskIsAdoptedAndRunByAReplicaThatDidNotCreateIt(t *testing.T) {
 	require.Eventually(t, func() bool {
 		b.view.mu.Lock()
 		defer b.view.mu.Unlock()
-		return b.taskLocked("every.second") != nil
+		return b.view.taskLocked("every.second") != nil
 	}, 1500*time.Millisecond, 10*time.Millisecond, "adopted within a tick")
 	t.Logf("adopted %s after creation", time.Since(created).Round(time.Millisecond))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {

@@ -93,7 +93,7 @@ func (s *Scheduler) heartbeat(ctx context.Context, now time.Time) error {
 	due := s.planner.beatGen != s.view.handlersGen || s.planner.beatHandlersAt.IsZero() || now.Sub(s.planner.beatHandlersAt) >= handlersRewrite
 	var handlers store.Codes
 	if due && !big {
-		handlers = s.handlerCodesLocked()
+		handlers = s.view.handlerCodesLocked()
 	}
 	gen := s.view.handlersGen
 	s.planner.mu.Unlock()
@@ -145,9 +145,9 @@ const bigHandlerList = 10_000
 
 // handlerCodesLocked lists the handlers registered here, sorted. s.view.mu is
 // held.
-func (s *Scheduler) handlerCodesLocked() []string {
-	codes := make([]string, 0, len(s.view.handlers))
-	for c := range s.view.handlers {
+func (v *view) handlerCodesLocked() []string {
+	codes := make([]string, 0, len(v.handlers))
+	for c := range v.handlers {
 		codes = append(codes, c)
 	}
 	slices.Sort(codes)
@@ -166,7 +166,7 @@ func (s *Scheduler) publishHandlers(ctx context.Context) {
 		case <-s.planner.publish:
 		}
 		s.view.mu.Lock()
-		codes, gen := s.handlerCodesLocked(), s.view.handlersGen
+		codes, gen := s.view.handlerCodesLocked(), s.view.handlersGen
 		s.view.mu.Unlock()
 		now := s.clock.Now()
 		ok, err := s.store.SetReplicaHandlers(ctx, s.opts.App, s.opts.InstanceID, codes)
@@ -317,15 +317,15 @@ type quietSpan struct{ from, until time.Time }
 // The minutes before it return at once, without looking at a task: with a
 // million tasks firing once a day, walking every task of every bucket each
 // minute was most of an idle replica's CPU.
-func (s *Scheduler) firesIn(minute int64, bucket int, only map[string]bool) []fire {
+func (v *view) firesIn(minute int64, bucket int, only map[string]bool) []fire {
 	from := time.Unix(minute*60, 0)
 	to := from.Add(time.Minute)
-	s.view.mu.Lock()
-	defer s.view.mu.Unlock()
-	if to.UnixMilli() <= s.view.bucketFrom[bucket] {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if to.UnixMilli() <= v.bucketFrom[bucket] {
 		return nil // before every task of the bucket: catch-up after a first start
 	}
-	if q := s.view.bucketQuiet[bucket]; !from.Before(q.from) && !to.After(q.until) {
+	if q := v.bucketQuiet[bucket]; !from.Before(q.from) && !to.After(q.until) {
 		return nil
 	}
 	var out []fire
@@ -335,7 +335,7 @@ func (s *Scheduler) firesIn(minute int64, bucket int, only map[string]bool) []fi
 			next = at
 		}
 	}
-	for _, t := range s.view.byBucket[bucket] {
+	for _, t := range v.byBucket[bucket] {
 		if !t.active() || only != nil && !only[t.code] {
 			continue
 		}
@@ -378,7 +378,7 @@ func (s *Scheduler) firesIn(minute int64, bucket int, only map[string]bool) []fi
 		if next.IsZero() {
 			q.until = time.Unix(1<<62, 0) // no task of the bucket fires again
 		}
-		s.view.bucketQuiet[bucket] = q
+		v.bucketQuiet[bucket] = q
 	}
 	return out
 }
@@ -580,7 +580,7 @@ func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey
 			only = nil // not held since it was planned: planned again in full, from the claim on
 		}
 		s.planner.mu.Unlock()
-		f := s.firesIn(k.minute, k.bucket, only)
+		f := s.view.firesIn(k.minute, k.bucket, only)
 		if len(f) == 0 {
 			s.planner.mu.Lock()
 			if st.gen == gen {
@@ -703,7 +703,7 @@ const (
 // ctx ended first.
 func (s *Scheduler) nextChunk(ctx context.Context, left int) (n int, ok bool) {
 	wall := time.Now()
-	lead := min(time.Duration(s.dispatcher.lastLead.Load()), maxQuietLead)
+	lead := min(s.dispatcher.lead(), maxQuietLead)
 	wait, n := chunkAt(wall.Sub(wall.Truncate(time.Second)), cmp.Or(s.planner.recordPerFire, assumedRecordPerFire), lead)
 	if wait > 0 {
 		t := time.NewTimer(wait)
@@ -789,7 +789,7 @@ func (s *Scheduler) takeOver(ctx context.Context, k slotKey, fromMs, toMs int64)
 	s.view.mu.Lock()
 	var mine, others []string
 	for _, t := range s.view.byBucket[k.bucket] {
-		if s.runsHereLocked(t.code) {
+		if s.view.runsHereLocked(t.code) {
 			mine = append(mine, t.code)
 		} else {
 			others = append(others, t.code)
@@ -809,7 +809,7 @@ func (s *Scheduler) takeOver(ctx context.Context, k slotKey, fromMs, toMs int64)
 	}
 	for _, r := range rows {
 		r.Replica = s.opts.InstanceID
-		s.arm(r)
+		s.dispatcher.arm(r)
 	}
 	return nil
 }
@@ -852,7 +852,7 @@ func (s *Scheduler) record(ctx context.Context, now time.Time, fires []fire) err
 	skipped := map[string]int{}
 	for _, r := range inserted {
 		if r.Status == store.StatusScheduled && r.Replica == s.opts.InstanceID {
-			s.arm(r)
+			s.dispatcher.arm(r)
 		} else if r.Status == store.StatusSkipped {
 			skipped[r.TaskCode]++
 		}
@@ -868,7 +868,7 @@ func (s *Scheduler) record(ctx context.Context, now time.Time, fires []fire) err
 // to those already past and WithMaxRuns.
 func (s *Scheduler) rowsFor(ctx context.Context, now time.Time, t *taskState, ats []time.Time) ([]store.Execution, error) {
 	owner := ""
-	if s.runsHere(t.code) {
+	if s.view.runsHere(t.code) {
 		owner = s.opts.InstanceID
 	}
 	row := func(at time.Time, status, source, reason string) store.Execution {
@@ -929,17 +929,17 @@ func (s *Scheduler) rowsFor(ctx context.Context, now time.Time, t *taskState, at
 // recorded by replicas without the handler (no owner), and fires whose
 // owner died before starting them.
 func (s *Scheduler) claimFires(ctx context.Context, now time.Time) error {
-	codes := s.claimCodes()
+	codes := s.view.claimCodes()
 	s.planner.mu.Lock()
 	live := s.planner.live
 	s.planner.mu.Unlock()
 	// Unowned fires due in the next two seconds are claimed now and armed, so
 	// they start on time, not at the next tick.
-	claimed, err := s.store.ClaimFires(ctx, s.opts.App, s.opts.InstanceID, codes, s.runsHere, live,
+	claimed, err := s.store.ClaimFires(ctx, s.opts.App, s.opts.InstanceID, codes, s.view.runsHere, live,
 		now.Add(2*time.Second).UnixMilli(), now.Add(-s.opts.ReplicaTimeout).UnixMilli(), claimBatch)
 	for _, r := range claimed {
 		s.log.Info("claimed a fire nobody was running", "task", r.TaskCode, "execution", r.ID, "run_time", time.UnixMilli(r.RunTime).UTC())
-		s.arm(r)
+		s.dispatcher.arm(r)
 	}
 	return err
 }
@@ -952,7 +952,7 @@ func (s *Scheduler) pickRetries(ctx context.Context, now time.Time) error {
 		return err
 	}
 	for _, r := range due {
-		if !s.runsHere(r.TaskCode) {
+		if !s.view.runsHere(r.TaskCode) {
 			continue
 		}
 		ok, err := s.store.StartAttempt(ctx, r.ID, r.Attempt+1, s.opts.InstanceID, now.UnixMilli())

@@ -187,7 +187,7 @@ func (s *Scheduler) attemptBegins(r store.Execution, at time.Time) {
 	}
 	kind := store.KindFunc
 	s.view.mu.Lock()
-	if t := s.taskLocked(r.TaskCode); t != nil {
+	if t := s.view.taskLocked(r.TaskCode); t != nil {
 		kind = t.def.Kind
 	}
 	s.view.mu.Unlock()

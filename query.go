@@ -79,7 +79,7 @@ func (s *Scheduler) Executions(ctx context.Context, f ExecutionFilter) (Executio
 		loc, ok := locs[r.TaskCode]
 		if !ok {
 			loc = time.UTC
-			if t := s.taskLocked(r.TaskCode); t != nil {
+			if t := s.view.taskLocked(r.TaskCode); t != nil {
 				loc = t.loc()
 			}
 			locs[r.TaskCode] = loc

@@ -35,7 +35,7 @@ func TestQuietBucketIsSkippedUntilATaskOfItChanges(t *testing.T) {
 	adopt(2, sameBucket("nightly"), "0 30 4 * * *")
 	minute := func(at string) int64 { return mustTime(t, at).Unix() / 60 }
 
-	require.Empty(t, s.firesIn(minute("2026-11-30T10:00:00Z"), b, nil))
+	require.Empty(t, s.view.firesIn(minute("2026-11-30T10:00:00Z"), b, nil))
 	s.view.mu.Lock()
 	require.Equal(t, mustTime(t, "2026-12-01T03:00:00Z"), s.view.bucketQuiet[b].until.UTC(), "quiet until the earliest next fire")
 	// Put a task in the bucket behind the index's back: a minute of the
@@ -46,7 +46,7 @@ func TestQuietBucketIsSkippedUntilATaskOfItChanges(t *testing.T) {
 	require.NoError(t, err)
 	s.view.byBucket[b] = append(s.view.byBucket[b], sneaked)
 	s.view.mu.Unlock()
-	require.Empty(t, s.firesIn(minute("2026-11-30T10:01:00Z"), b, nil))
+	require.Empty(t, s.view.firesIn(minute("2026-11-30T10:01:00Z"), b, nil))
 	s.view.mu.Lock()
 	s.view.byBucket[b] = s.view.byBucket[b][:len(s.view.byBucket[b])-1]
 	s.view.mu.Unlock()
@@ -54,12 +54,12 @@ func TestQuietBucketIsSkippedUntilATaskOfItChanges(t *testing.T) {
 	// A task adopted into the bucket ends the quiet span.
 	often := sameBucket("often")
 	adopt(3, often, "*/10 * * * * *")
-	got := s.firesIn(minute("2026-11-30T10:02:00Z"), b, nil)
+	got := s.view.firesIn(minute("2026-11-30T10:02:00Z"), b, nil)
 	require.Len(t, got, 6)
 	for _, f := range got {
 		require.Equal(t, often, f.task.code)
 	}
 	// And the daily fire is planned in its minute.
-	got = s.firesIn(minute("2026-12-01T03:00:00Z"), b, nil)
+	got = s.view.firesIn(minute("2026-12-01T03:00:00Z"), b, nil)
 	require.Len(t, got, 7)
 }

@@ -83,7 +83,7 @@ type retention struct {
 
 func newRetention(s *Scheduler) *retention {
 	o := s.opts
-	return &retention{store: s.store, locker: s.locker, clock: s.clock, log: s.log, metrics: s.metrics, taskCodes: s.taskCodes,
+	return &retention{store: s.store, locker: s.locker, clock: s.clock, log: s.log, metrics: s.metrics, taskCodes: s.view.taskCodes,
 		app: o.App, keep: o.Retention, perTask: o.RetentionPerTask, batch: o.RetentionBatch, interval: o.RetentionInterval,
 		catchUp: o.CatchUpHorizon, noRollups: o.NoRollups}
 }

@@ -343,7 +343,7 @@ type Scheduler struct {
 
 	view       view           // the registry and view of tasks (view.go)
 	planner    planner        // the tick loop's state (loop.go)
-	dispatcher dispatcher     // the armed and claimed fires (fire.go)
+	dispatcher *dispatcher    // the armed and claimed fires (fire.go)
 	stopped    chan struct{}  // closed when the first Stop has finished
 	attempts   sync.WaitGroup // handlers
 
@@ -380,15 +380,14 @@ func New(opts Options) (*Scheduler, error) {
 		return nil, err
 	}
 	s := &Scheduler{
-		opts:       opts,
-		clock:      opts.Clock,
-		log:        opts.Logger.With("app", opts.App, "replica", opts.InstanceID),
-		pool:       executor.NewPool(opts.Workers),
-		httpPool:   executor.NewPool(opts.HTTPWorkers),
-		caller:     caller,
-		tracer:     newTracer(opts),
-		planner:    planner{slots: map[slotKey]*slotState{}, publish: make(chan struct{}, 1)},
-		dispatcher: dispatcher{running: map[string]int{}, armedIDs: map[int64]bool{}, armedAt: map[int64]int{}, wake: make(chan struct{}, 1)},
+		opts:     opts,
+		clock:    opts.Clock,
+		log:      opts.Logger.With("app", opts.App, "replica", opts.InstanceID),
+		pool:     executor.NewPool(opts.Workers),
+		httpPool: executor.NewPool(opts.HTTPWorkers),
+		caller:   caller,
+		tracer:   newTracer(opts),
+		planner:  planner{slots: map[slotKey]*slotState{}, publish: make(chan struct{}, 1)},
 	}
 	s.view.init(opts.Buckets)
 	s.store = store.New(opts.DB, store.WithNow(s.clock.Now), store.WithRollups(!opts.NoRollups))
@@ -400,17 +399,13 @@ func New(opts Options) (*Scheduler, error) {
 	default:
 		s.locker = NewLocalLocker(s.clock)
 	}
-	s.pool.OnDone(func() {
-		select {
-		case s.dispatcher.wake <- struct{}{}:
-		default:
-		}
-	})
+	s.pool.OnDone(func() { s.dispatcher.poke() })
 	if s.metrics, err = newMetrics(opts.Metrics, opts.App); err != nil {
 		return nil, err
 	}
 	s.alerts = newAlerter(s)
 	s.updates = newStatusWriter(s)
+	s.dispatcher = newDispatcher(s)
 	s.keeper = newLockKeeper(s)
 	s.retention = newRetention(s)
 	return s, nil
@@ -584,7 +579,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if err := errors.Join(
 		s.updates.start(),
 		s.planner.Start(bg, startstop.Loop{Run: s.tickLoop, Timers: 1}, startstop.Loop{Run: s.publishHandlers}),
-		s.dispatcher.Start(bg, startstop.Loop{Run: s.dispatchLoop, Timers: 1}),
+		s.dispatcher.Start(bg, startstop.Loop{Run: s.dispatcher.loop, Timers: 1}),
 		s.keeper.start(),
 		s.retention.start(),
 		s.alerts.start(),
@@ -663,7 +658,7 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	// replicas take the fires over once this one's heartbeat expires.
 	if err := s.updates.flush(ctx); err != nil {
 		errs = append(errs, err)
-	} else if _, err := s.store.UnclaimFires(ctx, s.opts.App, s.opts.InstanceID, s.dispatcher.unstarted); err != nil {
+	} else if _, err := s.store.UnclaimFires(ctx, s.opts.App, s.opts.InstanceID, s.dispatcher.takeUnstarted()); err != nil {
 		errs = append(errs, err)
 	} else if n, err := s.store.ReleaseFires(ctx, s.opts.App, s.opts.InstanceID); err != nil {
 		errs = append(errs, err)
@@ -789,7 +784,7 @@ func (s *Scheduler) Trigger(ctx context.Context, code string) (Execution, error)
 	state := s.state
 	s.mu.Unlock()
 	s.view.mu.Lock()
-	t, local := s.taskLocked(code), s.runsHereLocked(code)
+	t, local := s.view.taskLocked(code), s.view.runsHereLocked(code)
 	s.view.mu.Unlock()
 	switch state {
 	case stateNew:
@@ -805,7 +800,7 @@ func (s *Scheduler) Trigger(ctx context.Context, code string) (Execution, error)
 			return Execution{}, err
 		}
 		s.view.mu.Lock()
-		t, local = s.taskLocked(code), s.runsHereLocked(code)
+		t, local = s.view.taskLocked(code), s.view.runsHereLocked(code)
 		s.view.mu.Unlock()
 	}
 	owner := ""
@@ -823,7 +818,7 @@ func (s *Scheduler) Trigger(ctx context.Context, code string) (Execution, error)
 		}
 		if len(rows) == 1 {
 			if local {
-				s.arm(rows[0])
+				s.dispatcher.arm(rows[0])
 			}
 			s.log.Info("manual run recorded", "task", code, "execution", rows[0].ID)
 			return toExecution(rows[0], t.loc()), nil
@@ -840,7 +835,7 @@ func (s *Scheduler) NextRuns(code string, n int) ([]time.Time, error) {
 		return nil, fmt.Errorf("xtimer: NextRuns(%q, %d): n must be 1-1000", code, n)
 	}
 	s.view.mu.Lock()
-	t := s.taskLocked(code)
+	t := s.view.taskLocked(code)
 	cfg := s.view.handlers[code]
 	s.view.mu.Unlock()
 	var sched Schedule
@@ -864,7 +859,7 @@ func (s *Scheduler) Execution(ctx context.Context, id int64) (Execution, error) 
 	}
 	s.view.mu.Lock()
 	loc := time.UTC
-	if t := s.taskLocked(row.TaskCode); t != nil {
+	if t := s.view.taskLocked(row.TaskCode); t != nil {
 		loc = t.loc()
 	}
 	s.view.mu.Unlock()

@@ -43,8 +43,8 @@ func TestMinuteTaskCheckReadsTasksOnlyWhenTheirSumsDiffer(t *testing.T) {
 	require.NotZero(t, versionReads.Load())
 	s.view.mu.Lock()
 	defer s.view.mu.Unlock()
-	require.Equal(t, store.TaskPaused, s.taskLocked("nightly").status)
-	require.Equal(t, store.TaskActive, s.taskLocked("other").status)
+	require.Equal(t, store.TaskPaused, s.view.taskLocked("nightly").status)
+	require.Equal(t, store.TaskActive, s.view.taskLocked("other").status)
 }
 
 // A replica registering the same tasks as the last one skips their rows
@@ -63,8 +63,8 @@ func TestATaskRowDeletedByHandIsRecordedAgainAtStart(t *testing.T) {
 	row, err := s.store.Task(context.Background(), f.app, "minutely")
 	require.NoError(t, err, "recorded again")
 	s.view.mu.Lock()
-	require.NotNil(t, s.taskLocked("minutely"))
-	require.Equal(t, row.ID, s.taskLocked("minutely").id)
+	require.NotNil(t, s.view.taskLocked("minutely"))
+	require.Equal(t, row.ID, s.view.taskLocked("minutely").id)
 	s.view.mu.Unlock()
 	f.runUntil(hms(1, 0).Add(500 * time.Millisecond))
 	require.Equal(t, map[string]int{hms(1, 0).Format("15:04:05"): 1}, f.callsOf("minutely"), "once, by either replica")

@@ -208,15 +208,15 @@ const maxSharedDefs = 100_000
 
 // sharedDefLocked returns the one copy of d this replica keeps. s.view.mu is
 // held.
-func (s *Scheduler) sharedDefLocked(d store.Definition) *store.Definition {
-	if p := s.view.defs[d]; p != nil {
+func (v *view) sharedDefLocked(d store.Definition) *store.Definition {
+	if p := v.defs[d]; p != nil {
 		return p
 	}
-	if len(s.view.defs) >= maxSharedDefs {
-		clear(s.view.defs)
+	if len(v.defs) >= maxSharedDefs {
+		clear(v.defs)
 	}
 	p := &d
-	s.view.defs[d] = p
+	v.defs[d] = p
 	return p
 }
 
@@ -259,7 +259,7 @@ func canonicalStatus(status string) string {
 // that its schedule no longer has are skipped when due (dispatch).
 func (s *Scheduler) adoptTask(row store.Task) {
 	s.view.mu.Lock()
-	def := s.sharedDefLocked(row.Definition())
+	def := s.view.sharedDefLocked(row.Definition())
 	s.view.mu.Unlock()
 	t := new(taskState)
 	*t = s.stateOf(row.Head(), def)
@@ -281,13 +281,13 @@ func (s *Scheduler) adoptTask(row store.Task) {
 // that is newer; it returns the old state, if any, and whether t changes
 // its schedule. s.view.mu is held.
 func (s *Scheduler) adoptLocked(t *taskState, now time.Time) (old *taskState, rescheduled bool) {
-	old = s.taskLocked(t.code)
+	old = s.view.taskLocked(t.code)
 	if old != nil && old.id == t.id && t.version < old.version {
 		// A read that raced with a newer change (the tick's sync and an
 		// operator's call on this replica): keep the newer view.
 		return nil, false
 	}
-	s.setTaskLocked(t, old)
+	s.view.setTaskLocked(t, old)
 	rescheduled = old != nil && scheduleChanged(old, t)
 	resumed := old != nil && old.status != store.TaskActive && t.status == store.TaskActive
 	switch {
@@ -317,74 +317,95 @@ func (s *Scheduler) logAdopted(old, t *taskState, rescheduled bool) {
 // task registered here keeps its state in its registration, the others in
 // s.view.others: a replica of a million tasks keeps one map of them, not two.
 // s.view.mu is held.
-func (s *Scheduler) taskLocked(code string) *taskState {
-	if r := s.view.handlers[code]; r != nil {
+func (v *view) taskLocked(code string) *taskState {
+	if r := v.handlers[code]; r != nil {
 		return r.state
 	}
-	return s.view.others[code]
+	return v.others[code]
+}
+
+// runsHereLocked reports whether this replica can run attempts of the
+// task: it registered the task's handler, or the task is an HTTP callback
+// (httprun.go). v.mu is held.
+func (v *view) runsHereLocked(code string) bool {
+	if _, ok := v.handlers[code]; ok {
+		return true
+	}
+	t := v.others[code]
+	return t != nil && t.http != nil
+}
+
+// fireTask returns the task of code (nil once deleted), whether this
+// replica runs it, and whether it runs as a Go handler registered here:
+// what the dispatcher checks of a fire (fireView).
+func (v *view) fireTask(code string) (t *taskState, runs, goHandler bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, goHandler = v.handlers[code]
+	return v.taskLocked(code), v.runsHereLocked(code), goHandler
 }
 
 // eachTaskLocked calls f with every task of the view. s.view.mu is held; f
 // must not add or remove tasks.
-func (s *Scheduler) eachTaskLocked(f func(t *taskState)) {
-	for _, r := range s.view.handlers {
+func (v *view) eachTaskLocked(f func(t *taskState)) {
+	for _, r := range v.handlers {
 		if r.state != nil {
 			f(r.state)
 		}
 	}
-	for _, t := range s.view.others {
+	for _, t := range v.others {
 		f(t)
 	}
 }
 
 // setTaskLocked puts t in the local view of the tasks, in the place of
 // old, the task's state there if it has one. s.view.mu is held.
-func (s *Scheduler) setTaskLocked(t, old *taskState) {
-	if r := s.view.handlers[t.code]; r != nil {
+func (v *view) setTaskLocked(t, old *taskState) {
+	if r := v.handlers[t.code]; r != nil {
 		r.state = t
 	} else {
-		s.view.others[t.code] = t
+		v.others[t.code] = t
 	}
-	s.placeLocked(t, old)
+	v.placeLocked(t, old)
 }
 
 // placeLocked files t, the task's new state in the view, in the place of
 // old: in its bucket, the sums, the generation of codes. s.view.mu is held.
-func (s *Scheduler) placeLocked(t, old *taskState) {
-	s.view.bucketFrom[t.bucket] = min(s.view.bucketFrom[t.bucket], t.firesFrom())
-	s.view.bucketQuiet[t.bucket] = quietSpan{} // t may fire in it
+func (v *view) placeLocked(t, old *taskState) {
+	v.bucketFrom[t.bucket] = min(v.bucketFrom[t.bucket], t.firesFrom())
+	v.bucketQuiet[t.bucket] = quietSpan{} // t may fire in it
 	if old == nil || (old.http == nil) != (t.http == nil) {
-		s.view.codesGen++
+		v.codesGen++
 	}
 	if old != nil {
-		s.view.viewSums.remove(old)
+		v.viewSums.remove(old)
 		t.pos = old.pos // same code, same bucket
-		s.view.byBucket[t.bucket][t.pos] = t
+		v.byBucket[t.bucket][t.pos] = t
 	} else {
-		t.pos = len(s.view.byBucket[t.bucket])
-		s.view.byBucket[t.bucket] = append(s.view.byBucket[t.bucket], t)
+		t.pos = len(v.byBucket[t.bucket])
+		v.byBucket[t.bucket] = append(v.byBucket[t.bucket], t)
 	}
-	s.view.viewSums.add(t)
+	v.viewSums.add(t)
 }
 
 // dropTaskLocked removes a task from the local view. s.view.mu is held.
-func (s *Scheduler) dropTaskLocked(code string) {
-	t := s.taskLocked(code)
+func (v *view) dropTaskLocked(code string) {
+	t := v.taskLocked(code)
 	if t == nil {
 		return
 	}
-	if r := s.view.handlers[code]; r != nil {
+	if r := v.handlers[code]; r != nil {
 		r.state = nil
 	} else {
-		delete(s.view.others, code)
+		delete(v.others, code)
 	}
-	in := s.view.byBucket[t.bucket]
+	in := v.byBucket[t.bucket]
 	last := in[len(in)-1]
 	in[t.pos], last.pos = last, t.pos
 	in[len(in)-1] = nil
-	s.view.byBucket[t.bucket] = in[:len(in)-1]
-	s.view.viewSums.remove(t)
-	s.view.codesGen++
+	v.byBucket[t.bucket] = in[:len(in)-1]
+	v.viewSums.remove(t)
+	v.codesGen++
 }
 
 // scheduleChanged reports whether two states of a task name different
@@ -464,18 +485,18 @@ func (s *Scheduler) syncAllTasks(ctx context.Context) error {
 	s.view.mu.Lock()
 	var changed []string
 	for code, v := range versions {
-		if t := s.taskLocked(code); t == nil || t.version != v {
+		if t := s.view.taskLocked(code); t == nil || t.version != v {
 			changed = append(changed, code)
 		}
 	}
 	var gone []string
-	s.eachTaskLocked(func(t *taskState) {
+	s.view.eachTaskLocked(func(t *taskState) {
 		if _, ok := versions[t.code]; !ok {
 			gone = append(gone, t.code)
 		}
 	})
 	for _, code := range gone {
-		s.dropTaskLocked(code)
+		s.view.dropTaskLocked(code)
 	}
 	s.view.mu.Unlock()
 	if len(changed) > 20 {
@@ -557,7 +578,7 @@ func (s *Scheduler) loadTasks(ctx context.Context, gen int64, registered int) (m
 	// no old state to look up, a million times.
 	fresh := s.view.viewSums.Count == 0
 	if fresh {
-		s.sizeViewLocked(registered)
+		s.view.sizeViewLocked(registered)
 	}
 	s.view.mu.Unlock()
 	adopt := func() {
@@ -581,7 +602,7 @@ func (s *Scheduler) loadTasks(ctx context.Context, gen int64, registered int) (m
 			}
 			if fresh {
 				r.state = t // r has no state: nothing to look up, a million times
-				s.placeLocked(t, nil)
+				s.view.placeLocked(t, nil)
 				s.reopenSlots(t, now)
 			} else if old, rescheduled := s.adoptLocked(t, now); old != nil {
 				s.logAdopted(old, t, rescheduled)
@@ -637,17 +658,17 @@ func (s *Scheduler) loadTasks(ctx context.Context, gen int64, registered int) (m
 
 // sizeViewLocked makes room in the empty view for n tasks, so that loading
 // a million does not grow the maps and slices step by step. s.view.mu is held.
-func (s *Scheduler) sizeViewLocked(n int) {
-	for b := range s.view.byBucket {
-		s.view.byBucket[b] = make([]*taskState, 0, n/len(s.view.byBucket)+n/(4*len(s.view.byBucket))+8)
+func (v *view) sizeViewLocked(n int) {
+	for b := range v.byBucket {
+		v.byBucket[b] = make([]*taskState, 0, n/len(v.byBucket)+n/(4*len(v.byBucket))+8)
 	}
 }
 
 // taskCodes lists the codes of the tasks in the view, in no order.
-func (s *Scheduler) taskCodes() []string {
-	s.view.mu.Lock()
-	defer s.view.mu.Unlock()
-	codes := make([]string, 0, s.view.viewSums.Count)
-	s.eachTaskLocked(func(t *taskState) { codes = append(codes, t.code) })
+func (v *view) taskCodes() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	codes := make([]string, 0, v.viewSums.Count)
+	v.eachTaskLocked(func(t *taskState) { codes = append(codes, t.code) })
 	return codes
 }
