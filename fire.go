@@ -571,46 +571,6 @@ const (
 	maxClaimRound = 5000
 )
 
-// recentRuns is how many of the app's last attempts seed the pool's mean
-// run time at Start.
-const recentRuns = 1000
-
-// reseedEvery is how often a replica whose pool has run nothing reads the
-// app's recent run times again (reseed).
-const reseedEvery = 10 * time.Second
-
-// reseed refreshes the pool's seed (seedRunTime) while the pool has run
-// nothing of its own: a replica that joins a running fleet, or that owns
-// no slot of the minute its fleet started in, runs its first fires at
-// the next minute, and without a seed it claimed that minute's first
-// instant one pool's worth at a time, the rest after a first handler had
-// returned, late. Only the tick loop calls it.
-func (s *Scheduler) reseed(ctx context.Context, now time.Time) {
-	if now.Before(s.planner.reseedAt) || s.pool.Measured() {
-		return
-	}
-	if err := s.seedRunTime(ctx); err != nil {
-		s.log.Debug("recent run times not read; next tick tries again", "err", err)
-	}
-}
-
-// seedRunTime gives the worker pool the mean run time of the app's last
-// attempts (recentRuns), so that a replica that has not run a handler
-// since it started claims a burst of quick fires ahead in one round, as
-// one that has would, instead of a pool's worth (fenceRoom): a fleet
-// deployed in the afternoon whose 10,000 tasks all fire at midnight. The
-// rows' durations are whole milliseconds: under one counts as one, an
-// upper bound. An app with no attempts yet keeps the pool's worth.
-func (s *Scheduler) seedRunTime(ctx context.Context) error {
-	s.planner.reseedAt = s.clock.Now().Add(reseedEvery)
-	mean, n, err := s.store.RecentRunTime(ctx, s.opts.App, recentRuns)
-	if err != nil || n == 0 {
-		return err
-	}
-	s.pool.Seed(max(mean, time.Millisecond))
-	return nil
-}
-
 func (d *dispatcher) fenceNow(callbacks, goFires []store.Execution) []store.Execution {
 	// A fire armed again while it waited here (its slot taken over and
 	// back) is one fire: one claim, one start.

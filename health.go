@@ -2,6 +2,7 @@ package xtimer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -110,4 +111,37 @@ func (s *Scheduler) loopHealth() ComponentHealth {
 		return ComponentHealth{Detail: fmt.Sprintf("last tick %s ago (want less than %s)", age.Round(time.Millisecond), healthTickAge), Latency: age}
 	}
 	return ComponentHealth{OK: true, Detail: fmt.Sprintf("last tick %s ago", age.Round(time.Millisecond)), Latency: age}
+}
+
+// noteDB logs the database going away and coming back, once each.
+func (s *Scheduler) noteDB(err error) {
+	if err != nil && errors.Is(err, context.Canceled) {
+		return
+	}
+	if err != nil {
+		s.metrics.dbError()
+	}
+	changed := s.health.dbDown.Swap(err != nil) != (err != nil)
+	switch {
+	case err != nil && changed:
+		s.log.Error("database unreachable: no fire is recorded or started until it is back", "err", err)
+	case err != nil:
+		s.log.Debug("database still unreachable", "err", err)
+	case changed:
+		s.log.Info("database reachable again")
+	}
+}
+
+func (s *Scheduler) noteRedis(err error) {
+	changed := s.health.redisDown.Swap(err != nil) != (err != nil)
+	s.metrics.lockFallback(err != nil)
+	if changed {
+		s.alerts.fallback(err != nil, err)
+	}
+	switch {
+	case err != nil && changed:
+		s.log.Warn("slot lock unavailable: claims fall back to the database unique key", "err", err)
+	case err == nil && changed:
+		s.log.Info("slot lock available again")
+	}
 }

@@ -395,7 +395,7 @@ func TestSlotClaimCanceledByStopIsNotAFallback(t *testing.T) {
 	cancel()
 	st := &slotState{}
 	down := false
-	require.False(t, s.claimSlot(ctx, time.Now(), slotKey{minute: time.Now().Unix() / 60, bucket: 3}, st, &down))
+	require.False(t, s.planner.claimSlot(ctx, time.Now(), slotKey{minute: time.Now().Unix() / 60, bucket: 3}, st, &down))
 	require.False(t, down, "a canceled claim must not switch the tick to the database fallback")
 	require.Empty(t, s.keeper.heldKeys())
 	require.False(t, s.health.redisDown.Load(), "a canceled claim must not mark Redis down")

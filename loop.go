@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/xtimer-go/xtimer/executor"
 	"github.com/xtimer-go/xtimer/internal/startstop"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
@@ -45,14 +47,29 @@ const (
 	handlersRewrite = 10 * time.Minute
 )
 
-// planner is the tick loop's state: the slots it plans, the live
-// replicas it shares them with, its heartbeat's bookkeeping. Its lock
-// guards slots, live, lastBeat, beatHandlersAt and beatGen, which calls
-// from outside the tick loop read (a task adopted reopens its slots, the
-// handler publisher writes beatGen); the fields marked tick loop only are
-// that goroutine's alone.
+// planner is the tick loop: once a second it syncs the view, heartbeats,
+// rescues the runs of lost replicas, claims and records the slots of the
+// coming minute, claims the fires nobody runs and starts the due retries.
+// Its lock guards slots, live, lastBeat, beatHandlersAt and beatGen,
+// which calls from outside the tick loop read (a task adopted reopens its
+// slots, the handler publisher writes beatGen); the fields marked tick
+// loop only are that goroutine's alone.
 type planner struct {
 	startstop.Base // the tick loop and the handler publisher
+
+	// What it is wired to (newPlanner), fixed after.
+	clock   Clock
+	log     *slog.Logger
+	opts    Options
+	store   *store.Store
+	keeper  *lockKeeper    // the slot locks
+	view    *view          // the tasks: their fires, who runs them
+	fires   fireArmer      // the dispatcher
+	pool    *executor.Pool // the Go handlers' pool, seeded with run times (seedRunTime)
+	metrics *metrics
+	alerts  *alerter
+	health  *healthState
+	host    plannerHost // the rest of the engine
 
 	mu       sync.Mutex
 	slots    map[slotKey]*slotState
@@ -64,11 +81,6 @@ type planner struct {
 	beatGen        int
 	publish        chan struct{} // a big handler list is due (publishHandlers)
 
-	// The task generation of the last sync that read every version, and
-	// when (syncTasks). Tick loop (and Start) only.
-	synced    bool
-	syncedGen int64
-	syncedAt  time.Time
 	// replanAt, if set, is when plan wants a tick before the next regular
 	// one (startShareWait). Tick loop only.
 	replanAt time.Time
@@ -81,58 +93,80 @@ type planner struct {
 	reseedAt time.Time
 }
 
-func (s *Scheduler) heartbeat(ctx context.Context, now time.Time) error {
+// fireArmer is what the planner asks of the dispatcher (fire.go): arm a
+// fire it recorded, claimed or took over, and the lead of the last claim,
+// which it keeps its chunks of rows clear of (nextChunk).
+type fireArmer interface {
+	arm(r store.Execution)
+	lead() time.Duration
+}
+
+// plannerHost is what the planner asks of the rest of the engine
+// (Scheduler): the view's sync with the store, the attempts of the
+// retries it wins and of the runs it rescues, and the health of the
+// database and the lock backend.
+type plannerHost interface {
+	syncTasks(ctx context.Context) error
+	startAttempt(r store.Execution, at time.Time)
+	settle(r store.Execution, at time.Time, err error, timedOut bool, reason string) store.Finish
+	noteDB(err error)
+	noteRedis(err error)
+}
+
+// newPlanner makes the planner of s.
+func newPlanner(s *Scheduler) *planner {
+	return &planner{
+		clock: s.clock, log: s.log, opts: s.opts, store: s.store, keeper: s.keeper, view: &s.view, fires: s.dispatcher,
+		pool: s.pool, metrics: s.metrics, alerts: s.alerts, health: &s.health, host: s,
+		slots: map[slotKey]*slotState{}, publish: make(chan struct{}, 1),
+	}
+}
+
+func (p *planner) heartbeat(ctx context.Context, now time.Time) error {
 	host, _ := os.Hostname()
-	s.view.mu.Lock()
-	s.planner.mu.Lock()
-	s.planner.lastBeat = now
-	big := len(s.view.handlers) > bigHandlerList
+	p.mu.Lock()
+	p.lastBeat = now
 	// The handlers are written when they changed, and every
 	// handlersRewrite in case the row was pruned and inserted again; a big
 	// list apart from the heartbeat (publishHandlers).
-	due := s.planner.beatGen != s.view.handlersGen || s.planner.beatHandlersAt.IsZero() || now.Sub(s.planner.beatHandlersAt) >= handlersRewrite
-	var handlers store.Codes
-	if due && !big {
-		handlers = s.view.handlerCodesLocked()
-	}
-	gen := s.view.handlersGen
-	s.planner.mu.Unlock()
-	s.view.mu.Unlock()
-	held := s.keeper.heldKeys()
+	lastGen, rewrite := p.beatGen, p.beatHandlersAt.IsZero() || now.Sub(p.beatHandlersAt) >= handlersRewrite
+	p.mu.Unlock()
+	handlers, gen, due, big := p.view.handlerList(lastGen, rewrite)
+	held := p.keeper.heldKeys()
 	slots := make([]string, len(held))
 	for i, k := range held {
 		slots[i] = strconv.FormatInt(k.minute, 10) + ":" + strconv.Itoa(k.bucket)
 	}
-	err := s.store.Heartbeat(ctx, store.Replica{
-		App: s.opts.App, ID: s.opts.InstanceID, Host: host, PID: os.Getpid(), Version: s.opts.Version,
+	err := p.store.Heartbeat(ctx, store.Replica{
+		App: p.opts.App, ID: p.opts.InstanceID, Host: host, PID: os.Getpid(), Version: p.opts.Version,
 		StartedMs: now.UnixMilli(), HeartbeatMs: now.UnixMilli(), Handlers: handlers, Slots: slots,
 	})
 	if err != nil {
 		return err
 	}
 	if handlers != nil {
-		s.planner.mu.Lock()
-		s.planner.beatGen, s.planner.beatHandlersAt = gen, now
-		s.planner.mu.Unlock()
+		p.mu.Lock()
+		p.beatGen, p.beatHandlersAt = gen, now
+		p.mu.Unlock()
 	} else if due && big {
 		select {
-		case s.planner.publish <- struct{}{}:
+		case p.publish <- struct{}{}:
 		default: // one is under way
 		}
 	}
-	return s.refreshLive(ctx, now)
+	return p.refreshLive(ctx, now)
 }
 
 // refreshLive reads the IDs of the live replicas (heartbeat within
 // ReplicaTimeout), by which the slots are shared out (sharesLocked).
-func (s *Scheduler) refreshLive(ctx context.Context, now time.Time) error {
-	ids, err := s.store.LiveReplicaIDs(ctx, s.opts.App, now.Add(-s.opts.ReplicaTimeout).UnixMilli())
+func (p *planner) refreshLive(ctx context.Context, now time.Time) error {
+	ids, err := p.store.LiveReplicaIDs(ctx, p.opts.App, now.Add(-p.opts.ReplicaTimeout).UnixMilli())
 	if err != nil {
 		return err
 	}
-	s.planner.mu.Lock()
-	s.planner.live = ids
-	s.planner.mu.Unlock()
+	p.mu.Lock()
+	p.live = ids
+	p.mu.Unlock()
 	return nil
 }
 
@@ -143,7 +177,7 @@ func (s *Scheduler) refreshLive(ctx context.Context, now time.Time) error {
 // (README.md's Performance section has the figures).
 const bigHandlerList = 10_000
 
-// handlerCodesLocked lists the handlers registered here, sorted. s.view.mu is
+// handlerCodesLocked lists the handlers registered here, sorted. v.mu is
 // held.
 func (v *view) handlerCodesLocked() []string {
 	codes := make([]string, 0, len(v.handlers))
@@ -154,29 +188,44 @@ func (v *view) handlerCodesLocked() []string {
 	return codes
 }
 
+// handlerList is what the heartbeat writes of the handlers registered
+// here, given the generation it last wrote (lastGen): due when they
+// changed since, or rewrite; the codes only when due and not big
+// (bigHandlerList: publishHandlers writes those); gen, the generation
+// they are of.
+func (v *view) handlerList(lastGen int, rewrite bool) (codes []string, gen int, due, big bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	due, big = rewrite || lastGen != v.handlersGen, len(v.handlers) > bigHandlerList
+	if due && !big {
+		codes = v.handlerCodesLocked()
+	}
+	return codes, v.handlersGen, due, big
+}
+
 // publishHandlers writes this replica's list of handlers into its row when
 // a heartbeat finds it due and too big to go with it (bigHandlerList). It
 // is a loop of the planner; a failed write is tried again at the next
 // heartbeat.
-func (s *Scheduler) publishHandlers(ctx context.Context) {
+func (p *planner) publishHandlers(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.planner.publish:
+		case <-p.publish:
 		}
-		s.view.mu.Lock()
-		codes, gen := s.view.handlerCodesLocked(), s.view.handlersGen
-		s.view.mu.Unlock()
-		now := s.clock.Now()
-		ok, err := s.store.SetReplicaHandlers(ctx, s.opts.App, s.opts.InstanceID, codes)
+		p.view.mu.Lock()
+		codes, gen := p.view.handlerCodesLocked(), p.view.handlersGen
+		p.view.mu.Unlock()
+		now := p.clock.Now()
+		ok, err := p.store.SetReplicaHandlers(ctx, p.opts.App, p.opts.InstanceID, codes)
 		switch {
 		case err != nil:
-			s.log.Debug("handler list not written; next heartbeat tries again", "handlers", len(codes), "err", err)
+			p.log.Debug("handler list not written; next heartbeat tries again", "handlers", len(codes), "err", err)
 		case ok:
-			s.planner.mu.Lock()
-			s.planner.beatGen, s.planner.beatHandlersAt = gen, now
-			s.planner.mu.Unlock()
+			p.mu.Lock()
+			p.beatGen, p.beatHandlersAt = gen, now
+			p.mu.Unlock()
 		}
 	}
 }
@@ -184,10 +233,10 @@ func (s *Scheduler) publishHandlers(ctx context.Context) {
 // tickLoop wakes once a second, tickPhase after the second boundary of
 // the clock, the first time firstTickAfter after Start at the earliest,
 // and in between at the instant plan asked for (replanAt), if any.
-func (s *Scheduler) tickLoop(ctx context.Context) {
+func (p *planner) tickLoop(ctx context.Context) {
 	// The first tick instant at or after firstTickAfter from now (untilTick
 	// of a tick instant is a whole second).
-	timer := s.clock.NewTimer(firstTickAfter + untilTick(s.clock.Now().Add(firstTickAfter))%time.Second)
+	timer := p.clock.NewTimer(firstTickAfter + untilTick(p.clock.Now().Add(firstTickAfter))%time.Second)
 	defer timer.Stop()
 	for {
 		select {
@@ -195,12 +244,12 @@ func (s *Scheduler) tickLoop(ctx context.Context) {
 			return
 		case <-timer.C():
 		}
-		s.tick(ctx, s.clock.Now())
-		now := s.clock.Now()
+		p.tick(ctx, p.clock.Now())
+		now := p.clock.Now()
 		wait := untilTick(now)
-		if !s.planner.replanAt.IsZero() {
-			wait = min(wait, max(s.planner.replanAt.Sub(now), 0))
-			s.planner.replanAt = time.Time{}
+		if !p.replanAt.IsZero() {
+			wait = min(wait, max(p.replanAt.Sub(now), 0))
+			p.replanAt = time.Time{}
 		}
 		timer.Reset(wait)
 	}
@@ -233,52 +282,33 @@ func untilTick(now time.Time) time.Duration {
 	return next.Sub(now)
 }
 
-func (s *Scheduler) tick(ctx context.Context, now time.Time) {
-	s.health.tick(now)
-	err := s.syncTasks(ctx)
-	if err == nil && now.Sub(s.lastBeatAt()) >= s.opts.HeartbeatInterval {
-		if err = s.heartbeat(ctx, now); err == nil {
-			err = s.rescueLost(ctx, now)
+func (p *planner) tick(ctx context.Context, now time.Time) {
+	p.health.tick(now)
+	err := p.host.syncTasks(ctx)
+	if err == nil && now.Sub(p.lastBeatAt()) >= p.opts.HeartbeatInterval {
+		if err = p.heartbeat(ctx, now); err == nil {
+			err = p.rescueLost(ctx, now)
 		}
 	}
 	if err == nil {
-		err = s.plan(ctx, now)
+		err = p.plan(ctx, now)
 	}
 	if err == nil {
-		err = s.claimFires(ctx, now)
+		err = p.claimFires(ctx, now)
 	}
 	if err == nil {
-		err = s.pickRetries(ctx, now)
+		err = p.pickRetries(ctx, now)
 	}
 	if err == nil {
-		s.reseed(ctx, now)
+		p.reseed(ctx, now)
 	}
-	s.noteDB(err)
+	p.host.noteDB(err)
 }
 
-func (s *Scheduler) lastBeatAt() time.Time {
-	s.planner.mu.Lock()
-	defer s.planner.mu.Unlock()
-	return s.planner.lastBeat
-}
-
-// noteDB logs the database going away and coming back, once each.
-func (s *Scheduler) noteDB(err error) {
-	if err != nil && errors.Is(err, context.Canceled) {
-		return
-	}
-	if err != nil {
-		s.metrics.dbError()
-	}
-	changed := s.health.dbDown.Swap(err != nil) != (err != nil)
-	switch {
-	case err != nil && changed:
-		s.log.Error("database unreachable: no fire is recorded or started until it is back", "err", err)
-	case err != nil:
-		s.log.Debug("database still unreachable", "err", err)
-	case changed:
-		s.log.Info("database reachable again")
-	}
+func (p *planner) lastBeatAt() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastBeat
 }
 
 type slotKey struct {
@@ -386,10 +416,10 @@ func (v *view) firesIn(minute int64, bucket int, only map[string]bool) []fire {
 // findMissedSlots registers, at Start, the slots of the last
 // CatchUpHorizon that have fires and that no replica marked done: every
 // replica was down, or the database was.
-func (s *Scheduler) findMissedSlots(ctx context.Context, now time.Time) error {
+func (p *planner) findMissedSlots(ctx context.Context, now time.Time) error {
 	cur := now.Unix() / 60
-	from := now.Add(-s.opts.CatchUpHorizon).Unix() / 60
-	done, err := s.store.DoneSlots(ctx, s.opts.App, from, cur-1)
+	from := now.Add(-p.opts.CatchUpHorizon).Unix() / 60
+	done, err := p.store.DoneSlots(ctx, p.opts.App, from, cur-1)
 	if err != nil {
 		return err
 	}
@@ -397,13 +427,13 @@ func (s *Scheduler) findMissedSlots(ctx context.Context, now time.Time) error {
 	for _, d := range done {
 		isDone[slotKey{d.Minute, d.Bucket}] = true
 	}
-	s.planner.mu.Lock()
-	defer s.planner.mu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for m := from; m < cur; m++ {
-		for b := range s.opts.Buckets {
+		for b := range p.opts.Buckets {
 			k := slotKey{m, b}
-			if _, seen := s.planner.slots[k]; !seen {
-				s.planner.slots[k] = &slotState{done: isDone[k]}
+			if _, seen := p.slots[k]; !seen {
+				p.slots[k] = &slotState{done: isDone[k]}
 			}
 		}
 	}
@@ -426,20 +456,20 @@ func (s *Scheduler) findMissedSlots(ctx context.Context, now time.Time) error {
 //     it in full, with the task's new fires, if the owner dies.
 //
 // Rows inserted twice collide on the unique key, and only the replica that
-// inserted a row arms it, as for any slot. It takes s.planner.mu; the
-// view's changes call it with s.view.mu held (the lock order).
-func (s *Scheduler) reopenSlots(t *taskState, now time.Time) {
-	s.planner.mu.Lock()
-	defer s.planner.mu.Unlock()
+// inserted a row arms it, as for any slot. It takes p.mu; the
+// view's changes call it with view.mu held (the lock order).
+func (p *planner) reopenSlots(t *taskState, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	cur := now.Unix() / 60
 	for m := cur; m <= cur+1; m++ { // plan claims no further ahead
-		st := s.planner.slots[slotKey{m, t.bucket}]
+		st := p.slots[slotKey{m, t.bucket}]
 		if st == nil {
 			continue
 		}
 		st.gen++ // a plan of the slot under way read the task before this
 		switch {
-		case st.done && s.keeper.holds(slotKey{m, t.bucket}):
+		case st.done && p.keeper.holds(slotKey{m, t.bucket}):
 			st.done, st.only = false, map[string]bool{t.code: true}
 		case st.done:
 			st.done = false
@@ -452,67 +482,67 @@ func (s *Scheduler) reopenSlots(t *taskState, now time.Time) {
 // plan claims and records the slots that are due: the next minute once it
 // is ClaimAhead away, the current one, and earlier ones still open (a
 // database error, a lost owner, catch-up after Start).
-func (s *Scheduler) plan(ctx context.Context, now time.Time) error {
+func (p *planner) plan(ctx context.Context, now time.Time) error {
 	cur := now.Unix() / 60
 	last := cur
-	if now.Add(s.opts.ClaimAhead).Unix()/60 > cur {
+	if now.Add(p.opts.ClaimAhead).Unix()/60 > cur {
 		last = cur + 1
 	}
-	s.planner.mu.Lock()
-	_, seen := s.planner.slots[slotKey{cur, 0}]
-	s.planner.mu.Unlock()
+	p.mu.Lock()
+	_, seen := p.slots[slotKey{cur, 0}]
+	p.mu.Unlock()
 	if !seen {
 		// The minute is new here: this replica just started (or its tick
 		// loop was held up past ClaimAhead). The live list it shares the
 		// minute out by is read again, with the heartbeats of the replicas
 		// that started with it.
-		if err := s.refreshLive(ctx, now); err != nil {
+		if err := p.refreshLive(ctx, now); err != nil {
 			return err
 		}
 	}
-	lost := s.keeper.takeLost()
-	s.planner.mu.Lock()
+	lost := p.keeper.takeLost()
+	p.mu.Lock()
 	for k, at := range lost {
-		if st := s.planner.slots[k]; st != nil {
+		if st := p.slots[k]; st != nil {
 			st.done, st.recheck, st.only = false, at, nil
 		}
 	}
 	for m := cur; m <= last; m++ {
-		for b := range s.opts.Buckets {
-			if _, ok := s.planner.slots[slotKey{m, b}]; !ok {
-				s.planner.slots[slotKey{m, b}] = &slotState{opened: now}
+		for b := range p.opts.Buckets {
+			if _, ok := p.slots[slotKey{m, b}]; !ok {
+				p.slots[slotKey{m, b}] = &slotState{opened: now}
 			}
 		}
 	}
 	var keys []slotKey
-	horizon := now.Add(-s.opts.CatchUpHorizon).Unix() / 60
-	others := now.Add(s.opts.ClaimAhead-s.shareWait()).Unix()/60 > cur // the next minute's other slots are due too
-	for k, st := range s.planner.slots {
+	horizon := now.Add(-p.opts.CatchUpHorizon).Unix() / 60
+	others := now.Add(p.opts.ClaimAhead-p.shareWait()).Unix()/60 > cur // the next minute's other slots are due too
+	for k, st := range p.slots {
 		switch {
 		case k.minute < horizon-1:
-			delete(s.planner.slots, k) // beyond catch-up: forget
+			delete(p.slots, k) // beyond catch-up: forget
 		case !st.done && !st.recheck.IsZero() && k.minute < cur-1:
 			st.done = true // watched long enough; ClaimFires covers what is left
-		case !st.done && k.minute > cur && !others && !s.keeper.holds(k) && !s.sharesLocked(k):
+		case !st.done && k.minute > cur && !others && !p.keeper.holds(k) && !p.sharesLocked(k):
 			// Another replica's share of the next minute: left to it for now.
-		case !st.done && k.minute == cur && !s.keeper.holds(k) && now.Sub(st.opened) < startShareWait && !s.sharesLocked(k):
+		case !st.done && k.minute == cur && !p.keeper.holds(k) && now.Sub(st.opened) < startShareWait && !p.sharesLocked(k):
 			// Another replica's share of the minute this one started in:
 			// left to it for startShareWait, then claimed if still free.
-			if at := st.opened.Add(startShareWait); s.planner.replanAt.IsZero() || at.Before(s.planner.replanAt) {
-				s.planner.replanAt = at
+			if at := st.opened.Add(startShareWait); p.replanAt.IsZero() || at.Before(p.replanAt) {
+				p.replanAt = at
 			}
 		case !st.done && k.minute <= last && !now.Before(st.recheck):
 			keys = append(keys, k)
 		}
 	}
-	s.planner.mu.Unlock()
+	p.mu.Unlock()
 	sort.Slice(keys, func(i, j int) bool {
 		if keys[i].minute != keys[j].minute {
 			return keys[i].minute < keys[j].minute
 		}
 		return keys[i].bucket < keys[j].bucket
 	})
-	return s.planSlots(ctx, now, keys)
+	return p.planSlots(ctx, now, keys)
 }
 
 // The next minute's slots are shared out among the live replicas: each
@@ -540,8 +570,8 @@ func (s *Scheduler) plan(ctx context.Context, now time.Time) error {
 // shareWait is half the claim-ahead time, in whole ticks (the loop ticks
 // once a second), so that the other replicas still have half of it to
 // record a dead replica's share: none with ClaimAhead at its minimum, 1s.
-func (s *Scheduler) shareWait() time.Duration {
-	return min(s.opts.ClaimAhead/2, s.opts.ClaimAhead-time.Second).Truncate(time.Second)
+func (p *planner) shareWait() time.Duration {
+	return min(p.opts.ClaimAhead/2, p.opts.ClaimAhead-time.Second).Truncate(time.Second)
 }
 
 // startShareWait: see above. A second and a quarter, so that a replica
@@ -552,13 +582,13 @@ const startShareWait = 1250 * time.Millisecond
 // sharesLocked tells whether slot k is this replica's share: slots go
 // round the live replicas (sorted by ID) by bucket, starting one further
 // each minute. A replica not in the list (its first heartbeat is not in)
-// or alone has every slot. s.planner.mu is held.
-func (s *Scheduler) sharesLocked(k slotKey) bool {
-	i := slices.Index(s.planner.live, s.opts.InstanceID)
-	if i < 0 || len(s.planner.live) < 2 {
+// or alone has every slot. p.mu is held.
+func (p *planner) sharesLocked(k slotKey) bool {
+	i := slices.Index(p.live, p.opts.InstanceID)
+	if i < 0 || len(p.live) < 2 {
 		return true
 	}
-	return (int(k.minute%int64(len(s.planner.live)))+k.bucket)%len(s.planner.live) == i
+	return (int(k.minute%int64(len(p.live)))+k.bucket)%len(p.live) == i
 }
 
 // planSlots claims open slots and records their fires. It claims every
@@ -567,29 +597,29 @@ func (s *Scheduler) sharesLocked(k slotKey) bool {
 // not make the imminent fires wait behind a minute of rows. All missed
 // fires of a task are recorded together, so its misfire policy sees them
 // all.
-func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey) error {
+func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey) error {
 	var fires []fire
 	var won, takeOver []slotKey
 	gens := make(map[slotKey]int, len(keys))
 	lockDown := false // after one unavailable answer this tick, do not wait on the lock again
 	for _, k := range keys {
-		s.planner.mu.Lock()
-		st := s.planner.slots[k]
+		p.mu.Lock()
+		st := p.slots[k]
 		gen, only := st.gen, maps.Clone(st.only)
-		if !s.keeper.holds(k) {
+		if !p.keeper.holds(k) {
 			only = nil // not held since it was planned: planned again in full, from the claim on
 		}
-		s.planner.mu.Unlock()
-		f := s.view.firesIn(k.minute, k.bucket, only)
+		p.mu.Unlock()
+		f := p.view.firesIn(k.minute, k.bucket, only)
 		if len(f) == 0 {
-			s.planner.mu.Lock()
+			p.mu.Lock()
 			if st.gen == gen {
 				st.done, st.only = true, nil // nothing to claim: no lock, no row
 			}
-			s.planner.mu.Unlock()
+			p.mu.Unlock()
 			continue
 		}
-		if !s.claimSlot(ctx, now, k, st, &lockDown) {
+		if !p.claimSlot(ctx, now, k, st, &lockDown) {
 			continue
 		}
 		fires = append(fires, f...)
@@ -630,47 +660,47 @@ func (s *Scheduler) planSlots(ctx context.Context, now time.Time, keys []slotKey
 	// for every row of the slots before it to be taken over.
 	urgentMs := soon.UnixMilli()
 	for _, k := range takeOver {
-		if err := s.takeOver(ctx, k, k.minute*60_000, min((k.minute+1)*60_000, urgentMs)); err != nil {
+		if err := p.takeOver(ctx, k, k.minute*60_000, min((k.minute+1)*60_000, urgentMs)); err != nil {
 			return err
 		}
 	}
 	if len(urgent) > 0 {
-		if err := s.record(ctx, now, urgent); err != nil {
+		if err := p.record(ctx, now, urgent); err != nil {
 			return err // slots stay open and are retried next tick under the lock
 		}
 	}
 	for len(later) > 0 {
-		n, ok := s.nextChunk(ctx, len(later))
+		n, ok := p.nextChunk(ctx, len(later))
 		if !ok {
 			return ctx.Err() // stopping; the slots stay open
 		}
 		began := time.Now()
-		if err := s.record(ctx, now, later[:n]); err != nil {
+		if err := p.record(ctx, now, later[:n]); err != nil {
 			return err
 		}
-		s.noteRecord(time.Since(began), n)
+		p.noteRecord(time.Since(began), n)
 		later = later[n:]
 	}
 	for _, k := range takeOver {
-		if err := s.takeOver(ctx, k, max(k.minute*60_000, urgentMs), (k.minute+1)*60_000); err != nil {
+		if err := p.takeOver(ctx, k, max(k.minute*60_000, urgentMs), (k.minute+1)*60_000); err != nil {
 			return err
 		}
 	}
 	slots := make([]store.Slot, len(won))
 	for i, k := range won {
-		slots[i] = store.Slot{App: s.opts.App, Minute: k.minute, Bucket: k.bucket, Done: true, Owner: s.opts.InstanceID, DoneMs: now.UnixMilli()}
+		slots[i] = store.Slot{App: p.opts.App, Minute: k.minute, Bucket: k.bucket, Done: true, Owner: p.opts.InstanceID, DoneMs: now.UnixMilli()}
 	}
-	if err := s.store.MarkSlotsDone(ctx, s.opts.App, slots); err != nil {
+	if err := p.store.MarkSlotsDone(ctx, p.opts.App, slots); err != nil {
 		return err // fires are recorded; marking again next tick is harmless
 	}
-	s.planner.mu.Lock()
+	p.mu.Lock()
 	for _, k := range won {
-		if st := s.planner.slots[k]; st.gen == gens[k] {
+		if st := p.slots[k]; st.gen == gens[k] {
 			st.done, st.only = true, nil
 		} // else a task changed while this ran: plan the slot again next tick
 	}
-	s.planner.mu.Unlock()
-	s.log.Debug("slots recorded", "slots", len(won), "fires", len(fires))
+	p.mu.Unlock()
+	p.log.Debug("slots recorded", "slots", len(won), "fires", len(fires))
 	return nil
 }
 
@@ -701,10 +731,10 @@ const (
 // hold. It measures real time, as the fires' lateness does: under an
 // injected clock it delays a chunk by at most a second. ok is false if
 // ctx ended first.
-func (s *Scheduler) nextChunk(ctx context.Context, left int) (n int, ok bool) {
+func (p *planner) nextChunk(ctx context.Context, left int) (n int, ok bool) {
 	wall := time.Now()
-	lead := min(s.dispatcher.lead(), maxQuietLead)
-	wait, n := chunkAt(wall.Sub(wall.Truncate(time.Second)), cmp.Or(s.planner.recordPerFire, assumedRecordPerFire), lead)
+	lead := min(p.fires.lead(), maxQuietLead)
+	wait, n := chunkAt(wall.Sub(wall.Truncate(time.Second)), cmp.Or(p.recordPerFire, assumedRecordPerFire), lead)
 	if wait > 0 {
 		t := time.NewTimer(wait)
 		defer t.Stop()
@@ -736,8 +766,8 @@ func chunkAt(since, perFire, lead time.Duration) (wait time.Duration, n int) {
 
 // noteRecord folds the time a chunk of n fires took to record into
 // recordPerFire.
-func (s *Scheduler) noteRecord(d time.Duration, n int) {
-	fold(&s.planner.recordPerFire, d/time.Duration(max(n, 1)))
+func (p *planner) noteRecord(d time.Duration, n int) {
+	fold(&p.recordPerFire, d/time.Duration(max(n, 1)))
 }
 
 // claimSlot takes the slot's lock. With the lock's backend unreachable it
@@ -745,33 +775,33 @@ func (s *Scheduler) noteRecord(d time.Duration, n int) {
 // then (more load on the database, the same promise). *down carries that
 // state across the slots of one tick, so a dead Redis costs one timeout
 // per tick, not one per slot.
-func (s *Scheduler) claimSlot(ctx context.Context, now time.Time, k slotKey, st *slotState, down *bool) bool {
+func (p *planner) claimSlot(ctx context.Context, now time.Time, k slotKey, st *slotState, down *bool) bool {
 	if *down {
 		return true
 	}
-	if s.keeper.holds(k) {
+	if p.keeper.holds(k) {
 		return true // ours, kept alive by the lock keeper
 	}
-	switch err := s.keeper.obtain(ctx, k); {
+	switch err := p.keeper.obtain(ctx, k); {
 	case err == nil:
-		s.noteRedis(nil)
-		s.metrics.slotClaim(claimWon)
-		s.planner.mu.Lock()
+		p.host.noteRedis(nil)
+		p.metrics.slotClaim(claimWon)
+		p.mu.Lock()
 		st.recheck = time.Time{}
-		s.planner.mu.Unlock()
+		p.mu.Unlock()
 		return true
 	case errors.Is(err, ErrLockHeld):
-		s.noteRedis(nil)
-		s.metrics.slotClaim(claimLost)
-		s.planner.mu.Lock()
+		p.host.noteRedis(nil)
+		p.metrics.slotClaim(claimLost)
+		p.mu.Lock()
 		st.recheck = now.Add(time.Second) // take over within a tick of the owner's lock expiring
-		s.planner.mu.Unlock()
+		p.mu.Unlock()
 		return false
 	case ctx.Err() != nil:
 		return false // stopping: the lock backend is not at fault, and nothing is claimed
 	default:
 		*down = true
-		s.noteRedis(err)
+		p.host.noteRedis(err)
 		return true
 	}
 }
@@ -782,56 +812,42 @@ func (s *Scheduler) claimSlot(ctx context.Context, now time.Time, k slotKey, st 
 // ID), those with run times in [fromMs, toMs). Fires of tasks this
 // replica has no handler for are set unowned instead, for a replica that
 // has it to claim.
-func (s *Scheduler) takeOver(ctx context.Context, k slotKey, fromMs, toMs int64) error {
+func (p *planner) takeOver(ctx context.Context, k slotKey, fromMs, toMs int64) error {
 	if fromMs >= toMs {
 		return nil
 	}
-	s.view.mu.Lock()
+	p.view.mu.Lock()
 	var mine, others []string
-	for _, t := range s.view.byBucket[k.bucket] {
-		if s.view.runsHereLocked(t.code) {
+	for _, t := range p.view.byBucket[k.bucket] {
+		if p.view.runsHereLocked(t.code) {
 			mine = append(mine, t.code)
 		} else {
 			others = append(others, t.code)
 		}
 	}
-	s.view.mu.Unlock()
-	if _, _, err := s.store.TakeOverFires(ctx, s.opts.App, others, fromMs, toMs, ""); err != nil {
+	p.view.mu.Unlock()
+	if _, _, err := p.store.TakeOverFires(ctx, p.opts.App, others, fromMs, toMs, ""); err != nil {
 		return err
 	}
-	rows, owners, err := s.store.TakeOverFires(ctx, s.opts.App, mine, fromMs, toMs, s.opts.InstanceID)
+	rows, owners, err := p.store.TakeOverFires(ctx, p.opts.App, mine, fromMs, toMs, p.opts.InstanceID)
 	if err != nil {
 		return err
 	}
 	if len(rows) > 0 {
-		s.log.Info("took over the fires of a slot whose owner stopped refreshing its lock", "minute", time.Unix(k.minute*60, 0).UTC(),
+		p.log.Info("took over the fires of a slot whose owner stopped refreshing its lock", "minute", time.Unix(k.minute*60, 0).UTC(),
 			"bucket", k.bucket, "fires", len(rows), "previous_owners", strings.Join(owners, ","))
 	}
 	for _, r := range rows {
-		r.Replica = s.opts.InstanceID
-		s.dispatcher.arm(r)
+		r.Replica = p.opts.InstanceID
+		p.fires.arm(r)
 	}
 	return nil
-}
-
-func (s *Scheduler) noteRedis(err error) {
-	changed := s.health.redisDown.Swap(err != nil) != (err != nil)
-	s.metrics.lockFallback(err != nil)
-	if changed {
-		s.alerts.fallback(err != nil, err)
-	}
-	switch {
-	case err != nil && changed:
-		s.log.Warn("slot lock unavailable: claims fall back to the database unique key", "err", err)
-	case err == nil && changed:
-		s.log.Info("slot lock available again")
-	}
 }
 
 // record writes the rows of fires (record-then-run) and arms those this
 // replica inserted and can run. Fires already past go through their
 // task's misfire policy.
-func (s *Scheduler) record(ctx context.Context, now time.Time, fires []fire) error {
+func (p *planner) record(ctx context.Context, now time.Time, fires []fire) error {
 	byTask := map[*taskState][]time.Time{}
 	for _, f := range fires {
 		byTask[f.task] = append(byTask[f.task], f.at)
@@ -839,40 +855,40 @@ func (s *Scheduler) record(ctx context.Context, now time.Time, fires []fire) err
 	var rows []store.Execution
 	for t, ats := range byTask {
 		sort.Slice(ats, func(i, j int) bool { return ats[i].Before(ats[j]) })
-		taskRows, err := s.rowsFor(ctx, now, t, ats)
+		taskRows, err := p.rowsFor(ctx, now, t, ats)
 		if err != nil {
 			return err
 		}
 		rows = append(rows, taskRows...)
 	}
-	inserted, err := s.store.InsertFires(ctx, rows)
+	inserted, err := p.store.InsertFires(ctx, rows)
 	if err != nil {
 		return err
 	}
 	skipped := map[string]int{}
 	for _, r := range inserted {
-		if r.Status == store.StatusScheduled && r.Replica == s.opts.InstanceID {
-			s.dispatcher.arm(r)
+		if r.Status == store.StatusScheduled && r.Replica == p.opts.InstanceID {
+			p.fires.arm(r)
 		} else if r.Status == store.StatusSkipped {
 			skipped[r.TaskCode]++
 		}
 	}
 	for code, n := range skipped { // one line per task, not one per fire of a long outage
-		s.metrics.firesSkipped(code, n)
-		s.log.Info("missed fires recorded skipped", "task", code, "fires", n, "reason", store.ReasonMisfire)
+		p.metrics.firesSkipped(code, n)
+		p.log.Info("missed fires recorded skipped", "task", code, "fires", n, "reason", store.ReasonMisfire)
 	}
 	return nil
 }
 
 // rowsFor builds the rows of one task's fires, applying the misfire policy
 // to those already past and WithMaxRuns.
-func (s *Scheduler) rowsFor(ctx context.Context, now time.Time, t *taskState, ats []time.Time) ([]store.Execution, error) {
+func (p *planner) rowsFor(ctx context.Context, now time.Time, t *taskState, ats []time.Time) ([]store.Execution, error) {
 	owner := ""
-	if s.view.runsHere(t.code) {
-		owner = s.opts.InstanceID
+	if p.view.runsHere(t.code) {
+		owner = p.opts.InstanceID
 	}
 	row := func(at time.Time, status, source, reason string) store.Execution {
-		return store.Execution{App: s.opts.App, TaskCode: t.code, RunTime: at.UnixMilli(), Status: status,
+		return store.Execution{App: p.opts.App, TaskCode: t.code, RunTime: at.UnixMilli(), Status: status,
 			Source: source, Reason: reason, MaxAttempts: max(t.def.MaxAttempts, 1), Replica: owner}
 	}
 	var missed, onTime []time.Time
@@ -898,7 +914,7 @@ func (s *Scheduler) rowsFor(ctx context.Context, now time.Time, t *taskState, at
 			rows = append(rows, row(at, store.StatusScheduled, store.SourceCatchup, ""))
 		} else {
 			skip := row(at, store.StatusSkipped, store.SourceSchedule, store.ReasonMisfire)
-			skip.Replica = s.opts.InstanceID
+			skip.Replica = p.opts.InstanceID
 			rows = append(rows, skip)
 		}
 	}
@@ -906,7 +922,7 @@ func (s *Scheduler) rowsFor(ctx context.Context, now time.Time, t *taskState, at
 		rows = append(rows, row(at, store.StatusScheduled, store.SourceSchedule, ""))
 	}
 	if t.def.MaxRuns > 0 {
-		done, err := s.store.ScheduledRuns(ctx, s.opts.App, t.code)
+		done, err := p.store.ScheduledRuns(ctx, p.opts.App, t.code)
 		if err != nil {
 			return nil, err
 		}
@@ -928,40 +944,40 @@ func (s *Scheduler) rowsFor(ctx context.Context, now time.Time, t *taskState, at
 // claimFires takes over scheduled fires nobody runs: manual runs and fires
 // recorded by replicas without the handler (no owner), and fires whose
 // owner died before starting them.
-func (s *Scheduler) claimFires(ctx context.Context, now time.Time) error {
-	codes := s.view.claimCodes()
-	s.planner.mu.Lock()
-	live := s.planner.live
-	s.planner.mu.Unlock()
+func (p *planner) claimFires(ctx context.Context, now time.Time) error {
+	codes := p.view.claimCodes()
+	p.mu.Lock()
+	live := p.live
+	p.mu.Unlock()
 	// Unowned fires due in the next two seconds are claimed now and armed, so
 	// they start on time, not at the next tick.
-	claimed, err := s.store.ClaimFires(ctx, s.opts.App, s.opts.InstanceID, codes, s.view.runsHere, live,
-		now.Add(2*time.Second).UnixMilli(), now.Add(-s.opts.ReplicaTimeout).UnixMilli(), claimBatch)
+	claimed, err := p.store.ClaimFires(ctx, p.opts.App, p.opts.InstanceID, codes, p.view.runsHere, live,
+		now.Add(2*time.Second).UnixMilli(), now.Add(-p.opts.ReplicaTimeout).UnixMilli(), claimBatch)
 	for _, r := range claimed {
-		s.log.Info("claimed a fire nobody was running", "task", r.TaskCode, "execution", r.ID, "run_time", time.UnixMilli(r.RunTime).UTC())
-		s.dispatcher.arm(r)
+		p.log.Info("claimed a fire nobody was running", "task", r.TaskCode, "execution", r.ID, "run_time", time.UnixMilli(r.RunTime).UTC())
+		p.fires.arm(r)
 	}
 	return err
 }
 
 // pickRetries starts the retries that are due, of tasks this replica can
 // run, whichever replica ran the failed attempt.
-func (s *Scheduler) pickRetries(ctx context.Context, now time.Time) error {
-	due, err := s.store.DueRetries(ctx, s.opts.App, now.UnixMilli(), claimBatch)
+func (p *planner) pickRetries(ctx context.Context, now time.Time) error {
+	due, err := p.store.DueRetries(ctx, p.opts.App, now.UnixMilli(), claimBatch)
 	if err != nil {
 		return err
 	}
 	for _, r := range due {
-		if !s.view.runsHere(r.TaskCode) {
+		if !p.view.runsHere(r.TaskCode) {
 			continue
 		}
-		ok, err := s.store.StartAttempt(ctx, r.ID, r.Attempt+1, s.opts.InstanceID, now.UnixMilli())
+		ok, err := p.store.StartAttempt(ctx, r.ID, r.Attempt+1, p.opts.InstanceID, now.UnixMilli())
 		if err != nil {
 			return err
 		}
 		if ok {
 			r.Attempt++
-			s.startAttempt(r, now)
+			p.host.startAttempt(r, now)
 		}
 	}
 	return nil
@@ -969,18 +985,18 @@ func (s *Scheduler) pickRetries(ctx context.Context, now time.Time) error {
 
 // rescueLost settles running executions whose replica stopped
 // heart-beating, by their retry policy.
-func (s *Scheduler) rescueLost(ctx context.Context, now time.Time) error {
-	s.planner.mu.Lock()
-	live := s.planner.live
-	s.planner.mu.Unlock()
+func (p *planner) rescueLost(ctx context.Context, now time.Time) error {
+	p.mu.Lock()
+	live := p.live
+	p.mu.Unlock()
 	if len(live) == 0 {
 		return nil // not even ourselves: our own heartbeat has not landed
 	}
-	promoted, err := s.store.PromoteLostStarts(ctx, s.opts.App, live, now.Add(-time.Minute).UnixMilli())
+	promoted, err := p.store.PromoteLostStarts(ctx, p.opts.App, live, now.Add(-time.Minute).UnixMilli())
 	if err != nil {
 		return err
 	}
-	lost, err := s.store.LostExecutions(ctx, s.opts.App, live, claimBatch)
+	lost, err := p.store.LostExecutions(ctx, p.opts.App, live, claimBatch)
 	if err != nil {
 		return err
 	}
@@ -990,17 +1006,57 @@ func (s *Scheduler) rescueLost(ctx context.Context, now time.Time) error {
 	}
 	finishes := make([]store.Finish, len(lost))
 	for i, r := range lost {
-		finishes[i] = s.settle(r, now, fmt.Errorf("replica %s lost while running attempt %d", r.Replica, r.Attempt), false, store.ReasonReplicaLost)
+		finishes[i] = p.host.settle(r, now, fmt.Errorf("replica %s lost while running attempt %d", r.Replica, r.Attempt), false, store.ReasonReplicaLost)
 	}
-	oks, err := s.store.FinishAttempts(ctx, finishes)
+	oks, err := p.store.FinishAttempts(ctx, finishes)
 	for i, ok := range oks {
 		if ok {
-			s.metrics.rescue(1)
-			s.metrics.fireEnded(lost[i].TaskCode, finishes[i].Status)
-			s.alerts.settled(lost[i], finishes[i])
-			s.log.Warn("execution rescued from a lost replica", "task", lost[i].TaskCode, "execution", lost[i].ID,
+			p.metrics.rescue(1)
+			p.metrics.fireEnded(lost[i].TaskCode, finishes[i].Status)
+			p.alerts.settled(lost[i], finishes[i])
+			p.log.Warn("execution rescued from a lost replica", "task", lost[i].TaskCode, "execution", lost[i].ID,
 				"replica", lost[i].Replica, "status", finishes[i].Status)
 		}
 	}
 	return err
+}
+
+// recentRuns is how many of the app's last attempts seed the pool's mean
+// run time at Start.
+const recentRuns = 1000
+
+// reseedEvery is how often a replica whose pool has run nothing reads the
+// app's recent run times again (reseed).
+const reseedEvery = 10 * time.Second
+
+// reseed refreshes the pool's seed (seedRunTime) while the pool has run
+// nothing of its own: a replica that joins a running fleet, or that owns
+// no slot of the minute its fleet started in, runs its first fires at
+// the next minute, and without a seed it claimed that minute's first
+// instant one pool's worth at a time, the rest after a first handler had
+// returned, late. Only the tick loop calls it.
+func (p *planner) reseed(ctx context.Context, now time.Time) {
+	if now.Before(p.reseedAt) || p.pool.Measured() {
+		return
+	}
+	if err := p.seedRunTime(ctx); err != nil {
+		p.log.Debug("recent run times not read; next tick tries again", "err", err)
+	}
+}
+
+// seedRunTime gives the worker pool the mean run time of the app's last
+// attempts (recentRuns), so that a replica that has not run a handler
+// since it started claims a burst of quick fires ahead in one round, as
+// one that has would, instead of a pool's worth (fenceRoom): a fleet
+// deployed in the afternoon whose 10,000 tasks all fire at midnight. The
+// rows' durations are whole milliseconds: under one counts as one, an
+// upper bound. An app with no attempts yet keeps the pool's worth.
+func (p *planner) seedRunTime(ctx context.Context) error {
+	p.reseedAt = p.clock.Now().Add(reseedEvery)
+	mean, n, err := p.store.RecentRunTime(ctx, p.opts.App, recentRuns)
+	if err != nil || n == 0 {
+		return err
+	}
+	p.pool.Seed(max(mean, time.Millisecond))
+	return nil
 }

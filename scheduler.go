@@ -342,7 +342,7 @@ type Scheduler struct {
 	state int // stateNew, stateRunning, stateStopped
 
 	view       view           // the registry and view of tasks (view.go)
-	planner    planner        // the tick loop's state (loop.go)
+	planner    *planner       // the tick loop (loop.go)
 	dispatcher *dispatcher    // the armed and claimed fires (fire.go)
 	stopped    chan struct{}  // closed when the first Stop has finished
 	attempts   sync.WaitGroup // handlers
@@ -387,7 +387,6 @@ func New(opts Options) (*Scheduler, error) {
 		httpPool: executor.NewPool(opts.HTTPWorkers),
 		caller:   caller,
 		tracer:   newTracer(opts),
-		planner:  planner{slots: map[slotKey]*slotState{}, publish: make(chan struct{}, 1)},
 	}
 	s.view.init(opts.Buckets)
 	s.store = store.New(opts.DB, store.WithNow(s.clock.Now), store.WithRollups(!opts.NoRollups))
@@ -407,6 +406,7 @@ func New(opts Options) (*Scheduler, error) {
 	s.updates = newStatusWriter(s)
 	s.dispatcher = newDispatcher(s)
 	s.keeper = newLockKeeper(s)
+	s.planner = newPlanner(s)
 	s.retention = newRetention(s)
 	return s, nil
 }
@@ -560,14 +560,14 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if err := s.retryStart(ctx, "load tasks", s.syncTasks); err != nil {
 		return err
 	}
-	if err := s.retryStart(ctx, "read recent run times", s.seedRunTime); err != nil {
+	if err := s.retryStart(ctx, "read recent run times", s.planner.seedRunTime); err != nil {
 		return err
 	}
 	now := s.clock.Now()
-	if err := s.retryStart(ctx, "heartbeat", func(ctx context.Context) error { return s.heartbeat(ctx, now) }); err != nil {
+	if err := s.retryStart(ctx, "heartbeat", func(ctx context.Context) error { return s.planner.heartbeat(ctx, now) }); err != nil {
 		return err
 	}
-	if err := s.retryStart(ctx, "find missed slots", func(ctx context.Context) error { return s.findMissedSlots(ctx, now) }); err != nil {
+	if err := s.retryStart(ctx, "find missed slots", func(ctx context.Context) error { return s.planner.findMissedSlots(ctx, now) }); err != nil {
 		return err
 	}
 
@@ -578,7 +578,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	bg := context.Background()
 	if err := errors.Join(
 		s.updates.start(),
-		s.planner.Start(bg, startstop.Loop{Run: s.tickLoop, Timers: 1}, startstop.Loop{Run: s.publishHandlers}),
+		s.planner.Start(bg, startstop.Loop{Run: s.planner.tickLoop, Timers: 1}, startstop.Loop{Run: s.planner.publishHandlers}),
 		s.dispatcher.Start(bg, startstop.Loop{Run: s.dispatcher.loop, Timers: 1}),
 		s.keeper.start(),
 		s.retention.start(),

@@ -28,7 +28,7 @@ func TestNextMinuteIsSharedOutAmongLiveReplicas(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	f := newShareFleet(t, t0, "0 * * * * *")
 	a, b := f.replica("replica-a"), f.replica("replica-b")
-	require.Equal(t, 5*time.Second, a.shareWait(), "half of ClaimAhead (10s)")
+	require.Equal(t, 5*time.Second, a.planner.shareWait(), "half of ClaimAhead (10s)")
 	clock, held, share, withFires := f.clock, f.held, f.share, f.withFires
 	recorded := func(m time.Time) (n int64) {
 		require.NoError(t, f.db.Model(&store.Execution{}).Where("app = ? AND run_time = ?", f.app, m.UnixMilli()).Count(&n).Error)
@@ -38,10 +38,10 @@ func TestNextMinuteIsSharedOutAmongLiveReplicas(t *testing.T) {
 	// Both alive: at ClaimAhead, each takes its share and only that.
 	next := t0.Add(time.Minute)
 	clock.Set(next.Add(-10 * time.Second))
-	require.NoError(t, a.heartbeat(ctx, clock.Now()))
-	require.NoError(t, b.heartbeat(ctx, clock.Now()))
-	require.NoError(t, a.plan(ctx, clock.Now()))
-	require.NoError(t, b.plan(ctx, clock.Now()))
+	require.NoError(t, a.planner.heartbeat(ctx, clock.Now()))
+	require.NoError(t, b.planner.heartbeat(ctx, clock.Now()))
+	require.NoError(t, a.planner.plan(ctx, clock.Now()))
+	require.NoError(t, b.planner.plan(ctx, clock.Now()))
 	a.planner.mu.Lock()
 	require.Equal(t, []string{"replica-a", "replica-b"}, a.planner.live, "read again as replica-a saw the minute first")
 	a.planner.mu.Unlock()
@@ -57,12 +57,12 @@ func TestNextMinuteIsSharedOutAmongLiveReplicas(t *testing.T) {
 	next = t0.Add(2 * time.Minute)
 	for _, at := range []time.Duration{-10 * time.Second, -8 * time.Second, -6 * time.Second} {
 		clock.Set(next.Add(at))
-		require.NoError(t, a.plan(ctx, clock.Now()))
+		require.NoError(t, a.planner.plan(ctx, clock.Now()))
 		require.Equal(t, share(a, next), held(a, next), "at %s, replica-a holds its share of 10:02 only", clock.Now().Format(time.TimeOnly))
 	}
 	require.Less(t, recorded(next), int64(64))
 	clock.Set(next.Add(-5 * time.Second))
-	require.NoError(t, a.plan(ctx, clock.Now()))
+	require.NoError(t, a.planner.plan(ctx, clock.Now()))
 	require.Equal(t, withFires, held(a, next), "at 10:01:55, replica-a holds every slot of 10:02")
 	require.EqualValues(t, 64, recorded(next))
 
@@ -73,7 +73,7 @@ func TestNextMinuteIsSharedOutAmongLiveReplicas(t *testing.T) {
 	a.planner.mu.Unlock()
 	next = t0.Add(3 * time.Minute)
 	clock.Set(next.Add(-10 * time.Second))
-	require.NoError(t, a.plan(ctx, clock.Now()))
+	require.NoError(t, a.planner.plan(ctx, clock.Now()))
 	require.Equal(t, withFires, held(a, next))
 	require.EqualValues(t, 64, recorded(next))
 }
@@ -84,8 +84,8 @@ func TestShareWaitLeavesTheOthersTimeToClaim(t *testing.T) {
 		time.Second: 0, 1500 * time.Millisecond: 0, 2 * time.Second: time.Second,
 		3 * time.Second: time.Second, 10 * time.Second: 5 * time.Second, 50 * time.Second: 25 * time.Second,
 	} {
-		s := &Scheduler{opts: Options{ClaimAhead: ahead}}
-		require.Equal(t, want, s.shareWait(), "ClaimAhead %s", ahead)
+		p := &planner{opts: Options{ClaimAhead: ahead}}
+		require.Equal(t, want, p.shareWait(), "ClaimAhead %s", ahead)
 	}
 }
 
@@ -103,17 +103,17 @@ func TestTheMinuteAFleetStartsInIsSharedOut(t *testing.T) {
 	// Started together: each holds its share of 10:00 after its first plan.
 	f := newShareFleet(t, t0, "* * * * * *")
 	a, b := f.replica("replica-a"), f.replica("replica-b")
-	require.NoError(t, a.heartbeat(ctx, t0)) // Start's heartbeats: replica-a's before replica-b's
-	require.NoError(t, b.heartbeat(ctx, t0))
-	require.NoError(t, a.plan(ctx, t0))
+	require.NoError(t, a.planner.heartbeat(ctx, t0)) // Start's heartbeats: replica-a's before replica-b's
+	require.NoError(t, b.planner.heartbeat(ctx, t0))
+	require.NoError(t, a.planner.plan(ctx, t0))
 	require.Equal(t, f.share(a, this), f.held(a, this), "replica-a claims its share of the minute it started in")
 	require.Equal(t, t0.Add(startShareWait), a.planner.replanAt, "and ticks again for the rest")
-	require.NoError(t, b.plan(ctx, t0))
+	require.NoError(t, b.planner.plan(ctx, t0))
 	require.Equal(t, f.share(b, this), f.held(b, this))
 	require.NotEmpty(t, f.held(a, this))
 	require.NotEmpty(t, f.held(b, this))
 	a.planner.replanAt = time.Time{}
-	require.NoError(t, a.plan(ctx, t0.Add(startShareWait)))
+	require.NoError(t, a.planner.plan(ctx, t0.Add(startShareWait)))
 	require.Equal(t, f.share(a, this), f.held(a, this), "replica-b's share is held by replica-b")
 	require.Len(t, f.withFires, len(f.held(a, this))+len(f.held(b, this)), "every slot with fires is held once")
 
@@ -121,21 +121,21 @@ func TestTheMinuteAFleetStartsInIsSharedOut(t *testing.T) {
 	// replica-d takes c's share of the minute startShareWait later.
 	f = newShareFleet(t, t0, "* * * * * *")
 	c, d := f.replica("replica-c"), f.replica("replica-d")
-	require.NoError(t, c.heartbeat(ctx, t0))
-	require.NoError(t, d.heartbeat(ctx, t0))
+	require.NoError(t, c.planner.heartbeat(ctx, t0))
+	require.NoError(t, d.planner.heartbeat(ctx, t0))
 	for _, at := range []time.Duration{0, time.Second} {
-		require.NoError(t, d.plan(ctx, t0.Add(at)))
+		require.NoError(t, d.planner.plan(ctx, t0.Add(at)))
 		require.Equal(t, f.share(d, this), f.held(d, this), "at +%s, replica-d holds its share only", at)
 	}
 	require.NotEqual(t, f.withFires, f.held(d, this))
-	require.NoError(t, d.plan(ctx, t0.Add(startShareWait)))
+	require.NoError(t, d.planner.plan(ctx, t0.Add(startShareWait)))
 	require.Equal(t, f.withFires, f.held(d, this), "at +%s, every slot", startShareWait)
 
 	// Alone in the list: every slot at the first plan.
 	f = newShareFleet(t, t0, "* * * * * *")
 	e := f.replica("replica-e")
-	require.NoError(t, e.heartbeat(ctx, t0))
-	require.NoError(t, e.plan(ctx, t0))
+	require.NoError(t, e.planner.heartbeat(ctx, t0))
+	require.NoError(t, e.planner.plan(ctx, t0))
 	require.Equal(t, f.withFires, f.held(e, this))
 	require.True(t, e.planner.replanAt.IsZero())
 }
@@ -190,7 +190,7 @@ func (f *shareFleet) share(s *Scheduler, m time.Time) map[int]bool {
 	out := map[int]bool{}
 	for bucket := range f.withFires {
 		s.planner.mu.Lock()
-		mine := s.sharesLocked(slotKey{m.Unix() / 60, bucket})
+		mine := s.planner.sharesLocked(slotKey{m.Unix() / 60, bucket})
 		s.planner.mu.Unlock()
 		if mine {
 			out[bucket] = true

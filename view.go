@@ -59,6 +59,12 @@ type view struct {
 	// handlersGen counts the changes to the handlers registered here, for
 	// the heartbeat, which lists them.
 	handlersGen int
+
+	// The task generation of the last sync that read every version, and
+	// when (syncTasks). The tick loop and Start only.
+	synced    bool
+	syncedGen int64
+	syncedAt  time.Time
 }
 
 // init makes the empty view of an app of the given number of buckets.
@@ -292,10 +298,10 @@ func (s *Scheduler) adoptLocked(t *taskState, now time.Time) (old *taskState, re
 	resumed := old != nil && old.status != store.TaskActive && t.status == store.TaskActive
 	switch {
 	case old == nil:
-		s.reopenSlots(t, now)
+		s.planner.reopenSlots(t, now)
 	case rescheduled || resumed:
 		t.since = now
-		s.reopenSlots(t, now)
+		s.planner.reopenSlots(t, now)
 	default:
 		t.since = old.since
 	}
@@ -431,8 +437,8 @@ func (s *Scheduler) syncTasks(ctx context.Context) error {
 		return err
 	}
 	now := s.clock.Now()
-	if s.planner.synced && gen == s.planner.syncedGen {
-		if now.Sub(s.planner.syncedAt) < fullSyncEvery {
+	if s.view.synced && gen == s.view.syncedGen {
+		if now.Sub(s.view.syncedAt) < fullSyncEvery {
 			return nil
 		}
 		sums, err := s.store.TaskSums(ctx, s.opts.App)
@@ -443,14 +449,14 @@ func (s *Scheduler) syncTasks(ctx context.Context) error {
 		same := sums == store.TaskSums(s.view.viewSums)
 		s.view.mu.Unlock()
 		if same {
-			s.planner.syncedAt = now
+			s.view.syncedAt = now
 			return nil
 		}
 	}
 	if err := s.syncAllTasks(ctx); err != nil {
 		return err
 	}
-	s.planner.synced, s.planner.syncedGen, s.planner.syncedAt = true, gen, now
+	s.view.synced, s.view.syncedGen, s.view.syncedAt = true, gen, now
 	return nil
 }
 
@@ -603,7 +609,7 @@ func (s *Scheduler) loadTasks(ctx context.Context, gen int64, registered int) (m
 			if fresh {
 				r.state = t // r has no state: nothing to look up, a million times
 				s.view.placeLocked(t, nil)
-				s.reopenSlots(t, now)
+				s.planner.reopenSlots(t, now)
 			} else if old, rescheduled := s.adoptLocked(t, now); old != nil {
 				s.logAdopted(old, t, rescheduled)
 			}
@@ -652,7 +658,7 @@ func (s *Scheduler) loadTasks(ctx context.Context, gen int64, registered int) (m
 			s.adoptTask(r)
 		}
 	}
-	s.planner.synced, s.planner.syncedGen, s.planner.syncedAt = true, last, now
+	s.view.synced, s.view.syncedGen, s.view.syncedAt = true, last, now
 	return max(registered-found, 0), nil
 }
 
