@@ -143,7 +143,7 @@ func BenchmarkFiresIn(b *testing.B) {
 		b.Run(fmt.Sprintf("tasks=%d", tasks), func(b *testing.B) {
 			s := benchScheduler(b, Options{})
 			for i := range tasks {
-				s.adoptTask(store.Task{ID: int64(i + 1), App: s.opts.App, Code: fmt.Sprintf("billing.invoice-%06d", i),
+				s.view.adoptTask(store.Task{ID: int64(i + 1), App: s.opts.App, Code: fmt.Sprintf("billing.invoice-%06d", i),
 					Kind: store.KindFunc, Spec: specs[i%len(specs)], TimeZone: zones[i/len(specs)%len(zones)],
 					Status: store.TaskActive, MaxAttempts: 1, CreatedMs: created, Version: 1})
 			}

@@ -73,7 +73,7 @@ func (v *view) claimCodes() store.CodeSet {
 }
 
 // runCodesLocked lists, sorted, the codes of the tasks this replica runs:
-// its handlers and the HTTP tasks. s.view.mu is held.
+// its handlers and the HTTP tasks. v.mu is held.
 func (v *view) runCodesLocked() []string {
 	runs := make([]string, 0, len(v.handlers))
 	for c := range v.handlers {

@@ -191,7 +191,7 @@ func (s *Scheduler) CreateHTTPTask(ctx context.Context, t HTTPTask) error {
 	case err != nil:
 		return fmt.Errorf("xtimer: create http task %q: %w", t.Code, err)
 	}
-	s.adoptTask(stored)
+	s.view.adoptTask(stored)
 	s.log.Info("http task created", "task", t.Code, "method", t.Target.Method, "url", redactedURL(t.Target.URL), "spec", t.Spec)
 	return nil
 }
@@ -224,7 +224,7 @@ func (s *Scheduler) UpdateHTTPTask(ctx context.Context, t HTTPTask) error {
 		case err != nil:
 			return fmt.Errorf("xtimer: update http task %q: %w", t.Code, err)
 		}
-		s.adoptTask(stored)
+		s.view.adoptTask(stored)
 		s.log.Info("http task updated", "task", t.Code, "method", t.Target.Method, "url", redactedURL(t.Target.URL), "spec", t.Spec)
 		return nil
 	}

@@ -102,11 +102,9 @@ type fireArmer interface {
 }
 
 // plannerHost is what the planner asks of the rest of the engine
-// (Scheduler): the view's sync with the store, the attempts of the
-// retries it wins and of the runs it rescues, and the health of the
-// database and the lock backend.
+// (Scheduler): the attempts of the retries it wins and of the runs it
+// rescues, and the health of the database and the lock backend.
 type plannerHost interface {
-	syncTasks(ctx context.Context) error
 	startAttempt(r store.Execution, at time.Time)
 	settle(r store.Execution, at time.Time, err error, timedOut bool, reason string) store.Finish
 	noteDB(err error)
@@ -284,7 +282,7 @@ func untilTick(now time.Time) time.Duration {
 
 func (p *planner) tick(ctx context.Context, now time.Time) {
 	p.health.tick(now)
-	err := p.host.syncTasks(ctx)
+	err := p.view.syncTasks(ctx)
 	if err == nil && now.Sub(p.lastBeatAt()) >= p.opts.HeartbeatInterval {
 		if err = p.heartbeat(ctx, now); err == nil {
 			err = p.rescueLost(ctx, now)

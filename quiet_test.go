@@ -20,7 +20,7 @@ func TestQuietBucketIsSkippedUntilATaskOfItChanges(t *testing.T) {
 	require.NoError(t, err)
 	created := mustTime(t, "2026-01-01T00:00:00Z").UnixMilli()
 	adopt := func(id int64, code, spec string) {
-		s.adoptTask(store.Task{ID: id, App: s.opts.App, Code: code, Kind: store.KindFunc, Spec: spec, TimeZone: "UTC",
+		s.view.adoptTask(store.Task{ID: id, App: s.opts.App, Code: code, Kind: store.KindFunc, Spec: spec, TimeZone: "UTC",
 			Status: store.TaskActive, MaxAttempts: 1, CreatedMs: created, Version: 1})
 	}
 	adopt(1, "daily", "0 0 3 * * *")

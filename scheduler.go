@@ -388,8 +388,8 @@ func New(opts Options) (*Scheduler, error) {
 		caller:   caller,
 		tracer:   newTracer(opts),
 	}
-	s.view.init(opts.Buckets)
 	s.store = store.New(opts.DB, store.WithNow(s.clock.Now), store.WithRollups(!opts.NoRollups))
+	s.view.init(s)
 	switch {
 	case opts.Locker != nil:
 		s.locker = opts.Locker
@@ -407,6 +407,7 @@ func New(opts Options) (*Scheduler, error) {
 	s.dispatcher = newDispatcher(s)
 	s.keeper = newLockKeeper(s)
 	s.planner = newPlanner(s)
+	s.view.slots = s.planner
 	s.retention = newRetention(s)
 	return s, nil
 }
@@ -521,7 +522,7 @@ func (s *Scheduler) upsertTask(ctx context.Context, r *registration) error {
 	if err != nil {
 		return fmt.Errorf("xtimer: record task %q: %w", r.code, err)
 	}
-	s.adoptTask(stored)
+	s.view.adoptTask(stored)
 	return nil
 }
 
@@ -554,10 +555,10 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if err := s.retryStart(ctx, "create tables", s.store.Migrate); err != nil {
 		return err
 	}
-	if err := s.retryStart(ctx, "record tasks", s.registerAll); err != nil {
+	if err := s.retryStart(ctx, "record tasks", s.view.registerAll); err != nil {
 		return err
 	}
-	if err := s.retryStart(ctx, "load tasks", s.syncTasks); err != nil {
+	if err := s.retryStart(ctx, "load tasks", s.view.syncTasks); err != nil {
 		return err
 	}
 	if err := s.retryStart(ctx, "read recent run times", s.planner.seedRunTime); err != nil {
@@ -726,7 +727,7 @@ func (s *Scheduler) reloadTask(ctx context.Context, code string) error {
 	if err != nil {
 		return fmt.Errorf("xtimer: read task %q: %w", code, err)
 	}
-	s.adoptTask(row)
+	s.view.adoptTask(row)
 	return nil
 }
 

@@ -166,7 +166,7 @@ func (f *shareFleet) replica(id string) *Scheduler {
 	require.NoError(f.t, s.store.Migrate(context.Background()))
 	for i := range 64 {
 		code := fmt.Sprintf("report.%02d", i)
-		s.adoptTask(store.Task{ID: int64(i + 1), App: f.app, Code: code, Kind: store.KindFunc,
+		s.view.adoptTask(store.Task{ID: int64(i + 1), App: f.app, Code: code, Kind: store.KindFunc,
 			Spec: f.spec, TimeZone: "UTC", Status: store.TaskActive, MaxAttempts: 1,
 			CreatedMs: f.clock.Now().Add(-time.Hour).UnixMilli(), Version: 1})
 		f.withFires[bucketOf(code, s.opts.Buckets)] = true

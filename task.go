@@ -137,7 +137,7 @@ type registration struct {
 	handler Handler
 	opts    *regOpts
 	// state is the task as stored, in this replica's view; nil until its
-	// row is (taskLocked). Guarded by s.view.mu.
+	// row is (taskLocked). Guarded by view.mu.
 	state *taskState
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
 	"time"
@@ -17,10 +18,19 @@ import (
 // changes other replicas and the console make (syncTasks).
 
 // view is the registry of the handlers registered here and the view of
-// every task of the app. It is one component's state: its lock guards
-// every field below, and is taken before the planner's or the
-// dispatcher's where a section needs two.
+// every task of the app, which it keeps in step with the store
+// (registerAll at Start, syncTasks every tick, adoptTask after a change
+// made here). Its lock guards the fields below mu, and is taken before
+// the planner's or the dispatcher's where a section needs two.
 type view struct {
+	// What it is wired to (init), fixed after.
+	store   *store.Store
+	app     string
+	buckets int
+	clock   Clock
+	log     *slog.Logger
+	slots   slotReopener // the planner
+
 	mu       sync.Mutex
 	handlers map[string]*registration // registered in this process
 	// regOrder lists them in the order they were registered: a code's
@@ -67,8 +77,17 @@ type view struct {
 	syncedAt  time.Time
 }
 
-// init makes the empty view of an app of the given number of buckets.
-func (v *view) init(buckets int) {
+// slotReopener is what the view asks of the planner (loop.go): to plan
+// again the slots of a task whose fires changed.
+type slotReopener interface {
+	reopenSlots(t *taskState, now time.Time)
+}
+
+// init makes the empty view of s's app; the planner (slots) is wired in
+// once it is built.
+func (v *view) init(s *Scheduler) {
+	v.store, v.app, v.buckets, v.clock, v.log = s.store, s.opts.App, s.opts.Buckets, s.clock, s.log
+	buckets := s.opts.Buckets
 	v.handlers, v.regOpts, v.others = map[string]*registration{}, map[regKey]*regOpts{}, map[string]*taskState{}
 	v.byBucket, v.defs = make([][]*taskState, buckets), map[store.Definition]*store.Definition{}
 	v.bucketFrom, v.bucketQuiet = make([]int64, buckets), make([]quietSpan, buckets)
@@ -79,7 +98,7 @@ func (v *view) init(buckets int) {
 
 // taskState is a task as the database says, shared by every replica. It
 // keeps of the row what the engine reads, and points to its code-defined
-// columns, which the tasks defined alike share (s.view.defs): a replica holds
+// columns, which the tasks defined alike share (view.defs): a replica holds
 // a million of these.
 type taskState struct {
 	code                 string
@@ -90,7 +109,7 @@ type taskState struct {
 	over                 *override         // the console's schedule overrides; nil when none
 	sched                Schedule          // nil when the stored spec does not parse
 	bucket               int
-	pos                  int // index in s.view.byBucket[bucket]
+	pos                  int // index in view.byBucket[bucket]
 	// http is the callback of a task of kind http (every replica runs its
 	// fires); nil for Go tasks, and for an http task whose stored target
 	// does not decode (it does not fire).
@@ -103,7 +122,7 @@ type taskState struct {
 	// The schedule has no fire after quietFrom and before quietUntil (its
 	// next one): firesIn skips the task in the minutes between without
 	// computing its schedule, so a daily task costs one Next a day, not
-	// one a minute. Read and written under s.view.mu.
+	// one a minute. Read and written under view.mu.
 	quietFrom, quietUntil time.Time
 }
 
@@ -208,11 +227,11 @@ func bucketOf(code string, buckets int) int {
 	return int(h % uint32(buckets))
 }
 
-// maxSharedDefs bounds s.view.defs; past it the table starts again empty (the
+// maxSharedDefs bounds view.defs; past it the table starts again empty (the
 // tasks keep theirs). Tasks share a few definitions; HTTP tasks one each.
 const maxSharedDefs = 100_000
 
-// sharedDefLocked returns the one copy of d this replica keeps. s.view.mu is
+// sharedDefLocked returns the one copy of d this replica keeps. v.mu is
 // held.
 func (v *view) sharedDefLocked(d store.Definition) *store.Definition {
 	if p := v.defs[d]; p != nil {
@@ -228,21 +247,21 @@ func (v *view) sharedDefLocked(d store.Definition) *store.Definition {
 
 // stateOf is the view of a stored task from its row's head; def is its
 // definition, shared. Its schedule is left to the caller.
-func (s *Scheduler) stateOf(h store.TaskHead, def *store.Definition) taskState {
+func (v *view) stateOf(h store.TaskHead, def *store.Definition) taskState {
 	return taskState{
 		code: h.Code, id: h.ID, version: h.Version, createdMs: h.CreatedMs, updatedMs: h.UpdatedMs,
 		status: canonicalStatus(h.Status), def: def,
 		over:   overrideOf(h.SpecOverride, h.DialectOverride, h.TZOverride),
-		bucket: bucketOf(h.Code, s.opts.Buckets),
+		bucket: bucketOf(h.Code, v.buckets),
 	}
 }
 
 // storedSchedule parses the schedule a stored row names (Task.Schedule);
 // nil, logged, when it does not parse: the task does not fire.
-func (s *Scheduler) storedSchedule(row store.Task) Schedule {
+func (v *view) storedSchedule(row store.Task) Schedule {
 	sched, err := row.Schedule()
 	if err != nil {
-		s.log.Error("stored schedule does not parse; the task will not fire", "task", row.Code, "err", err)
+		v.log.Error("stored schedule does not parse; the task will not fire", "task", row.Code, "err", err)
 		return nil
 	}
 	return sched
@@ -263,45 +282,45 @@ func canonicalStatus(status string) string {
 // schedule edited, reset or redeployed, a resume), the minutes already
 // planned are planned again for it (reopenSlots); fires already recorded
 // that its schedule no longer has are skipped when due (dispatch).
-func (s *Scheduler) adoptTask(row store.Task) {
-	s.view.mu.Lock()
-	def := s.view.sharedDefLocked(row.Definition())
-	s.view.mu.Unlock()
+func (v *view) adoptTask(row store.Task) {
+	v.mu.Lock()
+	def := v.sharedDefLocked(row.Definition())
+	v.mu.Unlock()
 	t := new(taskState)
-	*t = s.stateOf(row.Head(), def)
-	t.sched = s.storedSchedule(row)
+	*t = v.stateOf(row.Head(), def)
+	t.sched = v.storedSchedule(row)
 	if row.Kind == store.KindHTTP {
 		var err error
 		if t.http, err = decodeHTTPSpec(row); err != nil {
-			s.log.Error("stored http target does not decode; the task will not fire", "task", row.Code, "err", err)
+			v.log.Error("stored http target does not decode; the task will not fire", "task", row.Code, "err", err)
 		}
 	}
-	now := s.clock.Now()
-	s.view.mu.Lock()
-	old, rescheduled := s.adoptLocked(t, now)
-	s.view.mu.Unlock()
-	s.logAdopted(old, t, rescheduled)
+	now := v.clock.Now()
+	v.mu.Lock()
+	old, rescheduled := v.adoptLocked(t, now)
+	v.mu.Unlock()
+	v.logAdopted(old, t, rescheduled)
 }
 
 // adoptLocked puts t in the view in place of the task's old state, unless
 // that is newer; it returns the old state, if any, and whether t changes
-// its schedule. s.view.mu is held.
-func (s *Scheduler) adoptLocked(t *taskState, now time.Time) (old *taskState, rescheduled bool) {
-	old = s.view.taskLocked(t.code)
+// its schedule. v.mu is held.
+func (v *view) adoptLocked(t *taskState, now time.Time) (old *taskState, rescheduled bool) {
+	old = v.taskLocked(t.code)
 	if old != nil && old.id == t.id && t.version < old.version {
 		// A read that raced with a newer change (the tick's sync and an
 		// operator's call on this replica): keep the newer view.
 		return nil, false
 	}
-	s.view.setTaskLocked(t, old)
+	v.setTaskLocked(t, old)
 	rescheduled = old != nil && scheduleChanged(old, t)
 	resumed := old != nil && old.status != store.TaskActive && t.status == store.TaskActive
 	switch {
 	case old == nil:
-		s.planner.reopenSlots(t, now)
+		v.slots.reopenSlots(t, now)
 	case rescheduled || resumed:
 		t.since = now
-		s.planner.reopenSlots(t, now)
+		v.slots.reopenSlots(t, now)
 	default:
 		t.since = old.since
 	}
@@ -309,20 +328,20 @@ func (s *Scheduler) adoptLocked(t *taskState, now time.Time) (old *taskState, re
 }
 
 // logAdopted logs what an adoption changed that an operator acts on.
-func (s *Scheduler) logAdopted(old, t *taskState, rescheduled bool) {
+func (v *view) logAdopted(old, t *taskState, rescheduled bool) {
 	if old != nil && old.status != t.status {
-		s.log.Info("task "+t.status, "task", t.code)
+		v.log.Info("task "+t.status, "task", t.code)
 	}
 	if rescheduled {
 		spec, dialect, zone := t.effective()
-		s.log.Info("task schedule changed; it applies from now on", "task", t.code, "spec", spec, "dialect", dialect, "zone", zone)
+		v.log.Info("task schedule changed; it applies from now on", "task", t.code, "spec", spec, "dialect", dialect, "zone", zone)
 	}
 }
 
 // taskLocked returns the view's state of a task, nil when it has none. A
 // task registered here keeps its state in its registration, the others in
-// s.view.others: a replica of a million tasks keeps one map of them, not two.
-// s.view.mu is held.
+// view.others: a replica of a million tasks keeps one map of them, not two.
+// v.mu is held.
 func (v *view) taskLocked(code string) *taskState {
 	if r := v.handlers[code]; r != nil {
 		return r.state
@@ -351,7 +370,7 @@ func (v *view) fireTask(code string) (t *taskState, runs, goHandler bool) {
 	return v.taskLocked(code), v.runsHereLocked(code), goHandler
 }
 
-// eachTaskLocked calls f with every task of the view. s.view.mu is held; f
+// eachTaskLocked calls f with every task of the view. v.mu is held; f
 // must not add or remove tasks.
 func (v *view) eachTaskLocked(f func(t *taskState)) {
 	for _, r := range v.handlers {
@@ -365,7 +384,7 @@ func (v *view) eachTaskLocked(f func(t *taskState)) {
 }
 
 // setTaskLocked puts t in the local view of the tasks, in the place of
-// old, the task's state there if it has one. s.view.mu is held.
+// old, the task's state there if it has one. v.mu is held.
 func (v *view) setTaskLocked(t, old *taskState) {
 	if r := v.handlers[t.code]; r != nil {
 		r.state = t
@@ -376,7 +395,7 @@ func (v *view) setTaskLocked(t, old *taskState) {
 }
 
 // placeLocked files t, the task's new state in the view, in the place of
-// old: in its bucket, the sums, the generation of codes. s.view.mu is held.
+// old: in its bucket, the sums, the generation of codes. v.mu is held.
 func (v *view) placeLocked(t, old *taskState) {
 	v.bucketFrom[t.bucket] = min(v.bucketFrom[t.bucket], t.firesFrom())
 	v.bucketQuiet[t.bucket] = quietSpan{} // t may fire in it
@@ -394,7 +413,7 @@ func (v *view) placeLocked(t, old *taskState) {
 	v.viewSums.add(t)
 }
 
-// dropTaskLocked removes a task from the local view. s.view.mu is held.
+// dropTaskLocked removes a task from the local view. v.mu is held.
 func (v *view) dropTaskLocked(code string) {
 	t := v.taskLocked(code)
 	if t == nil {
@@ -431,38 +450,38 @@ func scheduleChanged(a, b *taskState) bool {
 // tasks' ids and versions (TaskSums), and the versions are read only if
 // the sums differ from this replica's view: reading them every minute
 // was most of a replica's idle CPU with a million tasks.
-func (s *Scheduler) syncTasks(ctx context.Context) error {
-	gen, err := s.store.TaskGen(ctx, s.opts.App)
+func (v *view) syncTasks(ctx context.Context) error {
+	gen, err := v.store.TaskGen(ctx, v.app)
 	if err != nil {
 		return err
 	}
-	now := s.clock.Now()
-	if s.view.synced && gen == s.view.syncedGen {
-		if now.Sub(s.view.syncedAt) < fullSyncEvery {
+	now := v.clock.Now()
+	if v.synced && gen == v.syncedGen {
+		if now.Sub(v.syncedAt) < fullSyncEvery {
 			return nil
 		}
-		sums, err := s.store.TaskSums(ctx, s.opts.App)
+		sums, err := v.store.TaskSums(ctx, v.app)
 		if err != nil {
 			return err
 		}
-		s.view.mu.Lock()
-		same := sums == store.TaskSums(s.view.viewSums)
-		s.view.mu.Unlock()
+		v.mu.Lock()
+		same := sums == store.TaskSums(v.viewSums)
+		v.mu.Unlock()
 		if same {
-			s.view.syncedAt = now
+			v.syncedAt = now
 			return nil
 		}
 	}
-	if err := s.syncAllTasks(ctx); err != nil {
+	if err := v.syncAllTasks(ctx); err != nil {
 		return err
 	}
-	s.view.synced, s.view.syncedGen, s.view.syncedAt = true, gen, now
+	v.synced, v.syncedGen, v.syncedAt = true, gen, now
 	return nil
 }
 
 // taskSums is store.TaskSums of this replica's view of the tasks, kept
 // as tasks are set and dropped: summing a million tasks once a minute
-// would hold s.view.mu, which the dispatcher needs, long enough to delay
+// would hold view.mu, which the dispatcher needs, long enough to delay
 // the fires starting meanwhile.
 type taskSums store.TaskSums
 
@@ -483,47 +502,47 @@ func (v *taskSums) remove(t *taskState) {
 const fullSyncEvery = time.Minute
 
 // syncAllTasks compares the version of every task with the local view.
-func (s *Scheduler) syncAllTasks(ctx context.Context) error {
-	versions, err := s.store.TaskVersions(ctx, s.opts.App)
+func (v *view) syncAllTasks(ctx context.Context) error {
+	versions, err := v.store.TaskVersions(ctx, v.app)
 	if err != nil {
 		return err
 	}
-	s.view.mu.Lock()
+	v.mu.Lock()
 	var changed []string
-	for code, v := range versions {
-		if t := s.view.taskLocked(code); t == nil || t.version != v {
+	for code, version := range versions {
+		if t := v.taskLocked(code); t == nil || t.version != version {
 			changed = append(changed, code)
 		}
 	}
 	var gone []string
-	s.view.eachTaskLocked(func(t *taskState) {
+	v.eachTaskLocked(func(t *taskState) {
 		if _, ok := versions[t.code]; !ok {
 			gone = append(gone, t.code)
 		}
 	})
 	for _, code := range gone {
-		s.view.dropTaskLocked(code)
+		v.dropTaskLocked(code)
 	}
-	s.view.mu.Unlock()
+	v.mu.Unlock()
 	if len(changed) > 20 {
-		rows, err := s.store.Tasks(ctx, s.opts.App)
+		rows, err := v.store.Tasks(ctx, v.app)
 		if err != nil {
 			return err
 		}
 		for _, r := range rows {
-			s.adoptTask(r)
+			v.adoptTask(r)
 		}
 		return nil
 	}
 	for _, code := range changed {
-		row, err := s.store.Task(ctx, s.opts.App, code)
+		row, err := v.store.Task(ctx, v.app, code)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		s.adoptTask(row)
+		v.adoptTask(row)
 	}
 	return nil
 }
@@ -532,34 +551,34 @@ func (s *Scheduler) syncAllTasks(ctx context.Context) error {
 // (store.RegisterTasks: the first replica of a fleet to start writes the
 // rows, the others find them written) and loads every task of the app
 // into the view (loadTasks).
-func (s *Scheduler) registerAll(ctx context.Context) error {
-	s.view.mu.Lock()
-	defs := make([]store.TaskDef, 0, len(s.view.regOrder))
-	for _, r := range s.view.regOrder {
+func (v *view) registerAll(ctx context.Context) error {
+	v.mu.Lock()
+	defs := make([]store.TaskDef, 0, len(v.regOrder))
+	for _, r := range v.regOrder {
 		defs = append(defs, store.TaskDef{Code: r.code, Name: r.name(), Def: r.opts.def})
 	}
-	s.view.mu.Unlock()
-	gen, err := s.store.RegisterTasks(ctx, s.opts.App, defs)
+	v.mu.Unlock()
+	gen, err := v.store.RegisterTasks(ctx, v.app, defs)
 	if err != nil {
 		return fmt.Errorf("xtimer: record %d tasks: %w", len(defs), err)
 	}
-	missing, err := s.loadTasks(ctx, gen, len(defs))
+	missing, err := v.loadTasks(ctx, gen, len(defs))
 	if err != nil || missing == 0 {
 		return err
 	}
 	// The last registration left the rows, and no task write was recorded
 	// since, yet some are gone: deleted by hand. Write them again.
-	s.log.Warn("registered tasks missing from the database; recording them again", "tasks", missing)
-	if gen, err = s.store.ReregisterTasks(ctx, s.opts.App, defs); err != nil {
+	v.log.Warn("registered tasks missing from the database; recording them again", "tasks", missing)
+	if gen, err = v.store.ReregisterTasks(ctx, v.app, defs); err != nil {
 		return fmt.Errorf("xtimer: record %d tasks: %w", len(defs), err)
 	}
-	if missing, err = s.loadTasks(ctx, gen, len(defs)); err == nil && missing > 0 {
+	if missing, err = v.loadTasks(ctx, gen, len(defs)); err == nil && missing > 0 {
 		err = fmt.Errorf("xtimer: %d registered tasks missing from the database right after they were recorded", missing)
 	}
 	return err
 }
 
-// loadBatch is how many rows loadTasks adopts per hold of s.view.mu.
+// loadBatch is how many rows loadTasks adopts per hold of v.mu.
 const loadBatch = 512
 
 // loadTasks fills the view with every task of the app, as of task
@@ -571,7 +590,7 @@ const loadBatch = 512
 // generation moved meanwhile, someone wrote tasks, and every row is read
 // whole instead. It returns how many of the registered tasks registerAll
 // recorded (registered) have no row.
-func (s *Scheduler) loadTasks(ctx context.Context, gen int64, registered int) (missing int, err error) {
+func (v *view) loadTasks(ctx context.Context, gen int64, registered int) (missing int, err error) {
 	found := 0
 	var others []string
 	type head struct {
@@ -579,19 +598,19 @@ func (s *Scheduler) loadTasks(ctx context.Context, gen int64, registered int) (m
 		reg *registration // nil: not registered here
 	}
 	heads := make([]head, 0, loadBatch)
-	s.view.mu.Lock()
+	v.mu.Lock()
 	// Into an empty view (Start), every head is a task new here, once:
 	// no old state to look up, a million times.
-	fresh := s.view.viewSums.Count == 0
+	fresh := v.viewSums.Count == 0
 	if fresh {
-		s.view.sizeViewLocked(registered)
+		v.sizeViewLocked(registered)
 	}
-	s.view.mu.Unlock()
+	v.mu.Unlock()
 	adopt := func() {
-		now := s.clock.Now()
+		now := v.clock.Now()
 		slab := make([]taskState, len(heads)) // one allocation per batch, not per task
-		s.view.mu.Lock()
-		defer s.view.mu.Unlock()
+		v.mu.Lock()
+		defer v.mu.Unlock()
 		for i := range heads {
 			h, r := &heads[i].TaskHead, heads[i].reg
 			if r == nil || h.Kind != store.KindFunc {
@@ -600,18 +619,18 @@ func (s *Scheduler) loadTasks(ctx context.Context, gen int64, registered int) (m
 			}
 			found++
 			t := &slab[i]
-			*t = s.stateOf(*h, r.opts.def) // h.Code is r.code (intern)
+			*t = v.stateOf(*h, r.opts.def) // h.Code is r.code (intern)
 			if t.over == nil {
 				t.sched = r.opts.sched
 			} else {
-				t.sched = s.storedSchedule(store.TaskFrom(s.opts.App, store.TaskDef{Code: r.code, Def: r.opts.def}, *h))
+				t.sched = v.storedSchedule(store.TaskFrom(v.app, store.TaskDef{Code: r.code, Def: r.opts.def}, *h))
 			}
 			if fresh {
 				r.state = t // r has no state: nothing to look up, a million times
-				s.view.placeLocked(t, nil)
-				s.planner.reopenSlots(t, now)
-			} else if old, rescheduled := s.adoptLocked(t, now); old != nil {
-				s.logAdopted(old, t, rescheduled)
+				v.placeLocked(t, nil)
+				v.slots.reopenSlots(t, now)
+			} else if old, rescheduled := v.adoptLocked(t, now); old != nil {
+				v.logAdopted(old, t, rescheduled)
 			}
 		}
 		heads = heads[:0]
@@ -619,15 +638,15 @@ func (s *Scheduler) loadTasks(ctx context.Context, gen int64, registered int) (m
 	// The code's string is the registration's, found once per row.
 	var reg *registration
 	intern := func(code []byte) string {
-		s.view.mu.Lock()
-		reg = s.view.handlers[string(code)]
-		s.view.mu.Unlock()
+		v.mu.Lock()
+		reg = v.handlers[string(code)]
+		v.mu.Unlock()
 		if reg != nil {
 			return reg.code
 		}
 		return string(code)
 	}
-	err = s.store.TaskHeads(ctx, s.opts.App, intern, func(h store.TaskHead) error {
+	err = v.store.TaskHeads(ctx, v.app, intern, func(h store.TaskHead) error {
 		if heads = append(heads, head{h, reg}); len(heads) == loadBatch {
 			adopt()
 		}
@@ -637,33 +656,33 @@ func (s *Scheduler) loadTasks(ctx context.Context, gen int64, registered int) (m
 		return 0, err
 	}
 	adopt()
-	rows, err := s.store.TasksByCode(ctx, s.opts.App, others)
+	rows, err := v.store.TasksByCode(ctx, v.app, others)
 	if err != nil {
 		return 0, err
 	}
 	for _, r := range rows {
-		s.adoptTask(r)
+		v.adoptTask(r)
 	}
-	now := s.clock.Now()
-	last, err := s.store.TaskGen(ctx, s.opts.App)
+	now := v.clock.Now()
+	last, err := v.store.TaskGen(ctx, v.app)
 	if err != nil {
 		return 0, err
 	}
 	if last != gen {
-		all, err := s.store.Tasks(ctx, s.opts.App)
+		all, err := v.store.Tasks(ctx, v.app)
 		if err != nil {
 			return 0, err
 		}
 		for _, r := range all {
-			s.adoptTask(r)
+			v.adoptTask(r)
 		}
 	}
-	s.view.synced, s.view.syncedGen, s.view.syncedAt = true, last, now
+	v.synced, v.syncedGen, v.syncedAt = true, last, now
 	return max(registered-found, 0), nil
 }
 
 // sizeViewLocked makes room in the empty view for n tasks, so that loading
-// a million does not grow the maps and slices step by step. s.view.mu is held.
+// a million does not grow the maps and slices step by step. v.mu is held.
 func (v *view) sizeViewLocked(n int) {
 	for b := range v.byBucket {
 		v.byBucket[b] = make([]*taskState, 0, n/len(v.byBucket)+n/(4*len(v.byBucket))+8)
