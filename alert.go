@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -79,8 +80,16 @@ type raisedEvent struct {
 // alerter exists when Options.Notifier is set; its methods are no-ops on
 // a nil receiver.
 type alerter struct {
-	s *Scheduler
 	n Notifier
+	// What it is wired to (newAlerter), fixed after.
+	opts    Options
+	store   *store.Store
+	locker  Locker
+	clock   Clock
+	log     *slog.Logger
+	metrics *metrics
+	view    *view // the tasks the dead man's switch watches
+	noteDB  func(error)
 
 	// sender runs sendLoop until the end of Stop (alerts raised while
 	// handlers finish are sent); rounds runs the maintenance round, which
@@ -114,7 +123,8 @@ func newAlerter(s *Scheduler) *alerter {
 	if s.opts.Notifier == nil {
 		return nil
 	}
-	return &alerter{s: s, n: s.opts.Notifier, queue: map[alertKey]*raisedEvent{},
+	return &alerter{n: s.opts.Notifier, opts: s.opts, store: s.store, locker: s.locker, clock: s.clock, log: s.log,
+		metrics: s.metrics, view: &s.view, noteDB: s.noteDB, queue: map[alertKey]*raisedEvent{},
 		kick: startstop.NewKick(), probed: map[string]time.Time{},
 		quiet: map[string]quietTask{}}
 }
@@ -126,13 +136,12 @@ func (a *alerter) raise(e Event, subject, occurrence string) {
 	if a == nil {
 		return
 	}
-	s := a.s
-	e.App = s.opts.App
+	e.App = a.opts.App
 	if e.Replica == "" {
-		e.Replica = s.opts.InstanceID
+		e.Replica = a.opts.InstanceID
 	}
 	if e.At.IsZero() {
-		e.At = s.clock.Now()
+		e.At = a.clock.Now()
 	}
 	e.At = e.At.UTC()
 	k := alertKey{e.Kind, subject}
@@ -145,8 +154,8 @@ func (a *alerter) raise(e Event, subject, occurrence string) {
 		q.count++
 	case len(a.queue) >= alertQueueMax:
 		a.mu.Unlock()
-		s.metrics.alert(string(e.Kind), "dropped")
-		s.log.Error("alert dropped: too many waiting for the database", "kind", e.Kind, "subject", subject)
+		a.metrics.alert(string(e.Kind), "dropped")
+		a.log.Error("alert dropped: too many waiting for the database", "kind", e.Kind, "subject", subject)
 		return
 	default:
 		a.queue[k] = &raisedEvent{latest: e, occurrence: occurrence, count: 1}
@@ -165,7 +174,7 @@ func (a *alerter) start() error {
 		return nil
 	}
 	return errors.Join(a.sender.Start(context.Background(), startstop.Loop{Run: a.sendLoop}),
-		a.rounds.Start(context.Background(), startstop.Every(a.s.clock, alertRound, a.round)))
+		a.rounds.Start(context.Background(), startstop.Every(a.clock, alertRound, a.round)))
 }
 
 // timers is how many clock timers the alerter's loops keep armed.
@@ -194,7 +203,7 @@ func (a *alerter) sendLoop(ctx context.Context) {
 		case <-a.kick:
 		}
 		if err := a.flush(context.WithoutCancel(ctx)); err != nil {
-			a.s.noteDB(err)
+			a.noteDB(err)
 			if !startstop.Pause(ctx, time.Second) {
 				return
 			}
@@ -206,7 +215,6 @@ func (a *alerter) sendLoop(ctx context.Context) {
 // flush counts every queued raise and delivers every claim, stopping at
 // the first database error (what is left stays queued).
 func (a *alerter) flush(ctx context.Context) error {
-	s := a.s
 	for {
 		a.mu.Lock()
 		if len(a.order) == 0 && len(a.claims) == 0 {
@@ -229,23 +237,23 @@ func (a *alerter) flush(ctx context.Context) error {
 		if q == nil {
 			continue
 		}
-		now := s.clock.Now()
+		now := a.clock.Now()
 		q.latest.ID = newAlertID()
 		body, err := json.Marshal(q.latest)
 		if err != nil {
 			return fmt.Errorf("xtimer: encode alert: %w", err)
 		}
-		claim, err := s.store.RaiseAlert(ctx, store.AlertRaise{
-			App: s.opts.App, Kind: string(k.kind), Subject: k.subject, Occurrence: q.occurrence, Count: q.count,
-			Event: string(body), AtMs: now.UnixMilli(), WindowMs: s.opts.AlertWindow.Milliseconds(),
-			Replica: s.opts.InstanceID, LeaseUntilMs: now.Add(alertLease).UnixMilli(),
+		claim, err := a.store.RaiseAlert(ctx, store.AlertRaise{
+			App: a.opts.App, Kind: string(k.kind), Subject: k.subject, Occurrence: q.occurrence, Count: q.count,
+			Event: string(body), AtMs: now.UnixMilli(), WindowMs: a.opts.AlertWindow.Milliseconds(),
+			Replica: a.opts.InstanceID, LeaseUntilMs: now.Add(alertLease).UnixMilli(),
 		})
 		if err != nil {
 			a.requeue(k, q)
 			return err
 		}
 		if claim == nil {
-			s.metrics.alert(string(k.kind), "damped")
+			a.metrics.alert(string(k.kind), "damped")
 			continue
 		}
 		a.deliver(ctx, *claim)
@@ -268,11 +276,10 @@ func (a *alerter) requeue(k alertKey, q *raisedEvent) {
 // deliver sends a claimed alert and records the outcome; a failed one is
 // left for a later round, here or on another replica.
 func (a *alerter) deliver(ctx context.Context, c store.AlertClaim) {
-	s := a.s
 	var e Event
 	if err := json.Unmarshal([]byte(c.Event), &e); err != nil {
-		s.log.Error("alert dropped: stored event does not decode", "alert", c.ID, "err", err)
-		_ = s.store.AlertDone(ctx, c.ID, s.opts.InstanceID)
+		a.log.Error("alert dropped: stored event does not decode", "alert", c.ID, "err", err)
+		_ = a.store.AlertDone(ctx, c.ID, a.opts.InstanceID)
 		return
 	}
 	e.Suppressed, e.Digest = c.Suppressed, c.Digest
@@ -288,22 +295,22 @@ func (a *alerter) deliver(ctx context.Context, c store.AlertClaim) {
 	cancel()
 	switch {
 	case err == nil:
-		s.metrics.alert(string(e.Kind), "sent")
-		s.log.Debug("alert sent", "alert", e.ID, "kind", e.Kind, "suppressed", e.Suppressed)
+		a.metrics.alert(string(e.Kind), "sent")
+		a.log.Debug("alert sent", "alert", e.ID, "kind", e.Kind, "suppressed", e.Suppressed)
 	case c.Tries >= alertMaxTries:
-		s.metrics.alert(string(e.Kind), "dropped")
-		s.log.Error("alert dropped: its notifier failed every try", "alert", e.ID, "kind", e.Kind, "tries", c.Tries, "err", err)
+		a.metrics.alert(string(e.Kind), "dropped")
+		a.log.Error("alert dropped: its notifier failed every try", "alert", e.ID, "kind", e.Kind, "tries", c.Tries, "err", err)
 	default:
-		s.metrics.alert(string(e.Kind), "failed")
-		retry := s.clock.Now().Add(time.Duration(c.Tries) * time.Minute)
-		s.log.Warn("alert not delivered; it will be tried again", "alert", e.ID, "kind", e.Kind, "retry_at", retry, "err", err)
-		if err := s.store.AlertRetryAt(ctx, c.ID, s.opts.InstanceID, retry.UnixMilli()); err != nil {
-			s.log.Warn("alert retry not recorded; it is retried when its lease ends", "alert", e.ID, "err", err)
+		a.metrics.alert(string(e.Kind), "failed")
+		retry := a.clock.Now().Add(time.Duration(c.Tries) * time.Minute)
+		a.log.Warn("alert not delivered; it will be tried again", "alert", e.ID, "kind", e.Kind, "retry_at", retry, "err", err)
+		if err := a.store.AlertRetryAt(ctx, c.ID, a.opts.InstanceID, retry.UnixMilli()); err != nil {
+			a.log.Warn("alert retry not recorded; it is retried when its lease ends", "alert", e.ID, "err", err)
 		}
 		return
 	}
-	if err := s.store.AlertDone(ctx, c.ID, s.opts.InstanceID); err != nil {
-		s.log.Warn("alert delivery not recorded; another replica may send it again, with the same ID", "alert", e.ID, "err", err)
+	if err := a.store.AlertDone(ctx, c.ID, a.opts.InstanceID); err != nil {
+		a.log.Warn("alert delivery not recorded; another replica may send it again, with the same ID", "alert", e.ID, "err", err)
 	}
 }
 
@@ -329,38 +336,36 @@ func (a *alerter) stop(ctx context.Context) error {
 	return nil
 }
 
-func (s *Scheduler) alertKey() string { return "xtimer:" + s.opts.App + ":alerts" }
+func (a *alerter) alertKey() string { return "xtimer:" + a.opts.App + ":alerts" }
 
 // round is one maintenance round, on the replica that gets the lock. It
 // runs to its end when stopRounds cancels loopCtx (it is bounded by alertRound).
 func (a *alerter) round(loopCtx context.Context, now time.Time) {
-	s := a.s
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(loopCtx), alertRound)
 	defer cancel()
-	lock, err := s.locker.Obtain(ctx, s.alertKey(), 3*alertRound)
+	lock, err := a.locker.Obtain(ctx, a.alertKey(), 3*alertRound)
 	if err != nil {
 		if !errors.Is(err, ErrLockHeld) {
-			s.log.Debug("alert round skipped: lock unavailable", "err", err)
+			a.log.Debug("alert round skipped: lock unavailable", "err", err)
 		}
 		return
 	}
 	defer func() { _ = lock.Release(context.WithoutCancel(ctx)) }()
 	err = errors.Join(a.claimDue(ctx, now), a.watchReplicas(ctx, now), a.watchTasks(ctx, now))
 	if err != nil {
-		s.noteDB(err)
+		a.noteDB(err)
 	}
 }
 
 // claimDue claims the digests of windows that ended and the alerts whose
 // lease ended, for the sender to deliver.
 func (a *alerter) claimDue(ctx context.Context, now time.Time) error {
-	s := a.s
-	due, err := s.store.DueAlerts(ctx, s.opts.App, now.UnixMilli(), s.opts.AlertWindow.Milliseconds(), 100)
+	due, err := a.store.DueAlerts(ctx, a.opts.App, now.UnixMilli(), a.opts.AlertWindow.Milliseconds(), 100)
 	if err != nil {
 		return err
 	}
 	for _, row := range due {
-		c, err := s.store.ClaimAlert(ctx, row, now.UnixMilli(), s.opts.InstanceID, now.Add(alertLease).UnixMilli())
+		c, err := a.store.ClaimAlert(ctx, row, now.UnixMilli(), a.opts.InstanceID, now.Add(alertLease).UnixMilli())
 		if err != nil {
 			return err
 		}
@@ -377,8 +382,7 @@ func (a *alerter) claimDue(ctx context.Context, now time.Time) error {
 // watchReplicas raises EventReplicaLost for every replica whose heartbeat
 // expired without it stopping, once per lost heartbeat.
 func (a *alerter) watchReplicas(ctx context.Context, now time.Time) error {
-	s := a.s
-	gone, err := s.store.SilentReplicas(ctx, s.opts.App, now.Add(-replicaLostLookback).UnixMilli(), now.Add(-s.opts.ReplicaTimeout).UnixMilli())
+	gone, err := a.store.SilentReplicas(ctx, a.opts.App, now.Add(-replicaLostLookback).UnixMilli(), now.Add(-a.opts.ReplicaTimeout).UnixMilli())
 	if err != nil {
 		return err
 	}
@@ -397,27 +401,26 @@ func (a *alerter) watchReplicas(ctx context.Context, now time.Time) error {
 // A fire running or retrying is given its timeouts and back-offs
 // (silentGrace) before it counts as missed.
 func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
-	s := a.s
-	n := s.opts.AlertMissedRuns
+	n := a.opts.AlertMissedRuns
 	if n < 1 {
 		return nil
 	}
 	// A fire is recorded ahead and written back in batches: a minute
 	// after its run time, its row says what became of it.
 	at := now.Add(-time.Minute)
-	s.view.mu.Lock()
+	a.view.mu.Lock()
 	var tasks []*taskState
-	s.view.eachTaskLocked(func(t *taskState) {
+	a.view.eachTaskLocked(func(t *taskState) {
 		if q, ok := a.quiet[t.code]; t.active() && (!ok || q.t != t || !at.Before(q.until)) {
 			tasks = append(tasks, t)
 		}
 	})
 	for code, q := range a.quiet {
-		if s.view.taskLocked(code) != q.t {
+		if a.view.taskLocked(code) != q.t {
 			delete(a.quiet, code) // edited or deleted
 		}
 	}
-	s.view.mu.Unlock()
+	a.view.mu.Unlock()
 	slices.SortFunc(tasks, func(x, y *taskState) int { return cmp.Compare(x.code, y.code) })
 	probes := 0
 	for _, t := range tasks {
@@ -445,7 +448,7 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 			continue
 		}
 		probes++
-		statuses, err := s.store.StatusesSince(ctx, s.opts.App, t.code, first.UnixMilli(), 4*n)
+		statuses, err := a.store.StatusesSince(ctx, a.opts.App, t.code, first.UnixMilli(), 4*n)
 		if err != nil {
 			return err
 		}
@@ -503,10 +506,10 @@ func lastFires(sched Schedule, at time.Time, n int) []time.Time {
 
 // attemptBegan raises EventLate for an attempt starting past the threshold.
 func (a *alerter) attemptBegan(r store.Execution, at time.Time) {
-	if a == nil || a.s.opts.AlertLateAfter < 0 {
+	if a == nil || a.opts.AlertLateAfter < 0 {
 		return
 	}
-	if late := at.Sub(time.UnixMilli(attemptDue(r))); late > a.s.opts.AlertLateAfter {
+	if late := at.Sub(time.UnixMilli(attemptDue(r))); late > a.opts.AlertLateAfter {
 		a.raise(Event{Kind: EventLate, Task: r.TaskCode, At: at, ExecutionID: r.ID, ScheduledAt: time.UnixMilli(r.RunTime).UTC(),
 			Attempt: r.Attempt, Lateness: late,
 			Message: fmt.Sprintf("task %s: attempt %d of execution %d started %s late", r.TaskCode, r.Attempt, r.ID, late.Round(time.Millisecond))},
