@@ -42,8 +42,11 @@ func TestBadInputOutputOfTenMegabytesIsStoredCappedAndMarked(t *testing.T) {
 			r.Printf("header of %s", r.ID)
 			for range 10 {
 				n, err := r.Write(chunk)
-				if err != nil || n != len(chunk) {
-					return fmt.Errorf("Write returned %d, %v", n, err)
+				if err != nil {
+					return fmt.Errorf("Write returned %d: %w", n, err)
+				}
+				if n != len(chunk) {
+					return fmt.Errorf("Write returned %d of %d bytes", n, len(chunk))
 				}
 			}
 			r.Printf("trailer %d", 42) // beyond the cap: dropped

@@ -160,7 +160,7 @@ func ExampleScheduler_Tasks() {
 		log.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := s.Start(ctx); err != nil {
+	if err = s.Start(ctx); err != nil {
 		log.Fatal(err)
 	}
 	defer s.Stop(ctx)
@@ -193,12 +193,12 @@ func ExampleScheduler_Replicas() {
 		log.Fatal(err)
 	}
 	for _, code := range []string{"billing.reconcile", "billing.invoice"} {
-		if err := s.Register(code, "0 0 9 * * *", func(ctx context.Context, run *xtimer.Run) error { return nil }); err != nil {
+		if err = s.Register(code, "0 0 9 * * *", func(ctx context.Context, run *xtimer.Run) error { return nil }); err != nil {
 			log.Fatal(err)
 		}
 	}
 	ctx := context.Background()
-	if err := s.Start(ctx); err != nil {
+	if err = s.Start(ctx); err != nil {
 		log.Fatal(err)
 	}
 	defer s.Stop(ctx)

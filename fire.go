@@ -164,8 +164,8 @@ func (f armedFire) claimAt(lead time.Duration) time.Time {
 // moving it through the heap's swaps and the interface of heap.Pop (an
 // allocation a pop) took time for each fire; the thousands of fires of one
 // instant are popped at once, and that wait came out of their claim lead,
-// so the first fires of a burst started late (README.md's Performance
-// section has BenchmarkPopInstant before and after).
+// so the first fires of a burst started late (bench/README.md's performance
+// report has BenchmarkPopInstant before and after).
 type fireHeap []*armedFire
 
 func (h fireHeap) Len() int { return len(h) }

@@ -35,8 +35,8 @@ const (
 	DefaultHTTPMaxBody = 64 << 10
 )
 
-// ErrNotHTTPTask: the call is for HTTP callback tasks, and the code names
-// a task registered in Go code (which comes back on the next deploy).
+// ErrNotHTTPTask is returned when a call for HTTP callback tasks names a
+// task registered in Go code (which comes back on the next deploy).
 var ErrNotHTTPTask = errors.New("xtimer: not an HTTP callback task")
 
 // FieldError says which field of an HTTPTask is wrong, with a JSON-style

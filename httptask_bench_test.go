@@ -59,11 +59,11 @@ func benchCallbacks(b *testing.B, tasks int, window time.Duration) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := s.Start(ctx); err != nil {
+	if err = s.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
 	for k := range tasks {
-		err := s.CreateHTTPTask(ctx, HTTPTask{Code: fmt.Sprintf("cb.%05d", k), Spec: "* * * * * *",
+		err = s.CreateHTTPTask(ctx, HTTPTask{Code: fmt.Sprintf("cb.%05d", k), Spec: "* * * * * *",
 			Target: HTTPTarget{Method: "POST", URL: rc.URL, Body: `{}`}})
 		if err != nil {
 			b.Fatal(err)
@@ -97,7 +97,7 @@ func benchCallbacks(b *testing.B, tasks int, window time.Duration) {
 	mu.Unlock()
 	stopCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := s.Stop(stopCtx); err != nil {
+	if err = s.Stop(stopCtx); err != nil {
 		b.Fatal(err)
 	}
 	var ok int64

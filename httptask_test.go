@@ -553,7 +553,9 @@ func TestSlowCallbacksDoNotStarveGoHandlers(t *testing.T) {
 	for range receivers {
 		rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
 			now := inFlight.Add(1)
-			for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
+			p := peak.Load()
+			for now > p && !peak.CompareAndSwap(p, now) {
+				p = peak.Load()
 			}
 			v, _ := hits.LoadOrStore(r.Header.Get(HeaderExecution), new(atomic.Int64))
 			v.(*atomic.Int64).Add(1)

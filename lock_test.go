@@ -358,8 +358,8 @@ func TestLockRedisSilentServerIsCutOff(t *testing.T) {
 	t.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			c, acceptErr := ln.Accept()
+			if acceptErr != nil {
 				return
 			}
 			t.Cleanup(func() { _ = c.Close() })

@@ -172,7 +172,7 @@ func (p *planner) refreshLive(ctx context.Context, now time.Time) error {
 // list apart from its heartbeats (publishHandlers), off Start and off the
 // tick loop: a million codes make megabytes of JSON, and sorting, encoding
 // and writing them was a visible share of each replica's start-up
-// (README.md's Performance section has the figures).
+// (bench/README.md's performance report has the figures).
 const bigHandlerList = 10_000
 
 // handlerCodesLocked lists the handlers registered here, sorted. v.mu is
@@ -265,7 +265,7 @@ const firstTickAfter = 500 * time.Millisecond
 // queries, and at ClaimAhead the insert of the next minute's rows) took
 // the CPU from them: with 1,000 fires a second on one replica, the fires
 // of every second started later, and those of the second of the insert
-// latest (README.md's Performance section has the lateness before and
+// latest (bench/README.md's performance report has the lateness before and
 // after).
 // Half a second in, the tick's work falls between two instants.
 const tickPhase = 500 * time.Millisecond
@@ -559,7 +559,7 @@ func (p *planner) plan(ctx context.Context, now time.Time) error {
 // together tick a second apart when their Starts straddle a tick instant;
 // without it, the first to tick took every slot of the minute it could:
 // the minute's fires went to the replicas unevenly, or all to one, and the
-// heaviest share started late (README.md's Performance section has the
+// heaviest share started late (bench/README.md's performance report has the
 // shares measured). A share whose replica never claims it (listed live,
 // but dead) has the fires of its first second or so recorded that much
 // late, at a fleet's start only: in a running fleet the current minute's

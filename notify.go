@@ -223,7 +223,7 @@ func (n *WebhookNotifier) Notify(ctx context.Context, e Event) error {
 	var last error
 	for attempt := 1; attempt <= n.o.Attempts; attempt++ {
 		if attempt > 1 {
-			d := time.Duration(float64(250*time.Millisecond<<(attempt-1)) * (0.8 + 0.4*rand.Float64()))
+			d := time.Duration(float64(250*time.Millisecond<<(attempt-1)) * (0.8 + 0.4*rand.Float64())) //nolint:gosec // G404: jitter, not a secret
 			t := time.NewTimer(d)
 			select {
 			case <-ctx.Done():

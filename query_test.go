@@ -231,8 +231,8 @@ func TestTasksListsGoAndHTTPTasksWithTheirFields(t *testing.T) {
 		}, append(tasks[:1:1], reconcile, tasks[2]))
 
 		codes := func(f TaskFilter) []string {
-			tasks, err := s.Tasks(ctx, f)
-			require.NoError(t, err)
+			tasks, tasksErr := s.Tasks(ctx, f)
+			require.NoError(t, tasksErr)
 			var out []string
 			for _, t := range tasks {
 				out = append(out, t.Code)

@@ -63,7 +63,7 @@ const (
 // in logs. Lower case only: MySQL's default collation compares without
 // case, PostgreSQL's with it, and a code must mean one task on both. (A
 // loop, not the regular expression: the expression was a visible share of
-// registering a million tasks; README.md's Performance section has the
+// registering a million tasks; bench/README.md's performance report has the
 // figures.)
 func validCode(s string) bool {
 	if len(s) == 0 || len(s) > 128 {
@@ -130,7 +130,7 @@ func newTaskConfig(code, spec string, h Handler) taskConfig {
 // registration is a task registered in this process: its code and
 // handler, and options that the tasks registered alike share, so that a
 // million tasks cost a million small structs, not a million copies of
-// their options (README.md's Performance section has the memory before
+// their options (bench/README.md's performance report has the memory before
 // and after).
 type registration struct {
 	code    string

@@ -224,7 +224,7 @@ func bucketOf(code string, buckets int) int {
 		h ^= uint32(code[i])
 		h *= 16777619
 	}
-	return int(h % uint32(buckets))
+	return int(h % uint32(buckets)) //nolint:gosec // G115: Options.Buckets is validated to 1..4096
 }
 
 // maxSharedDefs bounds view.defs; past it the table starts again empty (the

@@ -24,9 +24,11 @@ type Principal struct {
 type Authorizer func(r *http.Request) (Principal, error)
 
 var (
-	// ErrUnauthenticated: the request carries no credential, or a wrong one.
+	// ErrUnauthenticated is the error of a request that carries no
+	// credential, or a wrong one.
 	ErrUnauthenticated = errors.New("xtimer/admin: unauthenticated")
-	// ErrForbidden: the principal is known but may not use the console.
+	// ErrForbidden is the error of a known principal who may not use the
+	// console.
 	ErrForbidden = errors.New("xtimer/admin: forbidden")
 )
 

@@ -8,7 +8,7 @@ package admin
 //
 // The browser is Debian's chromium, or the binary XTIMER_CHROMIUM names.
 // When it is missing the tests skip, or fail when XTIMER_REQUIRE_SERVICES=1
-// (as .ci/run sets). XTIMER_SCREENSHOTS=1 also writes the README's
+// (as .ci/run sets). XTIMER_SCREENSHOTS=1 also writes docs/console.md's
 // screenshots to docs/screenshots/.
 
 import (
@@ -42,7 +42,7 @@ const (
 	browserStartTimeout = 30 * time.Second
 	// pageWaitTimeout bounds one wait for the page to show something.
 	pageWaitTimeout = 15 * time.Second
-	// maxScreenshotBytes keeps the README's screenshots small.
+	// maxScreenshotBytes keeps docs/console.md's screenshots small.
 	maxScreenshotBytes = 300 << 10
 )
 

@@ -534,7 +534,7 @@ func TestBrowserTasksListReadsWithoutJavaScript(t *testing.T) {
 	require.Equal(t, []string{"replica-a"}, codes(`#replicas tbody tr[data-replica]`, "data-replica"))
 }
 
-// TestBrowserScreenshots walks the console as the README shows it, on a
+// TestBrowserScreenshots walks the console as docs/console.md shows it, on a
 // fixture with half an hour of history, at laptop width and the tasks at
 // phone width; with XTIMER_SCREENSHOTS=1 it writes the pictures.
 func TestBrowserScreenshots(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/xtimer-go/xtimer/internal/store"
 )
 
-// The JSON API, under Prefix+"api/". README.md documents it with curl.
+// The JSON API, under Prefix+"api/". docs/console.md documents it with curl.
 //
 //	GET    api/apps
 //	GET    api/tasks?app=&status=&kind=&q=&after=&limit=

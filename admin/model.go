@@ -323,7 +323,7 @@ func (c *console) taskDetail(ctx context.Context, app, code string) (TaskDetail,
 		last = &recent[0]
 	}
 	d := TaskDetail{Task: c.taskView(t, live, last, now), NextRuns: []time.Time{}, Recent: []ExecutionView{}, Actions: []ActionView{}}
-	if sched, err := t.Schedule(); err == nil {
+	if sched, schedErr := t.Schedule(); schedErr == nil {
 		d.NextRuns = nextFires(sched, now, 10, t.EndAtMs)
 	}
 	if d.Counts, err = c.st.StatusCounts(ctx, app, code, now.Add(-24*time.Hour).UnixMilli(), now.UnixMilli()+1); err != nil {

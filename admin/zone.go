@@ -124,6 +124,7 @@ func (c *console) setZone(w http.ResponseWriter, r *http.Request) {
 	if len(name) > 2*maxZoneName {
 		name = name[:2*maxZoneName]
 	}
+	//nolint:gosec // G124: Secure follows the connection: a plain-HTTP console on loopback must keep its cookie
 	ck := &http.Cookie{
 		Name: zoneCookie, Value: url.QueryEscape(name), Path: c.prefix, MaxAge: zoneCookieAge,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteLaxMode,

@@ -142,9 +142,9 @@ func (c *coordinator) runReplicas(p plan, svc *services, dir string, res *result
 		}
 	}()
 	for i := range procs {
-		r, err := c.startReplica(p, svc, dir, i, spec, capacity)
-		if err != nil {
-			return err
+		r, startErr := c.startReplica(p, svc, dir, i, spec, capacity)
+		if startErr != nil {
+			return startErr
 		}
 		procs[i] = r
 	}
@@ -184,7 +184,7 @@ func (c *coordinator) runReplicas(p plan, svc *services, dir string, res *result
 	// Counters start before the window; what is counted after it is
 	// divided by the fires scheduled from winFrom on.
 	time.Sleep(time.Until(winFrom.Add(-500 * time.Millisecond)))
-	if err := counters.snapshot(true); err != nil {
+	if err = counters.snapshot(true); err != nil {
 		return err
 	}
 	for _, r := range procs {
@@ -203,7 +203,7 @@ func (c *coordinator) runReplicas(p plan, svc *services, dir string, res *result
 	time.Sleep(time.Until(winTo.Add(max(c.tail, p.afterFire))))
 	c.stopAll(procs)
 	time.Sleep(500 * time.Millisecond) // PostgreSQL backends flush their stats as they exit
-	if err := counters.snapshot(false); err != nil {
+	if err = counters.snapshot(false); err != nil {
 		return err
 	}
 

@@ -162,7 +162,7 @@ func coordinatorMain() int {
 	}
 	doc.Duration = time.Since(began).Round(time.Second).String()
 
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	if err = os.MkdirAll(*out, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
 	}
@@ -170,11 +170,11 @@ func coordinatorMain() int {
 	md := markdown(doc, prof.workloads)
 	fmt.Print(md)
 	fmt.Printf("\n(%s in all)\n", doc.Duration)
-	if err := writeJSON(filepath.Join(*out, prefix+".json"), doc); err != nil {
+	if err = writeJSON(filepath.Join(*out, prefix+".json"), doc); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
 	}
-	if err := os.WriteFile(filepath.Join(*out, prefix+".md"), []byte(md), 0o644); err != nil {
+	if err = os.WriteFile(filepath.Join(*out, prefix+".md"), []byte(md), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
 	}

@@ -41,7 +41,7 @@ func newFileRecorder(path string, capacity int64) (*fileRecorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := f.Truncate(capacity * recordSize); err != nil {
+	if err = f.Truncate(capacity * recordSize); err != nil {
 		f.Close()
 		return nil, err
 	}

@@ -142,12 +142,12 @@ func (riverSystem) Run(ctx context.Context, env ReplicaEnv, tasks []TaskSpec, re
 	defer pool.Close()
 	driver := riverpgxv5.New(pool)
 
-	if err := riverMigrate(ctx, pool, driver, logger); err != nil {
+	if err = riverMigrate(ctx, pool, driver, logger); err != nil {
 		return err
 	}
 
 	workersReg := river.NewWorkers()
-	if err := river.AddWorkerSafely(workersReg, &riverFireWorker{rec: rec}); err != nil {
+	if err = river.AddWorkerSafely(workersReg, &riverFireWorker{rec: rec}); err != nil {
 		return err
 	}
 	cache := map[string]*peerCron{}

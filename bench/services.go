@@ -95,7 +95,7 @@ func waitUp(s *server, logPath string, ping func(context.Context) error) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("%s did not answer in 60 s: %v (%s)", s.name, err, tail(logPath, 600))
+	return fmt.Errorf("%s did not answer in 60 s: %w (%s)", s.name, err, tail(logPath, 600))
 }
 
 // tail is the end of a log file, for error messages.
@@ -230,7 +230,7 @@ func startServices(t *templates, dir string, needPG, needMy bool) (_ *services, 
 		return nil, err
 	}
 	rdir := filepath.Join(dir, "redis")
-	if err := os.Mkdir(rdir, 0o755); err != nil {
+	if err = os.Mkdir(rdir, 0o755); err != nil {
 		return nil, err
 	}
 	rlog := filepath.Join(dir, "redis.log")
@@ -248,17 +248,17 @@ func startServices(t *templates, dir string, needPG, needMy bool) (_ *services, 
 	}
 
 	if needPG {
-		if err := t.postgres(); err != nil {
+		if err = t.postgres(); err != nil {
 			return nil, err
 		}
 		pdir := filepath.Join(dir, "pg")
-		if err := os.Mkdir(pdir, 0o700); err != nil {
+		if err = os.Mkdir(pdir, 0o700); err != nil {
 			return nil, err
 		}
-		if err := chownTo(t.pgCred, pdir); err != nil {
+		if err = chownTo(t.pgCred, pdir); err != nil {
 			return nil, err
 		}
-		if err := copyDir(t.pgData, filepath.Join(pdir, "data")); err != nil {
+		if err = copyDir(t.pgData, filepath.Join(pdir, "data")); err != nil {
 			return nil, err
 		}
 		if port, err = localsvc.FreePort(); err != nil {
@@ -276,17 +276,17 @@ func startServices(t *templates, dir string, needPG, needMy bool) (_ *services, 
 			return nil, err
 		}
 		s.pgURL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-		if err := waitUp(s.pg, plog, func(ctx context.Context) error { return pingSQL(ctx, "postgres", s.pgURL) }); err != nil {
+		if err = waitUp(s.pg, plog, func(ctx context.Context) error { return pingSQL(ctx, "postgres", s.pgURL) }); err != nil {
 			return nil, err
 		}
 	}
 
 	if needMy {
-		if err := t.mariadb(); err != nil {
+		if err = t.mariadb(); err != nil {
 			return nil, err
 		}
 		mdir := filepath.Join(dir, "mariadb")
-		if err := copyDir(t.myData, mdir); err != nil {
+		if err = copyDir(t.myData, mdir); err != nil {
 			return nil, err
 		}
 		if port, err = localsvc.FreePort(); err != nil {

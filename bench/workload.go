@@ -76,7 +76,7 @@ func (pr profile) plans(system, workload string) []plan {
 	case "burst":
 		return []plan{{system: system, workload: workload, tasks: pr.burstTasks, lead: pr.burstLead,
 			topMinute: true, window: time.Second, afterFire: pr.burstAfter, ready: pr.readyTimeout,
-			// At a top of minute planned by a running fleet (README):
+			// At a top of minute planned by a running fleet (bench/README.md):
 			// the run ends before the next one.
 			specAt: func(time.Time) string { return "0 * * * * *" }}}
 	case "scale":

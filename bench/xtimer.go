@@ -51,7 +51,7 @@ func (x xtimerSystem) Run(ctx context.Context, env ReplicaEnv, tasks []TaskSpec,
 	if err != nil {
 		return fmt.Errorf("open database: %w", err)
 	}
-	if sqlDB, err := db.DB(); err == nil {
+	if sqlDB, dbErr := db.DB(); dbErr == nil {
 		defer sqlDB.Close()
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: env.RedisAddr, ContextTimeoutEnabled: true})

@@ -188,19 +188,19 @@ func (h *harness) setup() error {
 		_ = os.RemoveAll(h.tmp)
 	})
 	// The server runs as postgres and must reach its dir under ours.
-	if err := os.Chmod(h.tmp, 0o755); err != nil {
+	if err = os.Chmod(h.tmp, 0o755); err != nil {
 		return err
 	}
 	for _, d := range []string{"inv", "logs", "redis"} {
-		if err := os.Mkdir(filepath.Join(h.tmp, d), 0o755); err != nil {
+		if err = os.Mkdir(filepath.Join(h.tmp, d), 0o755); err != nil {
 			return err
 		}
 	}
 	h.bin = filepath.Join(h.tmp, "replica")
 	build := exec.Command("go", "build", "-o", h.bin, "./chaos/replica")
 	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./chaos/replica: %w\n%s", err, out)
+	if out, buildErr := build.CombinedOutput(); buildErr != nil {
+		return fmt.Errorf("go build ./chaos/replica: %w\n%s", buildErr, out)
 	}
 
 	rport, err := localsvc.FreePort()
@@ -209,7 +209,7 @@ func (h *harness) setup() error {
 	}
 	h.redis = &redisServer{port: rport, dir: filepath.Join(h.tmp, "redis"), log: filepath.Join(h.tmp, "logs", "redis.log")}
 	h.onCleanup(h.redis.stop)
-	if err := h.redis.start(); err != nil {
+	if err = h.redis.start(); err != nil {
 		return err
 	}
 

@@ -41,7 +41,7 @@ func (r *redisServer) start() error {
 		"--save", "", "--appendonly", "no", "--dir", r.dir)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err = cmd.Start(); err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
 	}
 	r.cmd, r.done = cmd, make(chan struct{})

@@ -103,3 +103,36 @@ func ExampleLoadZone() {
 	// xtimer: time zone field "Local": the machine's local zone differs between replicas; name a zone such as "Asia/Shanghai"
 	// true
 }
+
+func ExampleSchedule_Describe() {
+	for _, spec := range []string{"*/15 * * * *", "0 30 2 1 * *", "@every 90s", "@weekly", "0 0 9 * * MON#1"} {
+		sched, err := cron.Parse(spec)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("%-16s %s\n", spec, sched.Describe())
+	}
+	// Output:
+	// */15 * * * *     every 15 minutes, UTC
+	// 0 30 2 1 * *     at 02:30 on day 1 of the month, UTC
+	// @every 90s       every 1m30s (counted from 1970-01-01 00:00 UTC), UTC
+	// @weekly          at 00:00 on Sunday, UTC
+	// 0 0 9 * * MON#1  at 09:00 on the first Monday of the month, UTC
+}
+
+func ExampleSchedule_Next() {
+	// Seconds first: every 20 seconds during the ninth hour, on weekdays.
+	sched, err := cron.Parse("*/20 * 9 * * 1-5")
+	if err != nil {
+		panic(err)
+	}
+	at := time.Date(2026, 12, 4, 9, 59, 30, 0, time.UTC) // a Friday
+	for range 3 {
+		at = sched.Next(at)
+		fmt.Println(at.Format("Mon 15:04:05"))
+	}
+	// Output:
+	// Fri 09:59:40
+	// Mon 09:00:00
+	// Mon 09:00:20
+}

@@ -141,8 +141,8 @@ var ErrBadSpec = errors.New("xtimer: bad schedule spec")
 // Is makes errors.Is(err, ErrBadSpec) true for a *SpecError.
 func (e *SpecError) Is(target error) bool { return target == ErrBadSpec }
 
-// Parse reads a cron spec. See the package doc and the README's "Cron
-// expressions" section for what each dialect accepts; in short:
+// Parse reads a cron spec. See the package doc and docs/cron.md for
+// what each dialect accepts; in short:
 //
 //	0 9 * * MON-FRI             5 fields, Unix cron
 //	0 */5 * * * *               6 fields, seconds first
@@ -158,7 +158,10 @@ func Parse(spec string, opts ...Option) (Schedule, error) {
 			continue
 		}
 		if err := opt(&cfg); err != nil {
-			err.(*SpecError).Spec = spec
+			var se *SpecError
+			if errors.As(err, &se) {
+				se.Spec = spec
+			}
 			return nil, err
 		}
 	}

@@ -221,9 +221,9 @@ func (c *HTTPCaller) Do(ctx context.Context, call HTTPCall) (HTTPResponse, error
 	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 		return HTTPResponse{}, fail(fmt.Errorf("scheme %q not allowed (want http or https)", req.URL.Scheme))
 	}
-	if ip, err := netip.ParseAddr(req.URL.Hostname()); err == nil {
+	if ip, parseErr := netip.ParseAddr(req.URL.Hostname()); parseErr == nil {
 		// The dialer would refuse it too; this fails before opening a socket.
-		if err := c.checkAddr(false, ip); err != nil {
+		if err = c.checkAddr(false, ip); err != nil {
 			return HTTPResponse{}, fail(err)
 		}
 	}
@@ -295,7 +295,7 @@ func ctxErr(ctx context.Context, err error) error {
 	if ctx.Err() == nil || errors.Is(err, ErrForbiddenDestination) {
 		return err
 	}
-	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, ctx.Err()) {
 		return fmt.Errorf("%w: %w", ctx.Err(), cause)
 	}
 	return ctx.Err()

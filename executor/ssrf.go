@@ -276,12 +276,12 @@ func (c *HTTPCaller) CheckURL(ctx context.Context, rawURL string) error {
 		return fail("no host", nil)
 	}
 	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+		if n, convErr := strconv.Atoi(p); convErr != nil || n < 1 || n > 65535 {
 			return fail(fmt.Sprintf("port %q out of range", p), nil)
 		}
 	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		if err := c.checkAddr(false, ip); err != nil {
+	if ip, parseErr := netip.ParseAddr(host); parseErr == nil {
+		if err = c.checkAddr(false, ip); err != nil {
 			return fail(err.Error(), err)
 		}
 		return nil

@@ -105,7 +105,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	if err != nil {
 		return fmt.Errorf("-db %w", err)
 	}
-	if sqlDB, err := db.DB(); err == nil {
+	if sqlDB, dbErr := db.DB(); dbErr == nil {
 		defer sqlDB.Close()
 	}
 	rdb, err := backend.OpenRedis(ctx, cfg.Redis)
@@ -163,7 +163,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	}
 
 	// Listen before Start, so that a taken port fails at once.
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("-listen %q: %w", cfg.Listen, err)
 	}
@@ -171,7 +171,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
-	if err := s.Start(ctx); err != nil {
+	if err = s.Start(ctx); err != nil {
 		_ = srv.Close()
 		return err
 	}

@@ -210,7 +210,7 @@ func TestServerRunsCallbackTasksAndStopsOnSIGTERM(t *testing.T) {
 		require.Equal(t, "1", c.header.Get("X-Xtimer-Attempt"))
 		require.Equal(t, "Bearer receiver-secret", c.header.Get("Authorization"))
 		require.Equal(t, `{"day":"today"}`, string(c.body))
-		require.True(t, c.ok, "the README's verify accepts the signature of -signing-secret")
+		require.True(t, c.ok, "docs/server.md's verify accepts the signature of -signing-secret")
 	case <-time.After(30 * time.Second):
 		t.Fatal("the receiver was not called within 30s of creating a task that fires every second")
 	}

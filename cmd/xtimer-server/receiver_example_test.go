@@ -17,9 +17,9 @@ import (
 	"github.com/xtimer-go/xtimer/executor"
 )
 
-// The receiver example of README.md ("Run it as a service"), compiled and
-// tested here so that it cannot rot: TestReadmeHasReceiverExample checks
-// that the README shows exactly the text between the markers.
+// The receiver example of docs/server.md, compiled and tested here so
+// that it cannot rot: TestReadmeHasReceiverExample checks that
+// docs/server.md shows exactly the text between the markers.
 
 // readme:receiver:start
 
@@ -90,8 +90,8 @@ func TestReadmeHasReceiverExample(t *testing.T) {
 	require.True(t, ok)
 	example, _, ok = strings.Cut(example, "// readme:receiver:"+"end\n")
 	require.True(t, ok)
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/server.md")
 	require.NoError(t, err)
 	require.Contains(t, string(readme), strings.TrimSpace(example),
-		"README.md's receiver example must be the verify func of receiver_example_test.go, character for character")
+		"docs/server.md's receiver example must be the verify func of receiver_example_test.go, character for character")
 }

@@ -112,7 +112,7 @@ func runParent(replicas, tasks int, runFor time.Duration, dsn, redisAddr, app st
 	if err != nil {
 		return fmt.Errorf("-dsn %w", err)
 	}
-	if err := db.AutoMigrate(&Invocation{}); err != nil {
+	if err = db.AutoMigrate(&Invocation{}); err != nil {
 		return fmt.Errorf("create cluster_invocations: %w", err)
 	}
 	self, err := os.Executable()
@@ -123,6 +123,7 @@ func runParent(replicas, tasks int, runFor time.Duration, dsn, redisAddr, app st
 		replicas, tasks, runFor, where, redisAddr, app)
 	var procs []*exec.Cmd
 	for i := range replicas {
+		//nolint:gosec,noctx // G204: this program starts copies of itself; they are stopped by signal
 		cmd := exec.Command(self, "-child", fmt.Sprintf("replica-%d", i), "-app", app, "-dsn", dsn, "-redis", redisAddr,
 			"-tasks", fmt.Sprint(tasks))
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr

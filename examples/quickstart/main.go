@@ -236,7 +236,7 @@ func serveConsole(s *xtimer.Scheduler, addr, password string) (string, func(), e
 	if err != nil {
 		return "", nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := new(net.ListenConfig).Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return "", nil, fmt.Errorf("console on %s: %w (choose another address with -console, or -console off)", addr, err)
 	}

@@ -4,6 +4,7 @@
 package localsvc
 
 import (
+	"context"
 	"errors"
 	"net"
 	"os"
@@ -14,7 +15,7 @@ import (
 
 // FreePort asks the kernel for a port nobody listens on.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := new(net.ListenConfig).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}

@@ -56,16 +56,16 @@ func runRetention(backend string, rows int64) error {
 	setPhase := func(p string) { mu.Lock(); phase = p; mu.Unlock() }
 	swept := make(chan sweepLog, 1)
 	start := func(retention time.Duration) (*xtimer.Scheduler, error) {
-		s, err := xtimer.New(xtimer.Options{
+		s, newErr := xtimer.New(xtimer.Options{
 			DB: db, App: benchApp, Retention: retention, RetentionInterval: time.Second,
 			Logger: slog.New(&sweepHandler{Handler: slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), swept: swept}),
 		})
-		if err != nil {
-			return nil, err
+		if newErr != nil {
+			return nil, newErr
 		}
 		for i := range retentionTasks {
-			if err := s.Register(fmt.Sprintf("tick-%02d", i), "* * * * * *", handler); err != nil {
-				return nil, err
+			if regErr := s.Register(fmt.Sprintf("tick-%02d", i), "* * * * * *", handler); regErr != nil {
+				return nil, regErr
 			}
 		}
 		return s, s.Start(ctx)
@@ -80,7 +80,7 @@ func runRetention(backend string, rows int64) error {
 	setPhase("before")
 	time.Sleep(30 * time.Second)
 	setPhase("stopping")
-	if err := s.Stop(ctx); err != nil {
+	if err = s.Stop(ctx); err != nil {
 		return err
 	}
 

@@ -118,7 +118,7 @@ func (s *Store) RaiseAlert(ctx context.Context, r AlertRaise) (*AlertClaim, erro
 			row := Alert{App: r.App, Kind: r.Kind, Subject: r.Subject, Occurrence: r.Occurrence, WindowMs: r.AtMs,
 				Suppressed: r.Count - 1, LastMs: r.AtMs, LastEvent: r.Event, Pending: r.Event,
 				Lease: r.Replica, LeaseUntilMs: r.LeaseUntilMs, Tries: 1}
-			if err := db.Create(&row).Error; err != nil {
+			if err = db.Create(&row).Error; err != nil {
 				if duplicateKey(err) {
 					continue // another replica's first event of the row
 				}

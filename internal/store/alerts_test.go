@@ -79,8 +79,8 @@ func TestDigestOfADampedWindowIsClaimedOnce(t *testing.T) {
 		require.NotNil(t, first)
 		require.NoError(t, b.store.AlertDone(b.ctx, first.ID, "replica-0"))
 		for i := range 4 {
-			c, err := b.store.RaiseAlert(b.ctx, raise(b, "replica-2", "", t0+int64(i+1)*1000))
-			require.NoError(t, err)
+			c, raiseErr := b.store.RaiseAlert(b.ctx, raise(b, "replica-2", "", t0+int64(i+1)*1000))
+			require.NoError(t, raiseErr)
 			require.Nil(t, c)
 		}
 		due, err := b.store.DueAlerts(b.ctx, b.app, t0+window-1, window, 10)
@@ -92,8 +92,8 @@ func TestDigestOfADampedWindowIsClaimedOnce(t *testing.T) {
 
 		var claims []*store.AlertClaim
 		for r := range 3 {
-			c, err := b.store.ClaimAlert(b.ctx, due[0], t0+window, fmt.Sprint("replica-", r), t0+window+60_000)
-			require.NoError(t, err)
+			c, claimErr := b.store.ClaimAlert(b.ctx, due[0], t0+window, fmt.Sprint("replica-", r), t0+window+60_000)
+			require.NoError(t, claimErr)
 			if c != nil {
 				claims = append(claims, c)
 			}
@@ -131,9 +131,9 @@ func TestRaiseAlertCountsAnOccurrenceOnce(t *testing.T) {
 		require.NotNil(t, c)
 		require.NoError(t, b.store.AlertDone(b.ctx, c.ID, "replica-0"))
 		for r := range 3 {
-			c, err := b.store.RaiseAlert(b.ctx, raise(b, fmt.Sprint("replica-", r), "hb-1", t0+int64(r)*window))
-			require.NoError(t, err)
-			require.Nil(t, c, "the same occurrence, even windows later")
+			again, raiseErr := b.store.RaiseAlert(b.ctx, raise(b, fmt.Sprint("replica-", r), "hb-1", t0+int64(r)*window))
+			require.NoError(t, raiseErr)
+			require.Nil(t, again, "the same occurrence, even windows later")
 		}
 		c, err = b.store.RaiseAlert(b.ctx, raise(b, "replica-1", "hb-2", t0+5*window))
 		require.NoError(t, err)

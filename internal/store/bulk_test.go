@@ -56,8 +56,8 @@ func TestStartsAndResultsOfABatchAreOneStatement(t *testing.T) {
 			{store.StatusSucceeded, "", "", rows[4].RunTime + 3, 1},
 		}
 		for i, w := range want {
-			e, err := b.store.Execution(b.ctx, rows[i].ID)
-			require.NoError(t, err)
+			e, readErr := b.store.Execution(b.ctx, rows[i].ID)
+			require.NoError(t, readErr)
 			require.Equal(t, w.status, e.Status, "row %d", i)
 			require.Equal(t, w.output, e.Output, "row %d", i)
 			require.Equal(t, w.error, e.Error, "row %d", i)

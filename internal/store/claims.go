@@ -165,13 +165,13 @@ func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica
 	if name := s.db.Dialector.Name(); name == "postgres" || name == "sqlite" {
 		// One statement, one round trip: this is on the fire path.
 		for from := 0; from < len(ids); from += insertChunk {
-			got, err := scanIDs(s.db.WithContext(ctx), `UPDATE xtimer_executions SET lateness_ms = `+claimLateness+`,
+			got, scanErr := scanIDs(s.db.WithContext(ctx), `UPDATE xtimer_executions SET lateness_ms = `+claimLateness+`,
 				started_ms = `+claimStart+`, claim = ?, updated_ms = ?
 				WHERE id IN ? AND status = ? AND attempt = 0 AND started_ms = 0 AND replica = ? RETURNING id`,
 				claimMs, claimMs, claimMs, claimMs, claim, s.nowMs(),
 				ids[from:min(from+insertChunk, len(ids))], StatusScheduled, replica)
-			if err != nil {
-				return started, fmt.Errorf("store: start fires: %w", err)
+			if scanErr != nil {
+				return started, fmt.Errorf("store: start fires: %w", scanErr)
 			}
 			started = append(started, got...)
 		}
@@ -197,7 +197,7 @@ func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica
 				continue
 			}
 			var got []int64
-			if err := tx.Model(&Execution{}).Where("id IN ? AND claim = ?", chunk, claim).
+			if err = tx.Model(&Execution{}).Where("id IN ? AND claim = ?", chunk, claim).
 				Pluck("id", &got).Error; err != nil {
 				return fmt.Errorf("store: read started fires: %w", err)
 			}
@@ -240,7 +240,7 @@ func (s *Store) TakeOverFires(ctx context.Context, app string, codes []string, f
 						app, codes[i:min(i+insertChunk, len(codes))], fromMs, toMs, StatusScheduled, replica)
 			}
 			var owners []string
-			if err := q().Distinct("replica").Pluck("replica", &owners).Error; err != nil {
+			if err = q().Distinct("replica").Pluck("replica", &owners).Error; err != nil {
 				return fmt.Errorf("store: read owners of fires to take over: %w", err)
 			}
 			if len(owners) == 0 {
@@ -263,7 +263,7 @@ func (s *Store) TakeOverFires(ctx context.Context, app string, codes []string, f
 		if taken == 0 {
 			return nil
 		}
-		if err := tx.Where("app = ? AND run_time >= ? AND run_time < ? AND claim = ?", app, fromMs, toMs, claim).
+		if err = tx.Where("app = ? AND run_time >= ? AND run_time < ? AND claim = ?", app, fromMs, toMs, claim).
 			Order("run_time, id").Find(&rows).Error; err != nil {
 			return fmt.Errorf("store: read taken-over fires: %w", err)
 		}
@@ -332,9 +332,9 @@ func (s *Store) MarkRunning(ctx context.Context, starts []Start) (oks []bool, er
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	err = s.rowTx(ctx, func(tx *gorm.DB) error {
-		done, err := s.updateRows(tx, "status = ? AND attempt = 0", []any{StatusScheduled}, rows)
-		if err != nil {
-			return fmt.Errorf("store: mark %d executions running: %w", len(starts), err)
+		done, updateErr := s.updateRows(tx, "status = ? AND attempt = 0", []any{StatusScheduled}, rows)
+		if updateErr != nil {
+			return fmt.Errorf("store: mark %d executions running: %w", len(starts), updateErr)
 		}
 		oks = markDone(starts, func(st Start) int64 { return st.ID }, done)
 		return nil
@@ -392,7 +392,7 @@ func (s *Store) PromoteLostStarts(ctx context.Context, app string, live []string
 	// MariaDB (every fire due in the next lostStartSkew, thousands), once
 	// a second on every replica, against the starts of those same rows.
 	var ids []int64
-	if err := lost(s.db.WithContext(ctx)).Order("id").Pluck("id", &ids).Error; err != nil {
+	if err = lost(s.db.WithContext(ctx)).Order("id").Pluck("id", &ids).Error; err != nil {
 		return nil, fmt.Errorf("store: read lost starts of app %q: %w", app, err)
 	}
 	if len(ids) == 0 {

@@ -307,8 +307,8 @@ func TestAppsListsEveryAppWithTasksSorted(t *testing.T) {
 		require.Empty(t, apps)
 		for _, app := range []string{"zeta", "alpha", "mid"} {
 			for _, code := range []string{"one", "two"} {
-				_, err := b.store.UpsertTask(b.ctx, &store.Task{App: app, Code: code, Spec: "@every 1m"})
-				require.NoError(t, err)
+				_, upsertErr := b.store.UpsertTask(b.ctx, &store.Task{App: app, Code: code, Spec: "@every 1m"})
+				require.NoError(t, upsertErr)
 			}
 		}
 		apps, err = b.store.Apps(b.ctx)
@@ -450,8 +450,8 @@ func TestRecordActionStampsCleansAndActionsListsNewestFirst(t *testing.T) {
 			{store.Action{App: b.app, Action: "pause", TaskCode: "a\x00"},
 				`store: record action: task "a\x00": want UTF-8 text without NUL bytes`},
 		} {
-			_, err := b.store.RecordAction(b.ctx, c.a)
-			require.EqualError(t, err, c.want)
+			_, recordErr := b.store.RecordAction(b.ctx, c.a)
+			require.EqualError(t, recordErr, c.want)
 		}
 		_, err = b.store.Actions(b.ctx, "", "a", 0)
 		require.EqualError(t, err, "store: list actions: app is required")

@@ -87,9 +87,9 @@ func (s *Store) InsertFires(ctx context.Context, fires []Execution) ([]Execution
 	defer cancel()
 	var mine []Execution
 	err = s.rowTx(ctx, func(tx *gorm.DB) error {
-		var err error
-		mine, err = insertFireRows(ctx, tx, rows, claim)
-		return err
+		var insertErr error
+		mine, insertErr = insertFireRows(ctx, tx, rows, claim)
+		return insertErr
 	})
 	if err != nil {
 		return nil, err
@@ -106,7 +106,7 @@ func (s *Store) InsertFires(ctx context.Context, fires []Execution) ([]Execution
 // rest of their values bound once and those three as arrays (PostgreSQL)
 // or a JSON document (MySQL/MariaDB, SQLite): with GORM's batched INSERT
 // of 20 placeholders a row, a minute of thousands of fires a second took
-// longer to record than the minute lasts (README.md's Performance section
+// longer to record than the minute lasts (bench/README.md's performance report
 // has BenchmarkInsertFires before and after). PostgreSQL answers with the
 // rows it inserted (RETURNING); on the others, the inserted rows are those
 // of the keys that carry our claim.
@@ -142,7 +142,7 @@ func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim st
 				shape.Attempt, shape.Replica, shape.ScheduledMs, shape.StartedMs, shape.FinishedMs, shape.LatenessMs,
 				shape.DurationMs, shape.HTTPStatus, shape.Output, shape.Error, shape.NextAttemptMs}, source...)
 			if dialect != "postgres" {
-				if _, err := tx.Statement.ConnPool.ExecContext(ctx, q, args...); err != nil {
+				if _, err = tx.Statement.ConnPool.ExecContext(ctx, q, args...); err != nil {
 					return nil, fmt.Errorf("store: insert %d fires from %s at %d: %w", len(chunk), codes[0], runTimes[0], err)
 				}
 				continue
@@ -398,9 +398,9 @@ func (s *Store) FinishAttempts(ctx context.Context, finishes []Finish) (oks []bo
 	// updateRows updates in id order, which makes concurrent batches lock
 	// rows in the same order and keeps InnoDB from deadlocking them.
 	err = s.rowTx(ctx, func(tx *gorm.DB) error {
-		done, err := s.updateRows(tx, "status = ?", []any{StatusRunning}, rows)
-		if err != nil {
-			return fmt.Errorf("store: finish %d attempts: %w", len(finishes), err)
+		done, updateErr := s.updateRows(tx, "status = ?", []any{StatusRunning}, rows)
+		if updateErr != nil {
+			return fmt.Errorf("store: finish %d attempts: %w", len(finishes), updateErr)
 		}
 		oks = markDone(finishes, func(f Finish) int64 { return f.ID }, done)
 		return nil

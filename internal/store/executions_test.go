@@ -275,8 +275,8 @@ func TestFinishAttemptsSettlesABatchInOneCall(t *testing.T) {
 		rows, err := b.store.InsertFires(b.ctx, fires(b.app, "a", t0, t0+1000, t0+2000))
 		require.NoError(t, err)
 		for _, r := range rows[:2] {
-			ok, err := b.store.StartAttempt(b.ctx, r.ID, 1, "r1", r.RunTime)
-			require.NoError(t, err)
+			ok, startErr := b.store.StartAttempt(b.ctx, r.ID, 1, "r1", r.RunTime)
+			require.NoError(t, startErr)
 			require.True(t, ok)
 		}
 		oks, err := b.store.FinishAttempts(b.ctx, []store.Finish{
@@ -332,8 +332,8 @@ func TestRunsOfALostReplicaAreFoundAndSettledOnce(t *testing.T) {
 		rows, err := b.store.InsertFires(b.ctx, fires(b.app, "a", t0, t0+1000))
 		require.NoError(t, err)
 		for i, r := range rows {
-			ok, err := b.store.StartAttempt(b.ctx, r.ID, 1, []string{"alive", "dead"}[i], r.RunTime)
-			require.NoError(t, err)
+			ok, startErr := b.store.StartAttempt(b.ctx, r.ID, 1, []string{"alive", "dead"}[i], r.RunTime)
+			require.NoError(t, startErr)
 			require.True(t, ok)
 		}
 		n, err := b.store.RunningCount(b.ctx, b.app, "a")
@@ -408,8 +408,8 @@ func TestListExecutionsPagesNewestFirst(t *testing.T) {
 		var cursor store.Cursor
 		pages := 0
 		for {
-			page, next, err := b.store.ListExecutions(b.ctx, store.ExecutionFilter{App: b.app}, cursor, 3)
-			require.NoError(t, err)
+			page, next, listErr := b.store.ListExecutions(b.ctx, store.ExecutionFilter{App: b.app}, cursor, 3)
+			require.NoError(t, listErr)
 			pages++
 			for _, e := range page {
 				seen = append(seen, fmt.Sprintf("%s+%d", e.TaskCode, (e.RunTime-t0)/1000))

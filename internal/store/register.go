@@ -182,9 +182,9 @@ func (s *Store) register(ctx context.Context, app string, defs []TaskDef, mode r
 	// lock): the next try reads the row, and refuses it or keeps it.
 	for try := 0; try < 3; try++ {
 		err = s.rowTx(ctx, func(tx *gorm.DB) error {
-			var err error
-			gen, err = s.registerTx(ctx, tx, app, defs, digest, mode)
-			return err
+			var txErr error
+			gen, txErr = s.registerTx(ctx, tx, app, defs, digest, mode)
+			return txErr
 		})
 		if err == nil || !duplicateKey(err) {
 			break
@@ -270,7 +270,7 @@ func encodeDefinition(buf []byte, d Definition) []byte {
 		buf = appendField(buf, f)
 	}
 	for _, n := range []int64{d.TimeoutMs, int64(d.MaxAttempts), d.BackoffBaseMs, d.BackoffMaxMs, d.MisfireWindowMs, d.EndAtMs, d.MaxRuns} {
-		buf = binary.BigEndian.AppendUint64(buf, uint64(n))
+		buf = binary.BigEndian.AppendUint64(buf, uint64(n)) //nolint:gosec // G115: the bits of n, encoded for the digest
 	}
 	if d.HasHTTPTarget {
 		return append(buf, 1)
@@ -279,7 +279,7 @@ func encodeDefinition(buf []byte, d Definition) []byte {
 }
 
 func appendField(buf []byte, s string) []byte {
-	buf = binary.BigEndian.AppendUint32(buf, uint32(len(s)))
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(s))) //nolint:gosec // G115: a length prefix for the digest; columns are far shorter than 4 GiB
 	return append(buf, s...)
 }
 
@@ -312,7 +312,7 @@ func (s *Store) registerTx(ctx context.Context, tx *gorm.DB, app string, defs []
 	if mode == regFull && st.RegDigest == digest && st.RegGen == st.TaskGen {
 		return st.TaskGen, nil // every row is as the last registration left it
 	}
-	if err := sortDefs(defs); err != nil {
+	if err = sortDefs(defs); err != nil {
 		return 0, err
 	}
 	found := make([]bool, len(defs))
@@ -342,11 +342,11 @@ func (s *Store) registerTx(ctx context.Context, tx *gorm.DB, app string, defs []
 		}
 	}
 	now := s.nowMs()
-	if err := insertDefs(ctx, tx, app, defs, missing, now); err != nil {
+	if err = insertDefs(ctx, tx, app, defs, missing, now); err != nil {
 		return 0, err
 	}
 	analyzeFresh(ctx, tx, "xtimer_tasks", &s.analyzedTasks, len(missing))
-	if err := updateDefs(ctx, tx, defs, changed, changedIDs, now); err != nil {
+	if err = updateDefs(ctx, tx, defs, changed, changedIDs, now); err != nil {
 		return 0, err
 	}
 	gen := st.TaskGen

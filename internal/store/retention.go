@@ -29,7 +29,7 @@ var FinalStatuses = []string{StatusSucceeded, StatusFailed, StatusTimedOut, Stat
 // the start of the range, the index entries of the rows already deleted
 // (dead until vacuum on PostgreSQL, purged later on InnoDB) and of the
 // non-final rows it passed. Without that cursor each batch read more dead
-// entries than the one before and the sweep slowed as it went (README.md
+// entries than the one before and the sweep slowed as it went (docs/configuration.md
 // has the figures, from internal/pagingbench -retention). fromMs is
 // inclusive: rows of that run_time the previous batch left (more rows than
 // limit at one instant) are not skipped. Pass math.MinInt64 to start at
@@ -97,11 +97,11 @@ func (s *Store) deleteFinal(ctx context.Context, where string, args []any, fromM
 		n, lastMs = 0, 0
 		if !mysql {
 			sql := "DELETE FROM xtimer_executions WHERE id IN (" + fmt.Sprintf(pick, "id") + ") RETURNING task_code, run_time, status"
-			if err := tx.Raw(sql, args...).Scan(&rows).Error; err != nil {
+			if err = tx.Raw(sql, args...).Scan(&rows).Error; err != nil {
 				return err
 			}
 		} else {
-			if err := tx.Raw(fmt.Sprintf(pick, "task_code, run_time, status")+" FOR UPDATE", args...).Scan(&rows).Error; err != nil {
+			if err = tx.Raw(fmt.Sprintf(pick, "task_code, run_time, status")+" FOR UPDATE", args...).Scan(&rows).Error; err != nil {
 				return err
 			}
 			if len(rows) == 0 {

@@ -196,7 +196,7 @@ func (s *Store) txWith(ctx context.Context, opts *sql.TxOptions, fn func(tx *gor
 		// Back off a little, jittered: two transactions that deadlocked and
 		// retry at once tend to deadlock again (seen on MariaDB while
 		// retention deletes in batches beside the engine's updates).
-		wait := time.Duration(mrand.Int64N(int64(5*time.Millisecond) << try))
+		wait := time.Duration(mrand.Int64N(int64(5*time.Millisecond) << try)) //nolint:gosec // G404: jitter, not a secret
 		select {
 		case <-ctx.Done():
 			return err

@@ -134,7 +134,7 @@ const headsQuery = `SELECT id, code, kind, status, version, created_ms, updated_
 //
 // On PostgreSQL through pgx it reads the rows' binary values as they come
 // off the wire, without database/sql's conversions, which make a million
-// rows cost a replica more CPU (README.md's Performance section has the
+// rows cost a replica more CPU (bench/README.md's performance report has the
 // figures).
 func (s *Store) TaskHeads(ctx context.Context, app string, intern func(code []byte) string, each func(TaskHead) error) error {
 	if intern == nil {
@@ -190,9 +190,9 @@ func (s *Store) pgTaskHeads(ctx context.Context, app string, intern func([]byte)
 		}
 		done = true
 		binary := pgx.QueryResultFormats{pgx.BinaryFormatCode}
-		rows, err := pc.Conn().Query(ctx, rebind(s.db, headsQuery), binary, app)
-		if err != nil {
-			return err
+		rows, queryErr := pc.Conn().Query(ctx, rebind(s.db, headsQuery), binary, app)
+		if queryErr != nil {
+			return queryErr
 		}
 		defer rows.Close()
 		var h TaskHead
@@ -206,12 +206,13 @@ func (s *Store) pgTaskHeads(ctx context.Context, app string, intern func([]byte)
 					return fmt.Errorf("column %d: %d bytes", i, len(v[i]))
 				}
 			}
-			h.ID, h.Version = int64(binaryBE(v[0])), int64(binaryBE(v[4]))
-			h.CreatedMs, h.UpdatedMs = int64(binaryBE(v[5])), int64(binaryBE(v[6]))
+			// The bits of int8 columns in PostgreSQL's binary format.
+			h.ID, h.Version = int64(binaryBE(v[0])), int64(binaryBE(v[4]))          //nolint:gosec // G115: see above
+			h.CreatedMs, h.UpdatedMs = int64(binaryBE(v[5])), int64(binaryBE(v[6])) //nolint:gosec // G115: see above
 			h.Code, h.Kind, h.Status = intern(v[1]), canonical(v[2], KindFunc, KindHTTP), canonical(v[3], TaskActive, TaskPaused)
 			h.SpecOverride, h.DialectOverride, h.TZOverride = rawNullable(v[7]), rawNullable(v[8]), rawNullable(v[9])
-			if err := each(h); err != nil {
-				return errFromEach{err}
+			if eachErr := each(h); eachErr != nil {
+				return errFromEach{eachErr}
 			}
 		}
 		return rows.Err()

@@ -102,7 +102,7 @@ func MySQL(t testing.TB) *gorm.DB {
 		"start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd")
 
 	name := "xtimer_t_" + randomHex(t)
-	if err := admin.Exec("CREATE DATABASE " + name + " CHARACTER SET utf8mb4").Error; err != nil {
+	if err = admin.Exec("CREATE DATABASE " + name + " CHARACTER SET utf8mb4").Error; err != nil {
 		closeDB(admin)
 		t.Fatalf("testsvc: create MySQL database %s: %v", name, err)
 	}
@@ -135,7 +135,7 @@ func Postgres(t testing.TB) *gorm.DB {
 		"pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start")
 
 	name := "xtimer_t_" + randomHex(t)
-	if err := admin.Exec("CREATE DATABASE " + name).Error; err != nil {
+	if err = admin.Exec("CREATE DATABASE " + name).Error; err != nil {
 		closeDB(admin)
 		t.Fatalf("testsvc: create PostgreSQL database %s: %v", name, err)
 	}
