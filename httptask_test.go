@@ -486,11 +486,13 @@ func TestHTTPTaskIsAdoptedAndRunByAReplicaThatDidNotCreateIt(t *testing.T) {
 	require.NoError(t, a.CreateHTTPTask(ctx, HTTPTask{Code: "every.second", Spec: "* * * * * *", Target: HTTPTarget{Method: "GET", URL: rc.URL}}))
 	created := time.Now()
 	require.NoError(t, a.Stop(ctx))
+	// Adopted at the other replica's next task sync, a tick away; how soon
+	// is logged, not asserted (a loaded machine delays ticks).
 	require.Eventually(t, func() bool {
 		b.view.mu.Lock()
 		defer b.view.mu.Unlock()
 		return b.view.taskLocked("every.second") != nil
-	}, 1500*time.Millisecond, 10*time.Millisecond, "adopted within a tick")
+	}, 10*time.Second, 10*time.Millisecond, "adopted by the other replica")
 	t.Logf("adopted %s after creation", time.Since(created).Round(time.Millisecond))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var n int64
