@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"gorm.io/gorm"
@@ -112,9 +111,11 @@ func (s *Store) RaiseAlert(ctx context.Context, r AlertRaise) (*AlertClaim, erro
 	}
 	for range raiseRounds {
 		var a Alert
-		err := db.Where("app = ? AND kind = ? AND subject = ?", r.App, r.Kind, r.Subject).Take(&a).Error
+		found, err := takeOne(db.Where("app = ? AND kind = ? AND subject = ?", r.App, r.Kind, r.Subject), &a)
 		switch {
-		case errors.Is(err, gorm.ErrRecordNotFound):
+		case err != nil:
+			return fail(err)
+		case !found:
 			row := Alert{App: r.App, Kind: r.Kind, Subject: r.Subject, Occurrence: r.Occurrence, WindowMs: r.AtMs,
 				Suppressed: r.Count - 1, LastMs: r.AtMs, LastEvent: r.Event, Pending: r.Event,
 				Lease: r.Replica, LeaseUntilMs: r.LeaseUntilMs, Tries: 1}
@@ -125,8 +126,6 @@ func (s *Store) RaiseAlert(ctx context.Context, r AlertRaise) (*AlertClaim, erro
 				return fail(err)
 			}
 			return &AlertClaim{ID: row.ID, Event: r.Event, Tries: 1}, nil
-		case err != nil:
-			return fail(err)
 		}
 		if r.Occurrence != "" && a.Occurrence == r.Occurrence {
 			return nil, nil

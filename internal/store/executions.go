@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -470,12 +469,12 @@ func (s *Store) Execution(ctx context.Context, id int64) (Execution, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	var e Execution
-	err := s.db.WithContext(ctx).Where("id = ?", id).Take(&e).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return Execution{}, notFound("execution %d", id)
-	}
+	found, err := takeOne(s.db.WithContext(ctx).Where("id = ?", id), &e)
 	if err != nil {
 		return Execution{}, fmt.Errorf("store: read execution %d: %w", id, err)
+	}
+	if !found {
+		return Execution{}, notFound("execution %d", id)
 	}
 	return e, nil
 }

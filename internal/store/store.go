@@ -301,6 +301,16 @@ func cleanText(s string) string {
 	return s[:cut]
 }
 
+// takeOne reads into dest the first row q finds, and reports whether there
+// was one. A row that is not there is an answer here, not an error: GORM's
+// Take would return ErrRecordNotFound, which the application's GORM logger
+// writes as an error line ("record not found") in the service's log each
+// time, although nothing went wrong.
+func takeOne(q *gorm.DB, dest any) (found bool, err error) {
+	res := q.Limit(1).Find(dest)
+	return res.RowsAffected > 0, res.Error
+}
+
 // notFound wraps ErrNotFound with what was looked for.
 func notFound(format string, args ...any) error {
 	return fmt.Errorf("store: "+format+": %w", append(args, ErrNotFound)...)

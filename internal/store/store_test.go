@@ -57,21 +57,53 @@ func open(t *testing.T, db *gorm.DB) *bundle {
 	}
 }
 
-// recorder is a GORM logger that keeps every statement it sees.
+// recorder is a GORM logger that keeps every statement it sees, and the
+// errors it would log.
 type recorder struct {
 	mu   sync.Mutex
 	sqls []string
+	errs []error
 }
 
 func (r *recorder) LogMode(logger.LogLevel) logger.Interface      { return r }
 func (r *recorder) Info(context.Context, string, ...interface{})  {}
 func (r *recorder) Warn(context.Context, string, ...interface{})  {}
 func (r *recorder) Error(context.Context, string, ...interface{}) {}
-func (r *recorder) Trace(_ context.Context, _ time.Time, fc func() (string, int64), _ error) {
+func (r *recorder) Trace(_ context.Context, _ time.Time, fc func() (string, int64), err error) {
 	sql, _ := fc()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sqls = append(r.sqls, sql)
+	if err != nil {
+		r.errs = append(r.errs, err)
+	}
+}
+
+func (r *recorder) errors() []error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]error(nil), r.errs...)
+}
+
+// A lookup that finds nothing is an answer, not an error: the service's
+// GORM logger (the application's, on its connection) must not log a
+// "record not found" line for a task or execution that does not exist, or
+// for the first alert of a task.
+func TestLookupsThatFindNothingLogNoError(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		rec := &recorder{}
+		s := store.New(b.db.Session(&gorm.Session{Logger: rec}), store.WithNow(func() time.Time { return time.UnixMilli(b.clock.Load()) }))
+		_, err := s.Task(b.ctx, b.app, "no.such.task")
+		require.ErrorIs(t, err, store.ErrNotFound)
+		_, err = s.Execution(b.ctx, 424242)
+		require.ErrorIs(t, err, store.ErrNotFound)
+		claim, err := s.RaiseAlert(b.ctx, store.AlertRaise{App: b.app, Kind: "execution.failed", Subject: "billing",
+			Count: 1, Event: `{}`, AtMs: t0, WindowMs: 60_000, Replica: "r1", LeaseUntilMs: t0 + 60_000})
+		require.NoError(t, err)
+		require.NotNil(t, claim, "the first alert of a subject is claimed")
+		require.Empty(t, rec.errors())
+		require.NotEmpty(t, rec.statements(), "the recorder saw the lookups")
+	})
 }
 
 func (r *recorder) statements() []string {

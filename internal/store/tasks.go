@@ -290,12 +290,12 @@ func (s *Store) Task(ctx context.Context, app, code string) (Task, error) {
 // readTask is Task on db, which may be a transaction.
 func readTask(db *gorm.DB, app, code string) (Task, error) {
 	var t Task
-	err := db.Where("app = ? AND code = ?", app, code).Take(&t).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return Task{}, notFound("task %q of app %q", code, app)
-	}
+	found, err := takeOne(db.Where("app = ? AND code = ?", app, code), &t)
 	if err != nil {
 		return Task{}, fmt.Errorf("store: read task %q: %w", code, err)
+	}
+	if !found {
+		return Task{}, notFound("task %q of app %q", code, app)
 	}
 	return t, nil
 }
