@@ -17,11 +17,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
-	"gorm.io/driver/sqlite"
-	"gorm.io/gorm"
 
 	"github.com/xtimer-go/xtimer"
 	"github.com/xtimer-go/xtimer/admin"
+	"github.com/xtimer-go/xtimer/internal/testsvc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -39,11 +38,9 @@ type console struct {
 
 func newConsole(t *testing.T) *console {
 	t.Helper()
-	db, err := gorm.Open(sqlite.Open("file:"+strings.ReplaceAll(t.Name(), "/", "_")+"?mode=memory&cache=shared"), &gorm.Config{})
-	require.NoError(t, err)
-	sqlDB, err := db.DB()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sqlDB.Close() })
+	// A file in WAL mode, as the engine's tests use: a shared-cache
+	// in-memory database answers "table is locked" to a read beside a write.
+	db := testsvc.SQLite(t)
 	s, err := xtimer.New(xtimer.Options{DB: db, App: "cli"})
 	require.NoError(t, err)
 	c := &console{s: s, ran: make(chan string, 16)}
