@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -89,7 +91,7 @@ func ExampleNextFires() {
 }
 
 func ExampleScheduler_Executions() {
-	db, closeDB := memoryDB("xtimer-example-executions") // as ExampleScheduler_Register opens one
+	db, closeDB := exampleDB("xtimer-example-executions")
 	defer closeDB()
 	s, err := xtimer.New(xtimer.Options{DB: db, App: "billing"})
 	if err != nil {
@@ -146,7 +148,7 @@ func ExampleScheduler_Executions() {
 }
 
 func ExampleScheduler_Tasks() {
-	db, closeDB := memoryDB("xtimer-example-tasks") // as ExampleScheduler_Register opens one
+	db, closeDB := exampleDB("xtimer-example-tasks")
 	defer closeDB()
 	s, err := xtimer.New(xtimer.Options{DB: db, App: "billing"})
 	if err != nil {
@@ -186,7 +188,7 @@ func ExampleScheduler_Tasks() {
 }
 
 func ExampleScheduler_Replicas() {
-	db, closeDB := memoryDB("xtimer-example-replicas") // as ExampleScheduler_Register opens one
+	db, closeDB := exampleDB("xtimer-example-replicas")
 	defer closeDB()
 	s, err := xtimer.New(xtimer.Options{DB: db, App: "billing", InstanceID: "billing-7f9c", Version: "v1.4.0"})
 	if err != nil {
@@ -214,10 +216,17 @@ func ExampleScheduler_Replicas() {
 	// billing-7f9c v1.4.0 [billing.invoice billing.reconcile]
 }
 
-// memoryDB opens an in-memory SQLite database for an example, and the
-// function that closes its pool (the application's to close, not xtimer's).
-func memoryDB(name string) (*gorm.DB, func()) {
-	db, err := gorm.Open(sqlite.Open("file:"+name+"?mode=memory&cache=shared"), &gorm.Config{})
+// exampleDB opens a SQLite database in a temporary file for an example,
+// and the function that closes its pool (the application's to close, not
+// xtimer's) and removes the file. WAL and a busy timeout let the engine's
+// goroutines read while another writes, as a service's database would.
+func exampleDB(name string) (*gorm.DB, func()) {
+	dir, err := os.MkdirTemp("", name)
+	if err != nil {
+		log.Fatal(err)
+	}
+	dsn := "file:" + filepath.Join(dir, "xtimer.db") + "?_journal_mode=WAL&_busy_timeout=10000&_txlock=immediate"
+	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -225,5 +234,8 @@ func memoryDB(name string) (*gorm.DB, func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	return db, func() { _ = sqlDB.Close() }
+	return db, func() {
+		_ = sqlDB.Close()
+		_ = os.RemoveAll(dir)
+	}
 }

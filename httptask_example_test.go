@@ -19,7 +19,7 @@ func ExampleScheduler_CreateHTTPTask() {
 	}))
 	defer receiver.Close()
 
-	db, closeDB := memoryDB("xtimer-example-httptask")
+	db, closeDB := exampleDB("xtimer-example-httptask")
 	defer closeDB()
 	s, err := xtimer.New(xtimer.Options{DB: db, App: "example", HTTPSigningSecret: "signs-every-callback-of-the-app"})
 	if err != nil {

@@ -21,7 +21,7 @@ import (
 )
 
 func ExampleNotifierFunc() {
-	db, closeDB := memoryDB("xtimer-example-notifier")
+	db, closeDB := exampleDB("xtimer-example-notifier")
 	defer closeDB()
 	alerts := make(chan xtimer.Event, 1)
 	s, err := xtimer.New(xtimer.Options{DB: db, App: "example",
@@ -108,7 +108,7 @@ func ExampleNewWebhookNotifier_error() {
 }
 
 func ExampleOptions_metrics() {
-	db, closeDB := memoryDB("xtimer-example-metrics")
+	db, closeDB := exampleDB("xtimer-example-metrics")
 	defer closeDB()
 	reg := prometheus.NewRegistry() // serve it with promhttp.HandlerFor(reg, ...)
 	s, err := xtimer.New(xtimer.Options{DB: db, App: "example", Metrics: reg})

@@ -201,7 +201,7 @@ func ExampleScheduler_SetSchedule() {
 }
 
 func ExampleScheduler_Trigger() {
-	db, closeDB := memoryDB("xtimer-example-trigger")
+	db, closeDB := exampleDB("xtimer-example-trigger")
 	defer closeDB()
 	s, err := xtimer.New(xtimer.Options{DB: db, App: "example"})
 	if err != nil {
@@ -233,7 +233,7 @@ func ExampleScheduler_Trigger() {
 }
 
 func ExampleScheduler_NextRuns() {
-	db, closeDB := memoryDB("xtimer-example-nextruns")
+	db, closeDB := exampleDB("xtimer-example-nextruns")
 	defer closeDB()
 	s, err := xtimer.New(xtimer.Options{DB: db, App: "example"})
 	if err != nil {
@@ -256,7 +256,7 @@ func ExampleScheduler_NextRuns() {
 }
 
 func ExampleScheduler_Health() {
-	db, closeDB := memoryDB("xtimer-example-health")
+	db, closeDB := exampleDB("xtimer-example-health")
 	defer closeDB()
 	s, err := xtimer.New(xtimer.Options{DB: db, App: "example"})
 	if err != nil {
@@ -277,7 +277,7 @@ func ExampleScheduler_Health() {
 // "example.<name>" with spec and opts, starts the scheduler, and returns
 // it, a function that reads the task back, and one that stops everything.
 func startExample(name, spec string, opts ...xtimer.TaskOption) (*xtimer.Scheduler, func(*xtimer.Scheduler) xtimer.Task, func()) {
-	db, closeDB := memoryDB("xtimer-example-" + name)
+	db, closeDB := exampleDB("xtimer-example-" + name)
 	s, err := xtimer.New(xtimer.Options{DB: db, App: "example"})
 	if err != nil {
 		log.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"gorm.io/driver/sqlite"
@@ -148,10 +150,15 @@ func status(url, auth string) int {
 	return resp.StatusCode
 }
 
-// exampleScheduler starts a scheduler with one task on an in-memory SQLite
-// database, and returns it and the function that stops it.
+// exampleScheduler starts a scheduler with one task on a SQLite database
+// in a temporary file, and returns it and the function that stops it.
 func exampleScheduler(name string) (*xtimer.Scheduler, func()) {
-	db, err := gorm.Open(sqlite.Open("file:xtimer-admin-example-"+name+"?mode=memory&cache=shared"), &gorm.Config{})
+	dir, err := os.MkdirTemp("", "xtimer-admin-example-"+name)
+	if err != nil {
+		log.Fatal(err)
+	}
+	dsn := "file:" + filepath.Join(dir, "xtimer.db") + "?_journal_mode=WAL&_busy_timeout=10000&_txlock=immediate"
+	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -169,8 +176,9 @@ func exampleScheduler(name string) (*xtimer.Scheduler, func()) {
 	}
 	return s, func() {
 		_ = s.Stop(ctx)
-		if sqlDB, err := db.DB(); err == nil {
+		if sqlDB, dbErr := db.DB(); dbErr == nil {
 			_ = sqlDB.Close()
 		}
+		_ = os.RemoveAll(dir)
 	}
 }
