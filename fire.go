@@ -420,9 +420,6 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 	for _, f := range due {
 		r := f.row
 		t, runs, goHandler := d.view.fireTask(r.TaskCode)
-		d.mu.Lock()
-		running := d.running[r.TaskCode]
-		d.mu.Unlock()
 		late := now.Sub(time.UnixMilli(r.RunTime))
 		window := time.Duration(t.misfireWindowMs()) * time.Millisecond
 		switch {
@@ -445,6 +442,9 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 			continue
 		}
 		if OverlapPolicy(t.def.Overlap) == OverlapForbid {
+			d.mu.Lock()
+			running := d.running[r.TaskCode]
+			d.mu.Unlock()
 			n, err := d.store.RunningCount(ctx, d.app, r.TaskCode)
 			if err != nil || n > 0 || running > 0 {
 				// Unknown counts as overlapping: forbid means never two at once.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,7 +59,7 @@ func newCall(name string, cmd command, args []string, stdout, stderr io.Writer, 
 		client: &http.Client{Timeout: requestTimeout}}
 	fs := flag.NewFlagSet("xtimer "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	server := fs.String("server", cmpOr(getenv("XTIMER_SERVER"), DefaultServer), "the console's URL")
+	server := fs.String("server", cmp.Or(getenv("XTIMER_SERVER"), DefaultServer), "the console's URL")
 	token := fs.String("token", getenv("XTIMER_TOKEN"), "a bearer token")
 	tokenFile := fs.String("token-file", "", "a file holding the bearer token")
 	fs.StringVar(&c.output, "o", "table", "output: table or json")
@@ -123,13 +124,6 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // envelope is the API's one success shape, and its error shape.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -214,9 +215,6 @@ var commands = map[string]command{
 				return err
 			}
 			if !*c.flags("follow").(*bool) {
-				if c.output == "json" {
-					return c.json(rows)
-				}
 				return c.executionsTable(rows)
 			}
 			return c.follow(ctx, q, rows)
@@ -292,7 +290,7 @@ var commands = map[string]command{
 			c.flag(fs, "quartz", false, "read SPEC as a Quartz expression")
 		},
 		run: func(ctx context.Context, c *call) error {
-			body := map[string]string{"spec": c.args[1], "dialect": c.dialect(), "zone": cmpOr(c.zoneName, "UTC")}
+			body := map[string]string{"spec": c.args[1], "dialect": c.dialect(), "zone": cmp.Or(c.zoneName, "UTC")}
 			var d taskDetail
 			if err := c.send(ctx, http.MethodPut, "tasks/"+url.PathEscape(c.args[0])+"/schedule", body, &d); err != nil {
 				return err
@@ -456,6 +454,7 @@ func (c *call) getRows(ctx context.Context, q url.Values, rows *[]executionView)
 	return err
 }
 
+// executionsTable writes rows as a table, or as JSON with -o json.
 func (c *call) executionsTable(rows []executionView) error {
 	if c.output == "json" {
 		return c.json(rows)

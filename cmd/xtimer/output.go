@@ -22,10 +22,13 @@ func (c *call) table(headers ...string) *table {
 	return t
 }
 
+// oneLine makes a cell one line: tabs and newlines would break the
+// columns.
+var oneLine = strings.NewReplacer("\t", " ", "\n", " ", "\r", " ")
+
 func (t *table) row(cells ...string) {
 	for i, s := range cells {
-		// A cell is one line: tabs and newlines would break the columns.
-		cells[i] = strings.NewReplacer("\t", " ", "\n", " ", "\r", " ").Replace(s)
+		cells[i] = oneLine.Replace(s)
 	}
 	fmt.Fprintln(t.w, strings.Join(cells, "\t"))
 }
