@@ -219,40 +219,6 @@ func TestLostReplicaIsAlertedOnce(t *testing.T) {
 	require.True(t, lost[0].at.Before(hms(0, 42)), "%s", lost[0].at)
 }
 
-// The late, skipped and fallback events, and what is not alerted.
-func TestAlertsOfLateAndSkippedFiresAndOfTheLockFallingBack(t *testing.T) {
-	t.Parallel()
-	f, log := alertFleet(t, func(o *Options) {
-		o.AlertMissedRuns = -1
-		o.AlertLateAfter = 5 * time.Second
-	})
-	s := f.start(map[string]string{"job": "*/10 * * * * *"})
-	f.runUntil(hms(0, 5))
-
-	r := store.Execution{ID: 7, TaskCode: "job", RunTime: hms(0, 0).UnixMilli(), Attempt: 1}
-	s.alerts.attemptBegan(r, hms(0, 4))                                                   // 4s late: under the threshold
-	s.alerts.attemptBegan(r, hms(0, 6))                                                   // 6s late
-	s.alerts.skipped(r, store.ReasonPaused, hms(0, 6))                                    // an operator's doing
-	s.alerts.skipped(r, store.ReasonMisfire, hms(0, 6))                                   // the system's
-	s.alerts.settled(r, store.Finish{Result: store.Result{Status: store.StatusRetrying}}) // not the last attempt
-	s.noteRedis(fmt.Errorf("dial tcp: connection refused"))
-	s.noteRedis(fmt.Errorf("dial tcp: connection refused")) // still down: no second event
-	s.noteRedis(nil)
-
-	require.Eventually(t, func() bool {
-		return len(log.of(EventLate, "job")) == 1 && len(log.of(EventSkipped, "job")) == 1 &&
-			len(log.of(EventFallbackEntered, "")) == 1 && len(log.of(EventFallbackLeft, "")) == 1
-	}, 10*time.Second, 10*time.Millisecond)
-	late := log.of(EventLate, "job")[0]
-	require.Equal(t, 6*time.Second, late.Lateness)
-	require.Equal(t, int64(7), late.ExecutionID)
-	skip := log.of(EventSkipped, "job")[0]
-	require.Equal(t, store.ReasonMisfire, skip.Reason)
-	require.Contains(t, log.of(EventFallbackEntered, "")[0].Error, "connection refused")
-	require.Empty(t, log.of(EventFailed, "job"))
-	require.Empty(t, log.of(EventTimedOut, "job"))
-}
-
 func TestNotifierOptionsAreValidated(t *testing.T) {
 	t.Parallel()
 	db := testsvc.SQLite(t)

@@ -1,6 +1,10 @@
 package xtimer
 
-import "time"
+import (
+	"time"
+
+	"github.com/xtimer-go/xtimer/internal/engine"
+)
 
 // Clock is the source of time for everything a Scheduler does: the tick loop,
 // the per-fire timers, lateness, lock expiry of the in-process Locker. The
@@ -38,16 +42,4 @@ type Timer = interface {
 
 // SystemClock returns the Clock backed by the time package, the default for
 // Options.Clock.
-func SystemClock() Clock { return systemClock{} }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
-func (systemClock) NewTimer(d time.Duration) Timer { return systemTimer{time.NewTimer(d)} }
-
-type systemTimer struct{ t *time.Timer }
-
-func (t systemTimer) C() <-chan time.Time        { return t.t.C }
-func (t systemTimer) Stop() bool                 { return t.t.Stop() }
-func (t systemTimer) Reset(d time.Duration) bool { return t.t.Reset(d) }
+func SystemClock() Clock { return engine.SystemClock{} }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/xtimer-go/xtimer/internal/engine"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
 )
 
@@ -81,7 +82,7 @@ func (f *fleet) count(from, to time.Time) (missed, dup int, late []time.Duration
 	defer f.mu.Unlock()
 	for sec := from; sec.Before(to); sec = sec.Add(time.Second) {
 		for k := range f.tasks {
-			id := fireID(f.app, taskCodeN(k), sec.UnixMilli())
+			id := engine.FireID(f.app, taskCodeN(k), sec.UnixMilli())
 			n := f.calls[id]
 			switch {
 			case n == 0:

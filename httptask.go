@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/xtimer-go/xtimer/executor"
+	"github.com/xtimer-go/xtimer/internal/engine"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
 
@@ -28,7 +29,7 @@ const (
 	DefaultHTTPTimeout = 30 * time.Second
 	// DefaultHTTPTaskConcurrency bounds the requests of one HTTPTask in
 	// flight on one replica.
-	DefaultHTTPTaskConcurrency = 16
+	DefaultHTTPTaskConcurrency = engine.DefaultHTTPTaskConcurrency
 	// DefaultHTTPWorkers bounds the callbacks in flight on one replica.
 	DefaultHTTPWorkers = 256
 	// DefaultHTTPMaxBody caps the request body of an HTTPTarget.
@@ -154,18 +155,19 @@ type httpSpec struct {
 	MaxConcurrent int `json:"max_concurrent"`
 }
 
+// decodeHTTPSpec reads the stored target of an HTTP task
+// (engine.DecodeHTTPSpec) as the root's types.
 func decodeHTTPSpec(row store.Task) (*httpSpec, error) {
-	if row.HTTPTarget == nil {
-		return nil, fmt.Errorf("xtimer: http task %q: no target stored", row.Code)
+	sp, err := engine.DecodeHTTPSpec(row)
+	if err != nil {
+		return nil, err
 	}
-	var sp httpSpec
-	if err := json.Unmarshal([]byte(*row.HTTPTarget), &sp); err != nil {
-		return nil, fmt.Errorf("xtimer: http task %q: stored target: %w", row.Code, err)
+	headers := make([]HTTPHeader, len(sp.Headers))
+	for i, h := range sp.Headers {
+		headers[i] = HTTPHeader(h)
 	}
-	if sp.MaxConcurrent < 1 {
-		sp.MaxConcurrent = DefaultHTTPTaskConcurrency
-	}
-	return &sp, nil
+	return &httpSpec{HTTPTarget: HTTPTarget{Method: sp.Method, URL: sp.URL, Headers: headers, Body: sp.Body,
+		SuccessCodes: sp.SuccessCodes, Secret: sp.Secret}, MaxConcurrent: sp.MaxConcurrent}, nil
 }
 
 // CreateHTTPTask stores a new HTTP callback task; every replica adopts it
@@ -178,10 +180,7 @@ func (s *Scheduler) CreateHTTPTask(ctx context.Context, t HTTPTask) error {
 	if err != nil {
 		return err
 	}
-	s.view.mu.Lock()
-	_, registered := s.view.handlers[t.Code]
-	s.view.mu.Unlock()
-	if registered {
+	if s.eng.Registered(t.Code) {
 		return fmt.Errorf("%w: %q", ErrDuplicateTask, t.Code)
 	}
 	stored, err := s.store.CreateTask(ctx, row)
@@ -191,7 +190,7 @@ func (s *Scheduler) CreateHTTPTask(ctx context.Context, t HTTPTask) error {
 	case err != nil:
 		return fmt.Errorf("xtimer: create http task %q: %w", t.Code, err)
 	}
-	s.view.adoptTask(stored)
+	s.eng.Adopt(stored)
 	s.log.Info("http task created", "task", t.Code, "method", t.Target.Method, "url", redactedURL(t.Target.URL), "spec", t.Spec)
 	return nil
 }
@@ -224,7 +223,7 @@ func (s *Scheduler) UpdateHTTPTask(ctx context.Context, t HTTPTask) error {
 		case err != nil:
 			return fmt.Errorf("xtimer: update http task %q: %w", t.Code, err)
 		}
-		s.view.adoptTask(stored)
+		s.eng.Adopt(stored)
 		s.log.Info("http task updated", "task", t.Code, "method", t.Target.Method, "url", redactedURL(t.Target.URL), "spec", t.Spec)
 		return nil
 	}
@@ -242,15 +241,13 @@ func (s *Scheduler) DeleteTask(ctx context.Context, code string) error {
 	if _, err := s.storedHTTPTask(ctx, code); err != nil {
 		return err
 	}
-	if err := s.store.DeleteTask(ctx, s.opts.App, code, store.KindHTTP, reasonDeleted); err != nil {
+	if err := s.store.DeleteTask(ctx, s.opts.App, code, store.KindHTTP, engine.ReasonDeleted); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("%w: %q", ErrTaskNotFound, code)
 		}
 		return fmt.Errorf("xtimer: delete task %q: %w", code, err)
 	}
-	s.view.mu.Lock()
-	s.view.dropTaskLocked(code)
-	s.view.mu.Unlock()
+	s.eng.Drop(code)
 	s.log.Info("http task deleted", "task", code)
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xtimer-go/xtimer/executor"
+	"github.com/xtimer-go/xtimer/internal/engine"
 	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
 )
@@ -172,7 +173,7 @@ func TestHTTPTaskCreateReadUpdateDelete(t *testing.T) {
 	r, err := s.store.Execution(ctx, ex[0].ID)
 	require.NoError(t, err)
 	require.Equal(t, store.StatusSkipped, r.Status)
-	require.Equal(t, reasonDeleted, r.Reason)
+	require.Equal(t, engine.ReasonDeleted, r.Reason)
 	// The code is free again.
 	require.NoError(t, s.CreateHTTPTask(ctx, task))
 }
@@ -489,9 +490,8 @@ func TestHTTPTaskIsAdoptedAndRunByAReplicaThatDidNotCreateIt(t *testing.T) {
 	// Adopted at the other replica's next task sync, a tick away; how soon
 	// is logged, not asserted (a loaded machine delays ticks).
 	require.Eventually(t, func() bool {
-		b.view.mu.Lock()
-		defer b.view.mu.Unlock()
-		return b.view.taskLocked("every.second") != nil
+		_, err := b.NextRuns("every.second", 1) // the view's schedule: ErrTaskNotFound until adopted
+		return err == nil
 	}, 10*time.Second, 10*time.Millisecond, "adopted by the other replica")
 	t.Logf("adopted %s after creation", time.Since(created).Round(time.Millisecond))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {

@@ -15,15 +15,16 @@ import (
 	"time"
 
 	"github.com/xtimer-go/xtimer/executor"
+	"github.com/xtimer-go/xtimer/internal/engine"
 )
 
 // This file is what an operator is told: the events (Event, EventKind),
 // where they go (Notifier), and the two notifiers xtimer ships, a log and a
 // signed JSON webhook. How events are damped and sent once across the
-// replicas is alert.go.
+// replicas is internal/engine/alert.go.
 
 // EventKind names what happened.
-type EventKind string
+type EventKind = engine.EventKind
 
 // The events. Each is sent by one replica, at most once per AlertWindow
 // for a kind and subject (the task, or the replica for EventReplicaLost),

@@ -74,19 +74,14 @@ func (s *Scheduler) Executions(ctx context.Context, f ExecutionFilter) (Executio
 	}
 	page := ExecutionPage{Executions: make([]Execution, len(rows)), Next: next.String()}
 	locs := map[string]*time.Location{}
-	s.mu.Lock()
 	for i, r := range rows {
 		loc, ok := locs[r.TaskCode]
 		if !ok {
-			loc = time.UTC
-			if t := s.view.taskLocked(r.TaskCode); t != nil {
-				loc = t.loc()
-			}
+			loc = s.eng.Zone(r.TaskCode)
 			locs[r.TaskCode] = loc
 		}
 		page.Executions[i] = toExecution(r, loc)
 	}
-	s.mu.Unlock()
 	return page, nil
 }
 
@@ -263,7 +258,7 @@ func (s *Scheduler) Tasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 	// case: it narrows what is read, and the prefix is checked here.
 	sf.Text = f.CodePrefix
 
-	live, err := s.store.LiveReplicas(ctx, s.opts.App, s.clock.Now().Add(-s.opts.ReplicaTimeout).UnixMilli())
+	live, err := s.store.LiveReplicas(ctx, s.opts.App, s.opts.Clock.Now().Add(-s.opts.ReplicaTimeout).UnixMilli())
 	if err != nil {
 		return nil, fmt.Errorf("xtimer: list tasks: %w", err)
 	}
@@ -360,7 +355,7 @@ type Replica struct {
 // has started, ordered by ID: those whose last heartbeat is within
 // Options.ReplicaTimeout.
 func (s *Scheduler) Replicas(ctx context.Context) ([]Replica, error) {
-	rows, err := s.store.LiveReplicas(ctx, s.opts.App, s.clock.Now().Add(-s.opts.ReplicaTimeout).UnixMilli())
+	rows, err := s.store.LiveReplicas(ctx, s.opts.App, s.opts.Clock.Now().Add(-s.opts.ReplicaTimeout).UnixMilli())
 	if err != nil {
 		return nil, fmt.Errorf("xtimer: list replicas: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/xtimer-go/xtimer/internal/engine"
 	"github.com/xtimer-go/xtimer/internal/fakeclock"
 	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
@@ -117,9 +118,13 @@ func (f *editFleet) waitIdle() {
 	f.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		idle := f.clock.idle(3 * len(f.replicas))
+		loops := 0
 		for _, s := range f.replicas {
-			idle = idle && len(s.dispatcher.wake) == 0
+			loops += s.clockTimers()
+		}
+		idle := f.clock.idle(loops)
+		for _, s := range f.replicas {
+			idle = idle && !s.eng.WakePending()
 		}
 		if idle {
 			return
@@ -298,7 +303,7 @@ func TestRescheduleSkipsRecordedFiresTheNewScheduleLacks(t *testing.T) {
 // back-filled.
 func TestRescheduleRecordsTheNewFiresOfMinutesAlreadyPlanned(t *testing.T) {
 	t.Parallel()
-	require.NotEqual(t, bucketOf("sync.minutely", DefaultBuckets), bucketOf("sync.daily", DefaultBuckets),
+	require.NotEqual(t, engine.BucketOf("sync.minutely", DefaultBuckets), engine.BucketOf("sync.daily", DefaultBuckets),
 		"the two tasks must be in different slots")
 	eachBackend(t, func(t *testing.T, db *gorm.DB) {
 		ctx, end := context.Background(), hms(2, 0)
@@ -370,7 +375,7 @@ func TestRescheduleAcrossReplicasRunsEveryNewFireOnce(t *testing.T) {
 // override lacked are recorded and run.
 func TestResetScheduleRestoresTheCodeSpecInMinutesAlreadyPlanned(t *testing.T) {
 	t.Parallel()
-	require.NotEqual(t, bucketOf("digest", DefaultBuckets), bucketOf("digest.off", DefaultBuckets),
+	require.NotEqual(t, engine.BucketOf("digest", DefaultBuckets), engine.BucketOf("digest.off", DefaultBuckets),
 		"the two tasks must be in different slots")
 	eachBackend(t, func(t *testing.T, db *gorm.DB) {
 		ctx, end := context.Background(), hms(2, 0)
@@ -448,7 +453,7 @@ func TestTaskAddedByAnotherReplicaRunsInMinutesAlreadyPlanned(t *testing.T) {
 	t.Parallel()
 	added := ""
 	for i := 0; added == ""; i++ {
-		if code := fmt.Sprintf("added.%d", i); bucketOf(code, DefaultBuckets) == bucketOf("resident", DefaultBuckets) {
+		if code := fmt.Sprintf("added.%d", i); engine.BucketOf(code, DefaultBuckets) == engine.BucketOf("resident", DefaultBuckets) {
 			added = code
 		}
 	}
@@ -489,44 +494,4 @@ func TestManualRunIsNeverSkippedAsRescheduled(t *testing.T) {
 		f.waitRows("adhoc", end, "12:00:00 succeeded manual", "12:00:30 succeeded manual")
 		require.Equal(t, map[string]int{"12:00:00": 1, "12:00:30": 1}, f.callsOf("adhoc"))
 	})
-}
-
-// firesAt, the check that keeps a fire of an old schedule from running,
-// says yes to exactly the instants Next walks through: across daylight
-// saving changes (cronie's rule for fixed-time specs, elapsed time for
-// wildcard ones), in the Quartz dialect, and for @every.
-func TestFiresAtAgreesWithNext(t *testing.T) {
-	t.Parallel()
-	newYork, london := mustZone(t, "America/New_York"), mustZone(t, "Europe/London")
-	cases := []struct {
-		spec string
-		opts []ScheduleOption
-		from time.Time
-	}{
-		{"30 2 * * *", []ScheduleOption{In(newYork)}, time.Date(2026, 3, 6, 0, 0, 0, 0, time.UTC)},
-		{"30 1 * * *", []ScheduleOption{In(newYork)}, time.Date(2026, 10, 30, 0, 0, 0, 0, time.UTC)},
-		{"*/15 * * * *", []ScheduleOption{In(london)}, time.Date(2026, 3, 28, 0, 0, 0, 0, time.UTC)},
-		{"*/15 * * * *", []ScheduleOption{In(london)}, time.Date(2026, 10, 24, 0, 0, 0, 0, time.UTC)},
-		{"0 30 1 ? * SUN", []ScheduleOption{Quartz(), In(london)}, time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)},
-		{"*/10 * * * * *", nil, time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)},
-		{"@every 90s", nil, time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)},
-	}
-	for _, c := range cases {
-		sched, err := ParseSchedule(c.spec, c.opts...)
-		require.NoError(t, err, c.spec)
-		task := &taskState{sched: sched}
-		prev := c.from
-		for range 400 {
-			at := sched.Next(prev)
-			require.False(t, at.IsZero(), c.spec)
-			require.True(t, task.firesAt(at), "%s: %s is a fire", c.spec, at)
-			for _, d := range []time.Duration{-time.Second, -time.Millisecond, time.Millisecond, time.Second} {
-				if other := at.Add(d); other.After(prev) && other.Before(sched.Next(at)) && !other.Equal(at) {
-					require.False(t, task.firesAt(other), "%s: %s is not a fire", c.spec, other)
-				}
-			}
-			prev = at
-		}
-	}
-	require.False(t, (&taskState{}).firesAt(time.Now()), "a schedule that does not parse has no fires")
 }

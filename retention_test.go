@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -88,11 +87,12 @@ func TestRetentionPerTaskKeepsTheNewest(t *testing.T) {
 	t.Parallel()
 	clock := fakeclock.New(retentionT0)
 	ctx := context.Background()
+	reg := prometheus.NewRegistry()
 	s := newScheduler(t, setupOpts{db: testsvc.SQLite(t), app: testsvc.App(t), clock: clock}, func(o *Options) {
 		o.Retention = -1 // forever: only the count applies
 		o.RetentionPerTask = 2
 		o.RetentionBatch = 2
-		o.Metrics = prometheus.NewRegistry()
+		o.Metrics = reg
 	})
 	require.NoError(t, s.Register("report", "0 0 * * * *", func(context.Context, *Run) error { return nil }))
 	require.NoError(t, s.Start(ctx))
@@ -109,7 +109,30 @@ func TestRetentionPerTaskKeepsTheNewest(t *testing.T) {
 	var times []int64
 	require.NoError(t, s.store.DB().Raw("SELECT run_time FROM xtimer_executions WHERE app = ? ORDER BY run_time", s.App()).Scan(&times).Error)
 	require.Equal(t, []int64{rows[1].RunTime, rows[0].RunTime}, times)
-	require.Equal(t, 5.0, testutil.ToFloat64(s.metrics.retention), "xtimer_retention_deleted_total")
+	require.Equal(t, 5.0, retentionDeleted(t, reg, s.App()), "xtimer_retention_deleted_total")
+}
+
+// retentionDeleted reads the app's xtimer_retention_deleted_total from the
+// registry it was given as Options.Metrics.
+func retentionDeleted(t *testing.T, reg *prometheus.Registry, app string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	var found []float64
+	for _, f := range families {
+		if f.GetName() != "xtimer_retention_deleted_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "app" && l.GetValue() == app {
+					found = append(found, m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	require.Len(t, found, 1, "one xtimer_retention_deleted_total of app %s", app)
+	return found[0]
 }
 
 // countingLocker records the holders of the retention lock.

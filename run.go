@@ -1,13 +1,9 @@
 package xtimer
 
 import (
-	"fmt"
-	"strconv"
-	"sync"
 	"time"
-	"unicode/utf8"
 
-	"github.com/xtimer-go/xtimer/internal/store"
+	"github.com/xtimer-go/xtimer/internal/engine"
 )
 
 // Source says what created a fire.
@@ -73,61 +69,20 @@ type Run struct {
 	// Replica is the instance running this attempt.
 	Replica string
 
-	mu        sync.Mutex
-	out       []byte
-	max       int
-	truncated bool
-}
-
-func fireID(app, code string, runTimeMs int64) string {
-	return app + "/" + code + "/" + strconv.FormatInt(runTimeMs, 10)
+	out *engine.Output // nil for a Run made outside a Scheduler: output is dropped
 }
 
 // Write appends p to the output stored on the execution row, so a Run can be
 // the io.Writer of a logger or a report. Output beyond the cap (64 KiB by
 // default) is dropped and the stored text says so. It never fails.
-func (r *Run) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	room := r.max - len(r.out)
-	switch {
-	case room <= 0:
-		r.truncated = r.truncated || len(p) > 0
-	case len(p) > room:
-		r.out = append(r.out, p[:room]...)
-		r.truncated = true
-	default:
-		r.out = append(r.out, p...)
-	}
-	return len(p), nil
-}
+func (r *Run) Write(p []byte) (int, error) { return r.out.Write(p) }
 
 // Printf appends a formatted line to the output (a newline is added when
 // the format has none).
-func (r *Run) Printf(format string, args ...any) {
-	s := fmt.Sprintf(format, args...)
-	if len(s) == 0 || s[len(s)-1] != '\n' {
-		s += "\n"
-	}
-	_, _ = r.Write([]byte(s))
-}
+func (r *Run) Printf(format string, args ...any) { r.out.Printf(format, args...) }
 
 // Output returns what the handler attached so far.
-func (r *Run) Output() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.truncated && len(r.out) <= store.MaxTextBytes {
-		return string(r.out)
-	}
-	// The marker must survive the store's own cut at MaxTextBytes, so it
-	// takes its room from the output, cut at a UTF-8 boundary.
-	marker := fmt.Sprintf("\n[output truncated at %d bytes]", r.max)
-	keep := max(0, min(len(r.out), r.max, store.MaxTextBytes)-len(marker))
-	for keep > 0 && !utf8.RuneStart(r.out[keep]) {
-		keep--
-	}
-	return string(r.out[:keep]) + marker
-}
+func (r *Run) Output() string { return r.out.String() }
 
 // Execution is the record of one fire, as stored.
 type Execution struct {

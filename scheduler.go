@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -20,7 +19,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/xtimer-go/xtimer/executor"
-	"github.com/xtimer-go/xtimer/internal/startstop"
+	"github.com/xtimer-go/xtimer/internal/engine"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
 
@@ -34,6 +33,20 @@ const (
 	DefaultHeartbeatInterval = 5 * time.Second
 	DefaultReplicaTimeout    = 30 * time.Second
 	DefaultStartTimeout      = 30 * time.Second
+)
+
+// Defaults of the retention options.
+const (
+	DefaultRetention         = 30 * 24 * time.Hour
+	DefaultRetentionBatch    = 1000
+	DefaultRetentionInterval = time.Minute
+)
+
+// Defaults of the alert options.
+const (
+	DefaultAlertWindow     = 10 * time.Minute
+	DefaultAlertLateAfter  = 30 * time.Second
+	DefaultAlertMissedRuns = 3
 )
 
 // Options configures a Scheduler. Zero fields take the documented defaults;
@@ -102,7 +115,7 @@ type Options struct {
 	// HTTPMaxBody caps the request body of an HTTPTarget. Defaults to
 	// DefaultHTTPMaxBody (64 KiB); at most 1 MiB.
 	HTTPMaxBody int
-	// Metrics receives the scheduler's Prometheus collectors (metrics.go),
+	// Metrics receives the scheduler's Prometheus collectors (internal/engine/metrics.go),
 	// labelled app=App so that several apps may share one registry. Nil,
 	// the default, registers nothing: importing xtimer never adds to a
 	// service's registry. New fails, naming this field, when registration
@@ -111,7 +124,7 @@ type Options struct {
 	Metrics prometheus.Registerer
 	// Retention is how long executions are kept: final executions whose
 	// run time is older are deleted by a sweep on one replica at a time
-	// (retention.go). Negative keeps them forever. Defaults to
+	// (internal/engine/retention.go). Negative keeps them forever. Defaults to
 	// DefaultRetention (30 days); at least 1 hour.
 	Retention time.Duration
 	// RetentionPerTask also caps each task's history: final executions
@@ -126,13 +139,13 @@ type Options struct {
 	// DefaultRetentionInterval (1 minute); at least 1 second.
 	RetentionInterval time.Duration
 	// NoRollups turns off the daily roll-ups that the retention sweep
-	// writes (retention.go, internal/store/rollup.go): per task, UTC day and final
+	// writes (internal/engine/retention.go, internal/store/rollup.go): per task, UTC day and final
 	// status, how many executions there were, so that the task page's
 	// daily chart outlives the executions. They cost a few rows a task a
 	// day. Defaults to false: roll-ups on whenever the sweep runs, that is
 	// unless Retention is negative and RetentionPerTask 0.
 	NoRollups bool
-	// Notifier receives alerts (alert.go, notify.go): executions failed or
+	// Notifier receives alerts (internal/engine/alert.go, notify.go): executions failed or
 	// timed out after their last attempt, fires skipped as misfires or
 	// overlaps, attempts late past AlertLateAfter, silent tasks, lost
 	// replicas, the slot lock falling back. Each is sent by one replica,
@@ -153,7 +166,7 @@ type Options struct {
 	// DefaultAlertMissedRuns (3); negative turns the switch off; at most
 	// 1000.
 	AlertMissedRuns int
-	// TracerProvider makes one OpenTelemetry span per attempt (trace.go),
+	// TracerProvider makes one OpenTelemetry span per attempt (internal/engine/trace.go),
 	// "xtimer.run <task code>", with the execution ID, task code and the
 	// final status as xtimer.* attributes. The handler's ctx carries the
 	// span, and HTTP callbacks carry its context to the receiver (see
@@ -309,61 +322,34 @@ func (o Options) validate() error {
 // Errors callers can test for with errors.Is.
 var (
 	// ErrTaskNotFound: no task with that code in this app.
-	ErrTaskNotFound = errors.New("xtimer: task not found")
+	ErrTaskNotFound = engine.ErrTaskNotFound
 	// ErrDuplicateTask: the code is already registered in this process.
-	ErrDuplicateTask = errors.New("xtimer: task already registered")
+	ErrDuplicateTask = engine.ErrDuplicateTask
 	// ErrNotStarted: the call needs a started scheduler.
-	ErrNotStarted = errors.New("xtimer: scheduler not started")
+	ErrNotStarted = engine.ErrNotStarted
 	// ErrStopped: the scheduler was stopped; make a new one.
-	ErrStopped = errors.New("xtimer: scheduler stopped")
+	ErrStopped = engine.ErrStopped
 )
 
 // Scheduler runs registered tasks on this replica, together with every
-// other replica of the same App. See docs/architecture.md, "How a fire
-// runs".
+// other replica of the same App. It is the public face of the engine
+// (internal/engine), which it builds from Options and wires; see
+// docs/architecture.md, "How a fire runs".
 type Scheduler struct {
 	opts   Options
 	store  *store.Store
-	locker Locker
-	clock  Clock
 	log    *slog.Logger
-	pool   *executor.Pool
-	// HTTP callbacks: their own pool, and in front of it one FIFO per task
-	// bounding the task's requests in flight (httprun.go).
-	httpPool   *executor.Pool
-	caller     *executor.HTTPCaller
-	httpQueues httpQueues
+	caller *executor.HTTPCaller // checks the URLs of HTTP tasks; the engine calls them
+	eng    *engine.Engine
 
-	// mu guards the lifecycle (state); each component's fields are
-	// guarded by that component's own lock. Lock order where one holds
-	// two: view, then planner, then dispatcher; the lock keeper's, the
-	// status writer's, the alerter's and the HTTP queues' are leaves.
-	mu    sync.Mutex
-	state int // stateNew, stateRunning, stateStopped
-
-	view       view           // the registry and view of tasks (view.go)
-	planner    *planner       // the tick loop (loop.go)
-	dispatcher *dispatcher    // the armed and claimed fires (fire.go)
-	stopped    chan struct{}  // closed when the first Stop has finished
-	attempts   sync.WaitGroup // handlers
-
-	keeper        *lockKeeper // the slot-lock keeper (slotlock.go)
-	retention     *retention  // the retention sweeper (retention.go)
-	handlerCtx    context.Context
-	cancelHandler context.CancelFunc
-
-	updates *statusWriter // the status writer (status.go)
-	metrics *metrics      // nil without Options.Metrics
-	tracer  trace.Tracer  // nil without Options.TracerProvider (trace.go)
-	alerts  *alerter      // nil without Options.Notifier (alert.go)
-	health  healthState   // health.go
+	// The options that tasks registered alike share (Register), and the
+	// last ones used, which a loop registering tasks alike finds without
+	// hashing its options.
+	regMu       sync.Mutex
+	regOpts     map[regKey]*regOpts
+	lastRegKey  regKey
+	lastRegOpts *regOpts
 }
-
-const (
-	stateNew = iota
-	stateRunning
-	stateStopped
-)
 
 // New returns a Scheduler; nothing runs until Start.
 func New(opts Options) (*Scheduler, error) {
@@ -371,7 +357,8 @@ func New(opts Options) (*Scheduler, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	caller, err := executor.NewHTTPCaller(executor.HTTPOptions{Allow: opts.HTTPAllow, MaxResponse: opts.MaxOutput, Propagator: callbackPropagator(opts)})
+	caller, err := executor.NewHTTPCaller(executor.HTTPOptions{Allow: opts.HTTPAllow, MaxResponse: opts.MaxOutput,
+		Propagator: engine.CallbackPropagator(opts.TracerProvider, opts.Propagator)})
 	var allowErr *executor.AllowError
 	switch {
 	case errors.As(err, &allowErr):
@@ -379,37 +366,49 @@ func New(opts Options) (*Scheduler, error) {
 	case err != nil:
 		return nil, err
 	}
-	s := &Scheduler{
-		opts:     opts,
-		clock:    opts.Clock,
-		log:      opts.Logger.With("app", opts.App, "replica", opts.InstanceID),
-		pool:     executor.NewPool(opts.Workers),
-		httpPool: executor.NewPool(opts.HTTPWorkers),
-		caller:   caller,
-		tracer:   newTracer(opts),
-	}
-	s.store = store.New(opts.DB, store.WithNow(s.clock.Now), store.WithRollups(!opts.NoRollups))
-	s.view.init(s)
+	s := &Scheduler{opts: opts, caller: caller, regOpts: map[regKey]*regOpts{}, log: opts.Logger.With("app", opts.App, "replica", opts.InstanceID)}
+	s.store = store.New(opts.DB, store.WithNow(opts.Clock.Now), store.WithRollups(!opts.NoRollups))
+	var locker Locker
+	mode := "redis"
 	switch {
 	case opts.Locker != nil:
-		s.locker = opts.Locker
+		locker = opts.Locker
 	case opts.Redis != nil:
-		s.locker = NewRedisLocker(opts.Redis)
+		locker = NewRedisLocker(opts.Redis)
 	default:
-		s.locker = NewLocalLocker(s.clock)
+		locker = NewLocalLocker(opts.Clock)
+		mode = "in-process (one process only: start a second replica only with Options.Redis)"
 	}
-	s.pool.OnDone(func() { s.dispatcher.poke() })
-	if s.metrics, err = newMetrics(opts.Metrics, opts.App); err != nil {
+	var notify engine.Notify
+	if n := opts.Notifier; n != nil {
+		notify = func(ctx context.Context, e engine.Event) error { return n.Notify(ctx, Event(e)) }
+	}
+	s.eng, err = engine.New(engine.Config{
+		App: opts.App, Buckets: opts.Buckets, InstanceID: opts.InstanceID, Version: opts.Version,
+		Workers: opts.Workers, ClaimAhead: opts.ClaimAhead, CatchUpHorizon: opts.CatchUpHorizon,
+		HeartbeatInterval: opts.HeartbeatInterval, ReplicaTimeout: opts.ReplicaTimeout,
+		MaxOutput: opts.MaxOutput, HTTPWorkers: opts.HTTPWorkers, HTTPSigningSecret: opts.HTTPSigningSecret,
+		Retention: opts.Retention, RetentionPerTask: opts.RetentionPerTask, RetentionBatch: opts.RetentionBatch,
+		RetentionInterval: opts.RetentionInterval, NoRollups: opts.NoRollups,
+		AlertWindow: opts.AlertWindow, AlertLateAfter: opts.AlertLateAfter, AlertMissedRuns: opts.AlertMissedRuns,
+		Metrics: opts.Metrics, TracerProvider: opts.TracerProvider, Propagator: opts.Propagator,
+		Store: s.store, Clock: opts.Clock, Locker: locker, LockMode: mode,
+		Logger: s.log,
+		Caller: caller, Invoke: invoke, Notifier: notify,
+	})
+	if err != nil {
 		return nil, err
 	}
-	s.alerts = newAlerter(s)
-	s.updates = newStatusWriter(s)
-	s.dispatcher = newDispatcher(s)
-	s.keeper = newLockKeeper(s)
-	s.planner = newPlanner(s)
-	s.view.slots = s.planner
-	s.retention = newRetention(s)
 	return s, nil
+}
+
+// invoke runs a Go task's handler for one attempt of the engine.
+func invoke(ctx context.Context, h any, a *engine.Attempt) error {
+	return h.(Handler)(ctx, &Run{
+		ID: a.ID, ExecutionID: a.ExecutionID, Code: a.Code, ScheduledAt: a.ScheduledAt,
+		Attempt: a.Attempt, MaxAttempts: a.MaxAttempts, Source: Source(a.Source), Replica: a.Replica,
+		out: a.Out,
+	})
 }
 
 // InstanceID returns the name of this replica.
@@ -437,98 +436,29 @@ func (s *Scheduler) Register(code, spec string, h Handler, opts ...TaskOption) e
 	if key.nameIsCode {
 		key.name = ""
 	}
-	s.view.mu.Lock()
-	shared := s.view.lastRegOpts // a loop registering tasks alike: no hashing of the options
-	if shared == nil || s.view.lastRegKey != key {
-		shared = s.view.regOpts[key]
+	s.regMu.Lock()
+	shared := s.lastRegOpts // a loop registering tasks alike: no hashing of the options
+	if shared == nil || s.lastRegKey != key {
+		shared = s.regOpts[key]
 	}
-	s.view.mu.Unlock()
+	s.regMu.Unlock()
 	sched, err := cfg.validate(shared)
 	if err != nil {
 		return err
 	}
-	// The lifecycle and the view together: a Register racing Start or
-	// Stop is either recorded by Start or recorded here.
-	s.mu.Lock()
-	if s.state == stateStopped {
-		s.mu.Unlock()
-		return ErrStopped
-	}
-	started := s.state == stateRunning
-	s.view.mu.Lock()
-	unlock := func() { s.view.mu.Unlock(); s.mu.Unlock() }
-	if t := s.view.others[code]; t != nil && t.kind() == store.KindHTTP {
-		unlock()
-		return fmt.Errorf("%w: %q", ErrDuplicateTask, code)
-	}
 	if shared == nil {
-		if shared = s.view.regOpts[key]; shared == nil {
+		s.regMu.Lock()
+		if shared = s.regOpts[key]; shared == nil {
 			def := cfg.definition()
-			shared = &regOpts{taskOpts: key.taskOpts, nameIsCode: key.nameIsCode, sched: sched, def: &def}
-			s.view.regOpts[key] = shared
+			shared = &regOpts{Shared: engine.Shared{Name: key.name, Sched: sched, Def: &def, EndAt: key.endAt}}
+			s.regOpts[key] = shared
 		}
+		s.regMu.Unlock()
 	}
-	s.view.lastRegKey, s.view.lastRegOpts = key, shared
-	reg := &registration{code: code, handler: h, opts: shared}
-	if t := s.view.others[code]; t != nil { // another replica's task until now
-		reg.state = t
-		delete(s.view.others, code)
-	}
-	// One map operation, not a lookup and then an insert: a code already
-	// there leaves the map's length as it was.
-	n := len(s.view.handlers)
-	s.view.handlers[code] = reg
-	if len(s.view.handlers) == n {
-		for _, first := range s.view.regOrder { // put the first registration back: an error, rare
-			if first.code == code {
-				s.view.handlers[code] = first
-				break
-			}
-		}
-		unlock()
-		return fmt.Errorf("%w: %q", ErrDuplicateTask, code)
-	}
-	s.view.regOrder = append(s.view.regOrder, reg)
-	s.view.codesGen++
-	s.view.handlersGen++
-	unlock()
-	if !started {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.upsertTask(ctx, reg); err != nil {
-		s.view.mu.Lock()
-		if reg.state != nil {
-			s.view.others[code] = reg.state
-		}
-		delete(s.view.handlers, code)
-		if i := slices.Index(s.view.regOrder, reg); i >= 0 {
-			s.view.regOrder = slices.Delete(s.view.regOrder, i, i+1)
-		}
-		s.view.codesGen++
-		s.view.handlersGen++
-		s.view.mu.Unlock()
-		if errors.Is(err, store.ErrExists) {
-			return fmt.Errorf("%w: %q is an HTTP task", ErrDuplicateTask, code)
-		}
-		return err
-	}
-	return nil
-}
-
-func (s *Scheduler) upsertTask(ctx context.Context, r *registration) error {
-	stored, err := s.store.UpsertTask(ctx, s.taskRow(r))
-	if err != nil {
-		return fmt.Errorf("xtimer: record task %q: %w", r.code, err)
-	}
-	s.view.adoptTask(stored)
-	return nil
-}
-
-func (s *Scheduler) taskRow(r *registration) *store.Task {
-	row := store.TaskFrom(s.opts.App, store.TaskDef{Code: r.code, Name: r.name(), Def: r.opts.def}, store.TaskHead{})
-	return &row
+	s.regMu.Lock()
+	s.lastRegKey, s.lastRegOpts = key, shared
+	s.regMu.Unlock()
+	return s.eng.Register(code, h, &shared.Shared)
 }
 
 // Start creates the tables, records the registered tasks, catches up what
@@ -537,159 +467,19 @@ func (s *Scheduler) taskRow(r *registration) *store.Task {
 // until ctx ends (DefaultStartTimeout when ctx has no deadline) and then
 // returns the last error.
 func (s *Scheduler) Start(ctx context.Context) error {
-	s.mu.Lock()
-	switch s.state {
-	case stateRunning:
-		s.mu.Unlock()
-		return errors.New("xtimer: scheduler already started")
-	case stateStopped:
-		s.mu.Unlock()
-		return ErrStopped
-	}
-	s.mu.Unlock()
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultStartTimeout)
 		defer cancel()
 	}
-	if err := s.retryStart(ctx, "create tables", s.store.Migrate); err != nil {
-		return err
-	}
-	if err := s.retryStart(ctx, "record tasks", s.view.registerAll); err != nil {
-		return err
-	}
-	if err := s.retryStart(ctx, "load tasks", s.view.syncTasks); err != nil {
-		return err
-	}
-	if err := s.retryStart(ctx, "read recent run times", s.planner.seedRunTime); err != nil {
-		return err
-	}
-	now := s.clock.Now()
-	if err := s.retryStart(ctx, "heartbeat", func(ctx context.Context) error { return s.planner.heartbeat(ctx, now) }); err != nil {
-		return err
-	}
-	if err := s.retryStart(ctx, "find missed slots", func(ctx context.Context) error { return s.planner.findMissedSlots(ctx, now) }); err != nil {
-		return err
-	}
-
-	s.handlerCtx, s.cancelHandler = context.WithCancel(context.Background())
-	s.mu.Lock()
-	s.state = stateRunning
-	s.mu.Unlock()
-	bg := context.Background()
-	if err := errors.Join(
-		s.updates.start(),
-		s.planner.Start(bg, startstop.Loop{Run: s.planner.tickLoop, Timers: 1}, startstop.Loop{Run: s.planner.publishHandlers}),
-		s.dispatcher.Start(bg, startstop.Loop{Run: s.dispatcher.loop, Timers: 1}),
-		s.keeper.start(),
-		s.retention.start(),
-		s.alerts.start(),
-	); err != nil {
-		return fmt.Errorf("xtimer: start: %w", err) // a component started twice: a bug of Start's state machine
-	}
-	mode := "redis"
-	if s.opts.Redis == nil && s.opts.Locker == nil {
-		mode = "in-process (one process only: start a second replica only with Options.Redis)"
-	}
-	s.view.mu.Lock()
-	registered := len(s.view.handlers)
-	s.view.mu.Unlock()
-	s.log.Info("xtimer started", "lock", mode, "buckets", s.opts.Buckets, "tasks", registered)
-	return nil
-}
-
-func (s *Scheduler) retryStart(ctx context.Context, what string, fn func(context.Context) error) error {
-	wait := 100 * time.Millisecond
-	for {
-		err := fn(ctx)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil || errors.Is(err, store.ErrExists) { // waiting does not fix a code taken by an HTTP task
-
-			return fmt.Errorf("xtimer: start: %s: %w", what, err)
-		}
-		s.log.Warn("xtimer start waits for the database", "step", what, "err", err, "retry_in", wait)
-		t := s.clock.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("xtimer: start: %s: %w", what, err)
-		case <-t.C():
-		}
-		wait = min(2*wait, 5*time.Second)
-	}
+	return s.eng.Start(ctx)
 }
 
 // Stop stops claiming slots, hands the fires this replica recorded but has
 // not started to the other replicas, lets running handlers finish until ctx
 // ends (then cancels their contexts), writes the last status updates and
 // releases its locks. A stopped Scheduler cannot start again.
-func (s *Scheduler) Stop(ctx context.Context) error {
-	defer s.metrics.unregister()
-	s.mu.Lock()
-	if s.state != stateRunning {
-		s.state = stateStopped
-		stopped := s.stopped
-		s.mu.Unlock()
-		if stopped != nil { // another Stop is under way: return when it is done
-			select {
-			case <-stopped:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return nil
-	}
-	s.state = stateStopped
-	s.stopped = make(chan struct{})
-	defer close(s.stopped)
-	s.mu.Unlock()
-	// The loops that claim, record and start fires stop first; the status
-	// writer and the alerts' sender run until the end.
-	s.planner.Stop()
-	s.dispatcher.Stop()
-	s.keeper.Stop()
-	s.retention.Stop()
-	s.alerts.stopRounds()
-
-	var errs []error
-	// Results first, then the fires this replica recorded but did not start
-	// are handed on (those it claimed ahead of their run time too). If the database is away, nothing is released; the other
-	// replicas take the fires over once this one's heartbeat expires.
-	if err := s.updates.flush(ctx); err != nil {
-		errs = append(errs, err)
-	} else if _, err := s.store.UnclaimFires(ctx, s.opts.App, s.opts.InstanceID, s.dispatcher.takeUnstarted()); err != nil {
-		errs = append(errs, err)
-	} else if n, err := s.store.ReleaseFires(ctx, s.opts.App, s.opts.InstanceID); err != nil {
-		errs = append(errs, err)
-	} else if n > 0 {
-		s.log.Info("handed recorded fires to other replicas", "fires", n)
-	}
-	s.keeper.releaseAll(ctx)
-
-	done := make(chan struct{})
-	go func() { s.attempts.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		s.cancelHandler()
-		<-done // Call returns at once for a handler that ignores its context
-	}
-	s.cancelHandler()
-	s.caller.CloseIdleConnections()
-	if err := s.updates.stop(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	if err := s.alerts.stop(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	if err := s.store.DeleteReplica(ctx, s.opts.App, s.opts.InstanceID); err != nil {
-		errs = append(errs, err)
-	}
-	s.log.Info("xtimer stopped")
-	return errors.Join(errs...)
-}
+func (s *Scheduler) Stop(ctx context.Context) error { return s.eng.Stop(ctx) }
 
 // Pause stops a task's fires on every replica within a second, including
 // fires already recorded (they are recorded skipped, reason paused). The
@@ -705,30 +495,9 @@ func (s *Scheduler) Resume(ctx context.Context, code string) error {
 }
 
 func (s *Scheduler) setStatus(ctx context.Context, code, status string) error {
-	return s.changeTask(ctx, code, "set status "+status, func(ctx context.Context) error {
+	return s.eng.ChangeTask(ctx, code, "set status "+status, func(ctx context.Context) error {
 		return s.store.SetTaskStatus(ctx, s.opts.App, code, status)
 	})
-}
-
-// changeTask applies an operator's change to a stored task and adopts the
-// new row here at once; other replicas adopt it on their next tick.
-func (s *Scheduler) changeTask(ctx context.Context, code, what string, change func(context.Context) error) error {
-	if err := change(ctx); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("%w: %q", ErrTaskNotFound, code)
-		}
-		return fmt.Errorf("xtimer: %s of task %q: %w", what, code, err)
-	}
-	return s.reloadTask(ctx, code)
-}
-
-func (s *Scheduler) reloadTask(ctx context.Context, code string) error {
-	row, err := s.store.Task(ctx, s.opts.App, code)
-	if err != nil {
-		return fmt.Errorf("xtimer: read task %q: %w", code, err)
-	}
-	s.view.adoptTask(row)
-	return nil
 }
 
 // SetSchedule overrides the schedule of a task from outside its code, as
@@ -763,7 +532,7 @@ func (s *Scheduler) SetSchedule(ctx context.Context, code, spec string, dialect 
 		return fmt.Errorf("xtimer: set schedule of %q: %w", code, &SpecError{Field: "spec", Value: spec, Reason: "longer than 255 bytes"})
 	}
 	o := store.Override{Spec: spec, Dialect: string(dialect), TimeZone: zone}
-	return s.changeTask(ctx, code, "set schedule", func(ctx context.Context) error {
+	return s.eng.ChangeTask(ctx, code, "set schedule", func(ctx context.Context) error {
 		return s.store.SetOverride(ctx, s.opts.App, code, o)
 	})
 }
@@ -772,7 +541,7 @@ func (s *Scheduler) SetSchedule(ctx context.Context, code, spec string, dialect 
 // code registers applies again, on every replica within a second, from then
 // on, as an edit does.
 func (s *Scheduler) ResetSchedule(ctx context.Context, code string) error {
-	return s.changeTask(ctx, code, "reset schedule", func(ctx context.Context) error {
+	return s.eng.ChangeTask(ctx, code, "reset schedule", func(ctx context.Context) error {
 		return s.store.ResetOverride(ctx, s.opts.App, code)
 	})
 }
@@ -781,52 +550,11 @@ func (s *Scheduler) ResetSchedule(ctx context.Context, code string) error {
 // its execution. It runs here when this replica has the handler, otherwise
 // on a replica that has it, within a second.
 func (s *Scheduler) Trigger(ctx context.Context, code string) (Execution, error) {
-	s.mu.Lock()
-	state := s.state
-	s.mu.Unlock()
-	s.view.mu.Lock()
-	t, local := s.view.taskLocked(code), s.view.runsHereLocked(code)
-	s.view.mu.Unlock()
-	switch state {
-	case stateNew:
-		return Execution{}, ErrNotStarted
-	case stateStopped:
-		return Execution{}, ErrStopped
+	row, loc, err := s.eng.Trigger(ctx, code)
+	if err != nil {
+		return Execution{}, err
 	}
-	if t == nil {
-		if err := s.reloadTask(ctx, code); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return Execution{}, fmt.Errorf("%w: %q", ErrTaskNotFound, code)
-			}
-			return Execution{}, err
-		}
-		s.view.mu.Lock()
-		t, local = s.view.taskLocked(code), s.view.runsHereLocked(code)
-		s.view.mu.Unlock()
-	}
-	owner := ""
-	if local {
-		owner = s.opts.InstanceID
-	}
-	at := s.clock.Now().UnixMilli()
-	for range 10 { // another manual run in the same millisecond: take the next
-		rows, err := s.store.InsertFires(ctx, []store.Execution{{
-			App: s.opts.App, TaskCode: code, RunTime: at, Status: store.StatusScheduled,
-			Source: store.SourceManual, MaxAttempts: t.def.MaxAttempts, Replica: owner,
-		}})
-		if err != nil {
-			return Execution{}, fmt.Errorf("xtimer: trigger %q: %w", code, err)
-		}
-		if len(rows) == 1 {
-			if local {
-				s.dispatcher.arm(rows[0])
-			}
-			s.log.Info("manual run recorded", "task", code, "execution", rows[0].ID)
-			return toExecution(rows[0], t.loc()), nil
-		}
-		at++
-	}
-	return Execution{}, fmt.Errorf("xtimer: trigger %q: ten manual runs in the same millisecond", code)
+	return toExecution(row, loc), nil
 }
 
 // NextRuns returns the next n fire times of a task (1-1000) after now, in
@@ -835,21 +563,11 @@ func (s *Scheduler) NextRuns(code string, n int) ([]time.Time, error) {
 	if n < 1 || n > 1000 {
 		return nil, fmt.Errorf("xtimer: NextRuns(%q, %d): n must be 1-1000", code, n)
 	}
-	s.view.mu.Lock()
-	t := s.view.taskLocked(code)
-	cfg := s.view.handlers[code]
-	s.view.mu.Unlock()
-	var sched Schedule
-	var endAt time.Time
-	switch {
-	case t != nil && t.sched != nil:
-		sched, endAt = t.sched, t.endAt()
-	case cfg != nil:
-		sched, endAt = cfg.opts.sched, cfg.opts.endAt
-	default:
+	sched, endAt, ok := s.eng.ScheduleOf(code)
+	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrTaskNotFound, code)
 	}
-	return NextFires(sched, s.clock.Now(), n, endAt), nil
+	return NextFires(sched, s.opts.Clock.Now(), n, endAt), nil
 }
 
 // Execution returns one execution by its ID.
@@ -858,13 +576,7 @@ func (s *Scheduler) Execution(ctx context.Context, id int64) (Execution, error) 
 	if err != nil {
 		return Execution{}, fmt.Errorf("xtimer: read execution %d: %w", id, err)
 	}
-	s.view.mu.Lock()
-	loc := time.UTC
-	if t := s.view.taskLocked(row.TaskCode); t != nil {
-		loc = t.loc()
-	}
-	s.view.mu.Unlock()
-	return toExecution(row, loc), nil
+	return toExecution(row, s.eng.Zone(row.TaskCode)), nil
 }
 
 // Options returns the options the scheduler runs with, defaults filled in.
@@ -890,7 +602,4 @@ func toExecution(r store.Execution, loc *time.Location) Execution {
 // clockTimers is how many timers of the injected clock the running
 // components keep armed while they wait: what a test moving a fake clock
 // waits for (internal/startstop).
-func (s *Scheduler) clockTimers() int {
-	return s.planner.Timers() + s.dispatcher.Timers() + s.keeper.Timers() + s.retention.Timers() +
-		s.updates.Timers() + s.alerts.timers()
-}
+func (s *Scheduler) clockTimers() int { return s.eng.ClockTimers() }

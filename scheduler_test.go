@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/xtimer-go/xtimer/internal/engine"
 	"github.com/xtimer-go/xtimer/internal/fakeclock"
 	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
@@ -463,13 +464,13 @@ func eachBackend(t *testing.T, body func(t *testing.T, db *gorm.DB)) {
 	}
 }
 
-// A replica of more than bigHandlerList tasks writes its handler list
+// A replica of more than engine.BigHandlerList tasks writes its handler list
 // apart from the heartbeat, off Start, and it lands in its row.
 func TestABigHandlerListReachesTheReplicaRow(t *testing.T) {
 	t.Parallel()
 	db := testsvc.SQLite(t)
 	s := newScheduler(t, setupOpts{db: db, app: testsvc.App(t)}, nil)
-	n := bigHandlerList + 1
+	n := engine.BigHandlerList + 1
 	for i := range n {
 		require.NoError(t, s.Register(fmt.Sprintf("job.%05d", i), "0 0 3 * * *", func(context.Context, *Run) error { return nil }))
 	}

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/xtimer-go/xtimer/executor"
+	"github.com/xtimer-go/xtimer/internal/engine"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
 
@@ -127,40 +128,20 @@ func newTaskConfig(code, spec string, h Handler) taskConfig {
 	}}
 }
 
-// registration is a task registered in this process: its code and
-// handler, and options that the tasks registered alike share, so that a
-// million tasks cost a million small structs, not a million copies of
-// their options (bench/README.md's performance report has the memory before
-// and after).
-type registration struct {
-	code    string
-	handler Handler
-	opts    *regOpts
-	// state is the task as stored, in this replica's view; nil until its
-	// row is (taskLocked). Guarded by view.mu.
-	state *taskState
-}
-
-// regOpts are the options of one or more registrations, with what they
-// imply, computed once: the parsed schedule and the store's definition.
+// regOpts are the options of one or more tasks registered alike, with
+// what they imply, computed once and shared by the engine's registrations
+// (engine.Shared): a million tasks cost a million small structs, not a
+// million copies of their options (bench/README.md's performance report
+// has the memory before and after).
 type regOpts struct {
-	taskOpts   // name is "" when it is the code (nameIsCode), so that such tasks share
-	nameIsCode bool
-	sched      Schedule
-	def        *store.Definition
+	engine.Shared
 }
 
-// regKey identifies a regOpts.
+// regKey identifies a regOpts: the options, with name "" when it is the
+// code (nameIsCode), so that such tasks share.
 type regKey struct {
 	taskOpts
 	nameIsCode bool
-}
-
-func (r *registration) name() string {
-	if r.opts.nameIsCode {
-		return r.code
-	}
-	return r.opts.name
 }
 
 // definition is the store's form of the code-defined columns these
@@ -420,7 +401,7 @@ func (c *taskConfig) validate(known *regOpts) (Schedule, error) {
 		return nil, fmt.Errorf("xtimer: task %q: handler is nil", c.code)
 	}
 	if known != nil {
-		return known.sched, nil
+		return known.Sched, nil
 	}
 	sched, err := ParseSchedule(c.spec, WithDialect(c.dialect), In(c.loc))
 	if err != nil {

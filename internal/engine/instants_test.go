@@ -1,4 +1,4 @@
-package xtimer
+package engine
 
 import (
 	"testing"

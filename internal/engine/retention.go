@@ -1,4 +1,4 @@
-package xtimer
+package engine
 
 import (
 	"context"
@@ -41,13 +41,6 @@ import (
 // The executions past Retention are deleted oldest first with a cursor:
 // each batch starts at the run_time where the previous one stopped.
 
-// Defaults of the retention options.
-const (
-	DefaultRetention         = 30 * 24 * time.Hour
-	DefaultRetentionBatch    = 1000
-	DefaultRetentionInterval = time.Minute
-)
-
 const (
 	// retentionLockTTL bounds how long a replica that died mid-sweep keeps
 	// the others from sweeping; the sweep refreshes the lock every third.
@@ -81,7 +74,7 @@ type retention struct {
 	noRollups         bool
 }
 
-func newRetention(s *Scheduler) *retention {
+func newRetention(s *Engine) *retention {
 	o := s.opts
 	return &retention{store: s.store, locker: s.locker, clock: s.clock, log: s.log, metrics: s.metrics, taskCodes: s.view.taskCodes,
 		app: o.App, keep: o.Retention, perTask: o.RetentionPerTask, batch: o.RetentionBatch, interval: o.RetentionInterval,

@@ -1,4 +1,4 @@
-package xtimer
+package engine
 
 import (
 	"cmp"
@@ -36,7 +36,7 @@ type lockKeeper struct {
 	lost map[slotKey]time.Time // given up since the last takeLost, and when
 }
 
-func newLockKeeper(s *Scheduler) *lockKeeper {
+func newLockKeeper(s *Engine) *lockKeeper {
 	return &lockKeeper{locker: s.locker, clock: s.clock, log: s.log, metrics: s.metrics, app: s.opts.App,
 		held: map[slotKey]Lock{}, lost: map[slotKey]time.Time{}}
 }

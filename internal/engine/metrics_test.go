@@ -1,4 +1,4 @@
-package xtimer
+package engine
 
 import (
 	"context"
@@ -26,9 +26,9 @@ import (
 // scriptedRun runs one minute on the fake clock with three tasks firing at
 // second 0 of 10:01: "ok" succeeds, "bad" fails, and "sleepy" is paused
 // after its fire was recorded (so it is skipped at its run time). It
-// returns the running scheduler and its registry once both handlers have
+// returns the running engine and its registry once both handlers have
 // returned and their metrics are counted.
-func scriptedRun(t *testing.T) (*Scheduler, *prometheus.Registry) {
+func scriptedRun(t *testing.T) (*Engine, *prometheus.Registry) {
 	t.Helper()
 	db, app := testsvc.SQLite(t), testsvc.App(t)
 	ctx := context.Background()
@@ -36,10 +36,10 @@ func scriptedRun(t *testing.T) (*Scheduler, *prometheus.Registry) {
 	clock := fakeclock.New(t0)
 	reg := prometheus.NewRegistry()
 	iv := newInvocations()
-	s := newScheduler(t, setupOpts{db: db, app: app, clock: clock}, func(o *Options) { o.Metrics = reg })
-	require.NoError(t, s.Register("ok", "0 * * * * *", iv.handler(nil)))
-	require.NoError(t, s.Register("bad", "0 * * * * *", iv.handler(func(*Run) error { return errors.New("boom") })))
-	require.NoError(t, s.Register("sleepy", "0 * * * * *", iv.handler(nil)))
+	s := newEngine(t, setupOpts{db: db, app: app, clock: clock}, func(c *Config) { c.Metrics = reg })
+	mustRegister(t, s, "ok", "0 * * * * *", iv.handler(nil))
+	mustRegister(t, s, "bad", "0 * * * * *", iv.handler(func(*Attempt) error { return errors.New("boom") }))
+	mustRegister(t, s, "sleepy", "0 * * * * *", iv.handler(nil))
 	require.NoError(t, s.Start(ctx))
 	stopOnCleanup(t, s)
 
@@ -49,7 +49,10 @@ func scriptedRun(t *testing.T) (*Scheduler, *prometheus.Registry) {
 		rows, _, err := s.store.ListExecutions(ctx, store.ExecutionFilter{App: app}, store.Cursor{}, 10)
 		return err == nil && len(rows) == 3
 	}, 10*time.Second, 10*time.Millisecond)
-	require.NoError(t, s.Pause(ctx, "sleepy"))
+	// The root's Pause.
+	require.NoError(t, s.ChangeTask(ctx, "sleepy", "set status "+store.TaskPaused, func(ctx context.Context) error {
+		return s.store.SetTaskStatus(ctx, app, "sleepy", store.TaskPaused)
+	}))
 
 	waitIdle(ctx, t, clock, s)
 	clock.Advance(5 * time.Second) // 10:01:00
@@ -87,7 +90,7 @@ func TestMetricsCountFiresAttemptsAndLatenessOfAScriptedRun(t *testing.T) {
 	for _, f := range families {
 		for _, metric := range f.GetMetric() {
 			require.Equal(t, "app", metric.GetLabel()[0].GetName(), "%s carries app", f.GetName())
-			require.Equal(t, s.App(), metric.GetLabel()[0].GetValue())
+			require.Equal(t, s.opts.App, metric.GetLabel()[0].GetValue())
 		}
 	}
 }
@@ -95,7 +98,7 @@ func TestMetricsCountFiresAttemptsAndLatenessOfAScriptedRun(t *testing.T) {
 // The dashboard queries only metrics the scheduler exports.
 func TestGrafanaDashboardQueriesExistingMetrics(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile("examples/grafana/xtimer-dashboard.json")
+	raw, err := os.ReadFile("../../examples/grafana/xtimer-dashboard.json")
 	require.NoError(t, err)
 	var dashboard map[string]any
 	require.NoError(t, json.Unmarshal(raw, &dashboard), "the dashboard is valid JSON")
@@ -149,7 +152,7 @@ func TestGrafanaDashboardQueriesExistingMetrics(t *testing.T) {
 
 func TestMetricsNilRegistryRegistersNothingAndHooksAreNoOps(t *testing.T) {
 	t.Parallel()
-	s := newScheduler(t, setupOpts{db: testsvc.SQLite(t)}, nil)
+	s := newEngine(t, setupOpts{db: testsvc.SQLite(t)}, nil)
 	require.Nil(t, s.metrics)
 	r := store.Execution{TaskCode: "x", Attempt: 1, Source: store.SourceSchedule}
 	s.attemptBegins(r, time.Now())
@@ -168,8 +171,8 @@ func TestMetricsOfTwoAppsShareARegistry(t *testing.T) {
 	t.Parallel()
 	db := testsvc.SQLite(t)
 	reg := prometheus.NewRegistry()
-	a := newScheduler(t, setupOpts{db: db, app: "billing"}, func(o *Options) { o.Metrics = reg })
-	b := newScheduler(t, setupOpts{db: db, app: "reports"}, func(o *Options) { o.Metrics = reg })
+	a := newEngine(t, setupOpts{db: db, app: "billing"}, func(c *Config) { c.Metrics = reg })
+	b := newEngine(t, setupOpts{db: db, app: "reports"}, func(c *Config) { c.Metrics = reg })
 	a.metrics.dbError()
 	b.metrics.dbError()
 	b.metrics.dbError()
@@ -185,15 +188,19 @@ func TestMetricsSameAppTwiceOnARegistryFailsNewUntilStop(t *testing.T) {
 	t.Parallel()
 	db, app := testsvc.SQLite(t), testsvc.App(t)
 	reg := prometheus.NewRegistry()
-	first := newScheduler(t, setupOpts{db: db, app: app}, func(o *Options) { o.Metrics = reg })
-	_, err := New(Options{DB: db, App: app, Metrics: reg})
+	first := newEngine(t, setupOpts{db: db, app: app}, func(c *Config) { c.Metrics = reg })
+	cfg := testConfig(t, setupOpts{db: db, app: app})
+	cfg.Metrics = reg
+	_, err := New(cfg)
 	require.ErrorContains(t, err, "xtimer: Options.Metrics")
 	require.ErrorContains(t, err, app)
 	require.Equal(t, 1, testutil.CollectAndCount(reg, "xtimer_running_handlers"), "the failed New left the first one's collectors alone")
 
 	require.NoError(t, first.Stop(context.Background()))
 	require.Equal(t, 0, testutil.CollectAndCount(reg, "xtimer_running_handlers"), "Stop unregisters")
-	_, err = New(Options{DB: db, App: app, Metrics: reg})
+	cfg = testConfig(t, setupOpts{db: db, app: app})
+	cfg.Metrics = reg
+	_, err = New(cfg)
 	require.NoError(t, err, "a new Scheduler of the app registers after Stop")
 }
 

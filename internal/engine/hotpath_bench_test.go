@@ -1,10 +1,8 @@
-package xtimer
+package engine
 
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xtimer-go/xtimer/cron"
 	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
 )
@@ -20,23 +19,19 @@ import (
 // The engine's side of the fire path, benchmarked so that a regression
 // shows in benchstat:
 //
-//	go test -run '^$' -bench . -count 10 . > new.txt; benchstat old.txt new.txt
+//	go test -run '^$' -bench . -count 10 ./internal/engine > new.txt; benchstat old.txt new.txt
 //
 // The store's side (InsertFires, StartFires, MarkRunning, FinishAttempts)
 // is in internal/store/hotpath_bench_test.go. A server that does not answer skips
 // its sub-benchmarks, unless XTIMER_REQUIRE_SERVICES=1 (testsvc).
 
-// benchScheduler returns a Scheduler that is never started: the
-// benchmarks call its planning methods directly. Its database is an
-// unmigrated SQLite file that nothing here touches.
-func benchScheduler(b *testing.B, opts Options) *Scheduler {
+// benchEngine returns an Engine that is never started: the benchmarks
+// call its planning methods directly. Its database is an unmigrated
+// SQLite file that nothing here touches. mod changes its Config (a
+// Locker, Workers), as Options did for the root's New.
+func benchEngine(b *testing.B, mod func(*Config)) *Engine {
 	b.Helper()
-	opts.DB = testsvc.SQLite(b)
-	opts.App = testsvc.App(b)
-	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := New(opts)
-	require.NoError(b, err)
-	return s
+	return newEngine(b, setupOpts{db: testsvc.SQLite(b), app: testsvc.App(b)}, mod)
 }
 
 // BenchmarkClaimSlot claims a slot the way planSlots does (claimSlot on the
@@ -50,14 +45,17 @@ func benchScheduler(b *testing.B, opts Options) *Scheduler {
 func BenchmarkClaimSlot(b *testing.B) {
 	lockers := []struct {
 		name string
-		opts func(b *testing.B) Options
+		mod  func(b *testing.B) func(*Config)
 	}{
-		{"redis", func(b *testing.B) Options { return Options{Redis: testsvc.Redis(b)} }},
-		{"local", func(*testing.B) Options { return Options{} }},
+		{"redis", func(b *testing.B) func(*Config) {
+			rdb := testsvc.Redis(b)
+			return func(c *Config) { c.Locker, c.LockMode = NewRedisLocker(rdb), "redis" }
+		}},
+		{"local", func(*testing.B) func(*Config) { return nil }},
 	}
 	for _, l := range lockers {
 		b.Run(l.name, func(b *testing.B) {
-			s := benchScheduler(b, l.opts(b))
+			s := benchEngine(b, l.mod(b))
 			ctx := context.Background()
 			now := time.Now()
 			first := now.Unix()/60 + 1
@@ -98,17 +96,17 @@ func BenchmarkScheduleNext(b *testing.B) {
 	ny := mustZone(b, "America/New_York")
 	cases := []struct {
 		name, spec string
-		opts       []ScheduleOption
+		opts       []cron.Option
 	}{
 		{"every_second", "* * * * * *", nil},
 		{"every_5_minutes", "0 */5 * * * *", nil},
-		{"weekdays_0930_new_york", "0 30 9 * * MON-FRI", []ScheduleOption{In(ny)}},
-		{"quartz_noon_last_day_of_month", "0 0 12 L * ?", []ScheduleOption{Quartz()}},
+		{"weekdays_0930_new_york", "0 30 9 * * MON-FRI", []cron.Option{cron.In(ny)}},
+		{"quartz_noon_last_day_of_month", "0 0 12 L * ?", []cron.Option{cron.Quartz()}},
 		{"every_10s", "@every 10s", nil},
 	}
 	start := mustTime(b, "2026-11-30T10:00:00Z")
 	for _, c := range cases {
-		s, err := ParseSchedule(c.spec, c.opts...)
+		s, err := cron.Parse(c.spec, c.opts...)
 		require.NoError(b, err, c.spec)
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -131,7 +129,7 @@ func BenchmarkScheduleNext(b *testing.B) {
 //   - minute: every bucket of the minute (16 by default), the work of
 //     planning a minute.
 //
-// The tasks mix the specs and zones of BenchmarkNextMillionTasks, without
+// The tasks mix the specs and zones of cron.BenchmarkNextMillionTasks, without
 // every-second tasks; fires/op is how many fires the op returned.
 func BenchmarkFiresIn(b *testing.B) {
 	specs := []string{"0 * * * * *", "*/10 * * * * *", "0 */5 * * * *", "0 0 9 * * MON-FRI",
@@ -141,7 +139,7 @@ func BenchmarkFiresIn(b *testing.B) {
 	created := mustTime(b, "2026-01-01T00:00:00Z").UnixMilli()
 	for _, tasks := range []int{1000, 100_000} {
 		b.Run(fmt.Sprintf("tasks=%d", tasks), func(b *testing.B) {
-			s := benchScheduler(b, Options{})
+			s := benchEngine(b, nil)
 			for i := range tasks {
 				s.view.adoptTask(store.Task{ID: int64(i + 1), App: s.opts.App, Code: fmt.Sprintf("billing.invoice-%06d", i),
 					Kind: store.KindFunc, Spec: specs[i%len(specs)], TimeZone: zones[i/len(specs)%len(zones)],
@@ -171,27 +169,6 @@ func BenchmarkFiresIn(b *testing.B) {
 	}
 }
 
-// BenchmarkRegister registers 100,000 tasks alike, as a service with a
-// task per customer does before Start: per task, a map insert and a
-// small struct; the options, their parsed spec and their definition are
-// shared (regOpts).
-func BenchmarkRegister(b *testing.B) {
-	codes := make([]string, 100_000)
-	for i := range codes {
-		codes[i] = fmt.Sprintf("tenant-%06d.report", i)
-	}
-	h := func(context.Context, *Run) error { return nil }
-	for b.Loop() {
-		s := benchScheduler(b, Options{})
-		for _, c := range codes {
-			if err := s.Register(c, "0 0 3 * * *", h, WithTimeout(time.Minute)); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(codes)), "ns/task")
-}
-
 // BenchmarkStartInstant starts the fires of one instant the way the
 // dispatcher does at their run time, once their rows are claimed
 // (the dispatch loop's begin of each claimed fire), and waits until every
@@ -200,17 +177,17 @@ func BenchmarkRegister(b *testing.B) {
 // reports the time from the instant to the last handler's call (spread)
 // and to the median one (median), the lateness the dispatcher adds to a
 // steady fleet's fires. The status writes queue up and are not written
-// (the scheduler is never started).
+// (the engine is never started).
 func BenchmarkStartInstant(b *testing.B) {
 	for _, n := range []int{100, 1000, 3000} {
 		b.Run(fmt.Sprintf("fires=%d", n), func(b *testing.B) {
-			s := benchScheduler(b, Options{Workers: 64})
+			s := benchEngine(b, func(c *Config) { c.Workers = 64 })
 			s.handlerCtx = context.Background()
 			called := make([]time.Duration, n)
 			var wg sync.WaitGroup
 			var at time.Time
 			var seq atomic.Int64
-			h := func(context.Context, *Run) error {
+			h := func(context.Context, *Attempt) error {
 				called[seq.Add(1)-1] = time.Since(at)
 				wg.Done()
 				return nil
@@ -218,7 +195,7 @@ func BenchmarkStartInstant(b *testing.B) {
 			rows := make([]store.Execution, n)
 			for i := range rows {
 				code := fmt.Sprintf("t%07d", i)
-				require.NoError(b, s.Register(code, "* * * * * *", h))
+				mustRegister(b, s, code, "* * * * * *", h)
 				rows[i] = store.Execution{ID: int64(i + 1), TaskCode: code, Source: store.SourceSchedule, MaxAttempts: 1}
 			}
 			var spread, median time.Duration
@@ -255,7 +232,7 @@ func BenchmarkStartInstant(b *testing.B) {
 func BenchmarkPopInstant(b *testing.B) {
 	for _, n := range []int{1000, 3000} {
 		b.Run(fmt.Sprintf("fires=%d", n), func(b *testing.B) {
-			s := benchScheduler(b, Options{Workers: 64})
+			s := benchEngine(b, func(c *Config) { c.Workers = 64 })
 			at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 			arm := func(instant time.Time) {
 				for i := range n {

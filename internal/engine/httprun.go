@@ -1,4 +1,4 @@
-package xtimer
+package engine
 
 import (
 	"context"
@@ -112,7 +112,7 @@ type httpQueue struct {
 
 // submitHTTP runs fn on the HTTP pool once fewer than limit requests of
 // the task run on this replica, after the ones submitted before it.
-func (s *Scheduler) submitHTTP(code string, limit int, fn func()) {
+func (s *Engine) submitHTTP(code string, limit int, fn func()) {
 	qs := &s.httpQueues
 	qs.mu.Lock()
 	if qs.tasks == nil {
@@ -134,7 +134,7 @@ func (s *Scheduler) submitHTTP(code string, limit int, fn func()) {
 
 // takeReadyLocked removes from q what may start now, wrapped to start the
 // next one when it ends. httpQueues.mu is held.
-func (s *Scheduler) takeReadyLocked(code string, q *httpQueue) []func() {
+func (s *Engine) takeReadyLocked(code string, q *httpQueue) []func() {
 	var ready []func()
 	for q.running < q.limit && len(q.waiting) > 0 {
 		fn := q.waiting[0]
@@ -149,7 +149,7 @@ func (s *Scheduler) takeReadyLocked(code string, q *httpQueue) []func() {
 	return ready
 }
 
-func (s *Scheduler) doneHTTP(code string) {
+func (s *Engine) doneHTTP(code string) {
 	qs := &s.httpQueues
 	qs.mu.Lock()
 	q := qs.tasks[code]
@@ -169,7 +169,7 @@ func (s *Scheduler) doneHTTP(code string) {
 // the target's secret or Options.HTTPSigningSecret. The response lands in
 // run's output: a first line ("HTTP 200 OK in 12 ms", or the error) and
 // the body, capped at MaxOutput; its status in *status.
-func (s *Scheduler) httpAttempt(sp *httpSpec, r store.Execution, run *Run, status *atomic.Int64) func(context.Context) error {
+func (s *Engine) httpAttempt(sp *HTTPSpec, r store.Execution, out *Output, status *atomic.Int64) func(context.Context) error {
 	headers := make([][2]string, len(sp.Headers))
 	for i, h := range sp.Headers {
 		headers[i] = [2]string{h.Name, h.Value}
@@ -187,15 +187,13 @@ func (s *Scheduler) httpAttempt(sp *httpSpec, r store.Execution, run *Run, statu
 		resp, err := s.caller.Do(ctx, call)
 		status.Store(int64(resp.Status))
 		if resp.Status == 0 {
-			run.Printf("%v", err)
+			out.Printf("%v", err)
 			return err
 		}
-		run.Printf("HTTP %d %s in %d ms", resp.Status, http.StatusText(resp.Status), resp.Elapsed.Milliseconds())
-		_, _ = run.Write([]byte(resp.Body))
+		out.Printf("HTTP %d %s in %d ms", resp.Status, http.StatusText(resp.Status), resp.Elapsed.Milliseconds())
+		_, _ = out.Write([]byte(resp.Body))
 		if resp.Truncated {
-			run.mu.Lock()
-			run.truncated = true
-			run.mu.Unlock()
+			out.Truncate()
 		}
 		return err
 	}
@@ -206,15 +204,15 @@ func (s *Scheduler) httpAttempt(sp *httpSpec, r store.Execution, run *Run, statu
 // on which queue: the registered handler on the pool of Go handlers, or the
 // HTTP caller behind the task's queue; an error when it cannot (the task
 // was deleted in between).
-func (s *Scheduler) attemptWork(r store.Execution, t *taskState, cfg *registration, run *Run, status *atomic.Int64) (work func(context.Context) error, submit func(func()), timeout time.Duration) {
+func (s *Engine) attemptWork(r store.Execution, t *taskState, cfg *registration, a *Attempt, status *atomic.Int64) (work func(context.Context) error, submit func(func()), timeout time.Duration) {
 	if t != nil {
 		timeout = time.Duration(t.def.TimeoutMs) * time.Millisecond
 	}
 	switch {
 	case cfg != nil:
-		return func(ctx context.Context) error { return cfg.handler(ctx, run) }, s.pool.Submit, timeout
+		return func(ctx context.Context) error { return s.opts.Invoke(ctx, cfg.handler, a) }, s.pool.Submit, timeout
 	case t != nil && t.http != nil:
-		return s.httpAttempt(t.http, r, run, status), func(fn func()) { s.submitHTTP(r.TaskCode, t.http.MaxConcurrent, fn) }, timeout
+		return s.httpAttempt(t.http, r, a.Out, status), func(fn func()) { s.submitHTTP(r.TaskCode, t.http.MaxConcurrent, fn) }, timeout
 	}
 	return func(context.Context) error {
 		return fmt.Errorf("xtimer: task %q deleted before its attempt started", r.TaskCode)

@@ -1,4 +1,4 @@
-package xtimer
+package engine
 
 import (
 	"cmp"
@@ -60,7 +60,7 @@ type planner struct {
 	// What it is wired to (newPlanner), fixed after.
 	clock   Clock
 	log     *slog.Logger
-	opts    Options
+	opts    Config
 	store   *store.Store
 	keeper  *lockKeeper    // the slot locks
 	view    *view          // the tasks: their fires, who runs them
@@ -112,7 +112,7 @@ type plannerHost interface {
 }
 
 // newPlanner makes the planner of s.
-func newPlanner(s *Scheduler) *planner {
+func newPlanner(s *Engine) *planner {
 	return &planner{
 		clock: s.clock, log: s.log, opts: s.opts, store: s.store, keeper: s.keeper, view: &s.view, fires: s.dispatcher,
 		pool: s.pool, metrics: s.metrics, alerts: s.alerts, health: &s.health, host: s,
@@ -168,12 +168,12 @@ func (p *planner) refreshLive(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// bigHandlerList: a replica with more handlers than this writes their
+// BigHandlerList is the size past which a replica writes its handlers'
 // list apart from its heartbeats (publishHandlers), off Start and off the
 // tick loop: a million codes make megabytes of JSON, and sorting, encoding
 // and writing them was a visible share of each replica's start-up
 // (bench/README.md's performance report has the figures).
-const bigHandlerList = 10_000
+const BigHandlerList = 10_000
 
 // handlerCodesLocked lists the handlers registered here, sorted. v.mu is
 // held.
@@ -189,12 +189,12 @@ func (v *view) handlerCodesLocked() []string {
 // handlerList is what the heartbeat writes of the handlers registered
 // here, given the generation it last wrote (lastGen): due when they
 // changed since, or rewrite; the codes only when due and not big
-// (bigHandlerList: publishHandlers writes those); gen, the generation
+// (BigHandlerList: publishHandlers writes those); gen, the generation
 // they are of.
 func (v *view) handlerList(lastGen int, rewrite bool) (codes []string, gen int, due, big bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	due, big = rewrite || lastGen != v.handlersGen, len(v.handlers) > bigHandlerList
+	due, big = rewrite || lastGen != v.handlersGen, len(v.handlers) > BigHandlerList
 	if due && !big {
 		codes = v.handlerCodesLocked()
 	}
@@ -202,7 +202,7 @@ func (v *view) handlerList(lastGen int, rewrite bool) (codes []string, gen int, 
 }
 
 // publishHandlers writes this replica's list of handlers into its row when
-// a heartbeat finds it due and too big to go with it (bigHandlerList). It
+// a heartbeat finds it due and too big to go with it (BigHandlerList). It
 // is a loop of the planner; a failed write is tried again at the next
 // heartbeat.
 func (p *planner) publishHandlers(ctx context.Context) {
@@ -901,7 +901,7 @@ func (p *planner) rowsFor(ctx context.Context, now time.Time, t *taskState, ats 
 	var rows []store.Execution
 	for i, at := range missed {
 		run := false
-		switch MisfirePolicy(t.def.Misfire) {
+		switch t.def.Misfire {
 		case MisfireRunAll:
 			run = now.Sub(at) <= window
 		case MisfireSkip:

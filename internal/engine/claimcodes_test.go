@@ -1,4 +1,4 @@
-package xtimer
+package engine
 
 import (
 	"context"
@@ -23,22 +23,22 @@ func TestUnownedFireIsClaimedWhateverTheNumberOfTasks(t *testing.T) {
 			db, app := testsvc.SQLite(t), testsvc.App(t)
 			ctx := context.Background()
 			iv := newInvocations()
-			a := newScheduler(t, setupOpts{db: db, app: app}, func(o *Options) { o.InstanceID = "a" })
-			b := newScheduler(t, setupOpts{db: db, app: app}, func(o *Options) { o.InstanceID = "b" })
+			a := newEngine(t, setupOpts{db: db, app: app}, func(o *Config) { o.InstanceID = "a" })
+			b := newEngine(t, setupOpts{db: db, app: app}, func(o *Config) { o.InstanceID = "b" })
 			const daily = "0 0 3 * * *"
 			for i := range maxClaimCodes + 200 {
-				require.NoError(t, a.Register(fmt.Sprintf("a-%04d", i), daily, iv.handler(nil)))
+				require.NoError(t, register(t, a, fmt.Sprintf("a-%04d", i), daily, iv.handler(nil)))
 			}
 			for i := range others {
-				require.NoError(t, b.Register(fmt.Sprintf("b-%04d", i), daily, iv.handler(nil)))
+				require.NoError(t, register(t, b, fmt.Sprintf("b-%04d", i), daily, iv.handler(nil)))
 			}
 			require.NoError(t, b.Start(ctx))
 			stopOnCleanup(t, b)
 			require.NoError(t, a.Start(ctx))
 			stopOnCleanup(t, a)
-			require.Eventually(t, func() bool { return b.view.runsHere("b-0000") && b.taskKnown("a-1150") }, 10*time.Second, 10*time.Millisecond)
+			require.Eventually(t, func() bool { return b.view.runsHere("b-0000") && claimcodesTaskKnown(b, "a-1150") }, 10*time.Second, 10*time.Millisecond)
 
-			require.Eventually(t, func() bool { return a.taskKnown(fmt.Sprintf("b-%04d", others-1)) }, 10*time.Second, 10*time.Millisecond)
+			require.Eventually(t, func() bool { return claimcodesTaskKnown(a, fmt.Sprintf("b-%04d", others-1)) }, 10*time.Second, 10*time.Millisecond)
 			cs := a.view.claimCodes()
 			if others <= maxClaimCodes {
 				require.True(t, cs.Except, "a names the few tasks it does not run")
@@ -56,7 +56,7 @@ func TestUnownedFireIsClaimedWhateverTheNumberOfTasks(t *testing.T) {
 			// The last codes in a's sorted list: the rotating chunk reaches
 			// them on the second claim.
 			for _, code := range []string{"a-0005", "a-1150"} {
-				e, err := b.Trigger(ctx, code)
+				e, _, err := b.Trigger(ctx, code)
 				require.NoError(t, err)
 				require.Empty(t, e.Replica, "b has no handler: the run is nobody's until claimed")
 				run := iv.next(t, 15*time.Second)
@@ -67,8 +67,9 @@ func TestUnownedFireIsClaimedWhateverTheNumberOfTasks(t *testing.T) {
 	}
 }
 
-func (s *Scheduler) taskKnown(code string) bool {
-	s.view.mu.Lock()
-	defer s.view.mu.Unlock()
-	return s.view.taskLocked(code) != nil
+// claimcodesTaskKnown reports whether e's view has the task's row.
+func claimcodesTaskKnown(e *Engine, code string) bool {
+	e.view.mu.Lock()
+	defer e.view.mu.Unlock()
+	return e.view.taskLocked(code) != nil
 }

@@ -1,4 +1,4 @@
-package xtimer
+package engine
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // oneWorkerBurst is a replica with one worker and four tasks, a to d, due
 // together at 10:01, whose first handler call holds the worker until free.
 type oneWorkerBurst struct {
-	s     *Scheduler
+	s     *Engine
 	db    *gorm.DB
 	app   string
 	clock *fakeclock.Clock
@@ -34,15 +34,15 @@ func startOneWorkerBurst(t *testing.T, db *gorm.DB, app string) *oneWorkerBurst 
 	var releaseOnce sync.Once
 	f.free = func() { releaseOnce.Do(func() { close(release) }) }
 	var calls atomic.Int32
-	s := newScheduler(t, setupOpts{db: db, app: app, clock: f.clock}, func(o *Options) { o.Workers = 1 })
-	block := f.iv.handler(func(*Run) error {
+	s := newEngine(t, setupOpts{db: db, app: app, clock: f.clock}, func(c *Config) { c.Workers = 1 })
+	block := f.iv.handler(func(*Attempt) error {
 		if calls.Add(1) == 1 {
 			<-release
 		}
 		return nil
 	})
 	for _, code := range []string{"a", "b", "c", "d"} {
-		require.NoError(t, s.Register(code, "0 * * * * *", block))
+		mustRegister(t, s, code, "0 * * * * *", block)
 	}
 	require.NoError(t, s.Start(context.Background()))
 	stopOnCleanup(t, s)

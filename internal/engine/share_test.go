@@ -1,4 +1,4 @@
-package xtimer
+package engine
 
 import (
 	"context"
@@ -84,7 +84,7 @@ func TestShareWaitLeavesTheOthersTimeToClaim(t *testing.T) {
 		time.Second: 0, 1500 * time.Millisecond: 0, 2 * time.Second: time.Second,
 		3 * time.Second: time.Second, 10 * time.Second: 5 * time.Second, 50 * time.Second: 25 * time.Second,
 	} {
-		p := &planner{opts: Options{ClaimAhead: ahead}}
+		p := &planner{opts: Config{ClaimAhead: ahead}}
 		require.Equal(t, want, p.shareWait(), "ClaimAhead %s", ahead)
 	}
 }
@@ -159,8 +159,8 @@ func newShareFleet(t *testing.T, t0 time.Time, spec string) *shareFleet {
 		locker: NewLocalLocker(clock), withFires: map[int]bool{}}
 }
 
-func (f *shareFleet) replica(id string) *Scheduler {
-	s := newScheduler(f.t, setupOpts{db: f.db, app: f.app, clock: f.clock}, func(o *Options) {
+func (f *shareFleet) replica(id string) *Engine {
+	s := newEngine(f.t, setupOpts{db: f.db, app: f.app, clock: f.clock}, func(o *Config) {
 		o.InstanceID, o.Locker = id, f.locker
 	})
 	require.NoError(f.t, s.store.Migrate(context.Background()))
@@ -175,7 +175,7 @@ func (f *shareFleet) replica(id string) *Scheduler {
 }
 
 // held returns the buckets of minute m whose lock s holds.
-func (f *shareFleet) held(s *Scheduler, m time.Time) map[int]bool {
+func (f *shareFleet) held(s *Engine, m time.Time) map[int]bool {
 	out := map[int]bool{}
 	for _, k := range s.keeper.heldKeys() {
 		if k.minute == m.Unix()/60 {
@@ -186,7 +186,7 @@ func (f *shareFleet) held(s *Scheduler, m time.Time) map[int]bool {
 }
 
 // share returns the buckets with fires of minute m that are s's share.
-func (f *shareFleet) share(s *Scheduler, m time.Time) map[int]bool {
+func (f *shareFleet) share(s *Engine, m time.Time) map[int]bool {
 	out := map[int]bool{}
 	for bucket := range f.withFires {
 		s.planner.mu.Lock()

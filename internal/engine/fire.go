@@ -1,4 +1,4 @@
-package xtimer
+package engine
 
 import (
 	"cmp"
@@ -25,8 +25,8 @@ import (
 
 // Reasons the engine records skipped fires with, besides the store's.
 const (
-	// reasonDeleted: the task of an armed fire was deleted before it ran.
-	reasonDeleted = "task deleted"
+	// ReasonDeleted: the task of an armed fire was deleted before it ran.
+	ReasonDeleted = "task deleted"
 )
 
 // dispatcher starts the fires this replica owns at their run time. It
@@ -106,7 +106,7 @@ type fencePool interface {
 
 // newDispatcher makes the dispatcher of s: the Scheduler wires it to its
 // view, store, status writer and pool, and start runs the attempts.
-func newDispatcher(s *Scheduler) *dispatcher {
+func newDispatcher(s *Engine) *dispatcher {
 	return &dispatcher{
 		clock: s.clock, log: s.log, app: s.opts.App, replica: s.opts.InstanceID, workers: s.opts.Workers,
 		view: &s.view, store: s.store, status: s.updates, pool: s.pool, start: s.startAttempt, noteDB: s.noteDB,
@@ -191,7 +191,7 @@ func (h *fireHeap) Pop() any {
 // when that has passed).
 func (d *dispatcher) arm(r store.Execution) {
 	t, _, _ := d.view.fireTask(r.TaskCode)
-	exact := t != nil && OverlapPolicy(t.def.Overlap) == OverlapForbid
+	exact := t != nil && t.def.Overlap == OverlapForbid
 	d.mu.Lock()
 	if d.armedIDs[r.ID] {
 		// Already waiting here: a slot taken over and back again arms its
@@ -245,7 +245,7 @@ func (d *dispatcher) loop(ctx context.Context) {
 	defer d.stopClaimed()
 	timer := d.clock.NewTimer(time.Hour)
 	defer timer.Stop()
-	_, realTime := d.clock.(systemClock) // startEarly applies
+	_, realTime := d.clock.(SystemClock) // startEarly applies
 	for {
 		now, woke := d.clock.Now(), time.Now() // woke: physical, for the claim's timing
 		wait := time.Hour
@@ -424,7 +424,7 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 		window := time.Duration(t.misfireWindowMs()) * time.Millisecond
 		switch {
 		case t == nil || !runs:
-			d.status.skip(r, reasonDeleted, now)
+			d.status.skip(r, ReasonDeleted, now)
 			continue
 		case r.Source != store.SourceManual && t.status != store.TaskActive:
 			d.status.skip(r, store.ReasonPaused, now)
@@ -437,11 +437,11 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 		case r.Source == store.SourceSchedule && late > misfireAfter && late > window:
 			d.status.skip(r, store.ReasonMisfire, now)
 			continue
-		case r.Source == store.SourceSchedule && late > misfireAfter && MisfirePolicy(t.def.Misfire) == MisfireSkip:
+		case r.Source == store.SourceSchedule && late > misfireAfter && t.def.Misfire == MisfireSkip:
 			d.status.skip(r, store.ReasonMisfire, now)
 			continue
 		}
-		if OverlapPolicy(t.def.Overlap) == OverlapForbid {
+		if t.def.Overlap == OverlapForbid {
 			d.mu.Lock()
 			running := d.running[r.TaskCode]
 			d.mu.Unlock()
@@ -452,7 +452,7 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 				continue
 			}
 		}
-		if r.Source == store.SourceSchedule && late > misfireAfter && MisfirePolicy(t.def.Misfire) != MisfireRunAll {
+		if r.Source == store.SourceSchedule && late > misfireAfter && t.def.Misfire != MisfireRunAll {
 			overdue[r.TaskCode] = append(overdue[r.TaskCode], len(start))
 		}
 		start, goHandlers = append(start, r), append(goHandlers, goHandler)
@@ -589,7 +589,7 @@ func (d *dispatcher) fenceNow(callbacks, goFires []store.Execution) []store.Exec
 // now: a Go handler on the pool, an HTTP callback behind its task's queue
 // on the HTTP pool. Time spent waiting there is lateness: the result
 // records when the attempt really started.
-func (s *Scheduler) startAttempt(r store.Execution, now time.Time) {
+func (s *Engine) startAttempt(r store.Execution, now time.Time) {
 	s.view.mu.Lock()
 	loc := time.UTC
 	t, cfg := s.view.taskLocked(r.TaskCode), s.view.handlers[r.TaskCode]
@@ -599,10 +599,10 @@ func (s *Scheduler) startAttempt(r store.Execution, now time.Time) {
 	s.view.mu.Unlock()
 	s.dispatcher.noteRunning(r.TaskCode, 1)
 	s.attempts.Add(1)
-	run := &Run{
-		ID: fireID(s.opts.App, r.TaskCode, r.RunTime), ExecutionID: r.ID, Code: r.TaskCode,
+	run := &Attempt{
+		ID: FireID(s.opts.App, r.TaskCode, r.RunTime), ExecutionID: r.ID, Code: r.TaskCode,
 		ScheduledAt: time.UnixMilli(r.RunTime).In(loc), Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
-		Source: Source(r.Source), Replica: s.opts.InstanceID, max: s.opts.MaxOutput,
+		Source: r.Source, Replica: s.opts.InstanceID, Out: NewOutput(s.opts.MaxOutput),
 	}
 	var status atomic.Int64
 	work, submit, timeout := s.attemptWork(r, t, cfg, run, &status)
@@ -622,7 +622,7 @@ func (s *Scheduler) startAttempt(r store.Execution, now time.Time) {
 		out := executor.Call(ctx, s.clock, timeout, work, late)
 		s.dispatcher.noteRunning(r.TaskCode, -1)
 		fin := s.settle(r, out.Finished, out.Err, out.TimedOut(), "")
-		fin.Output = run.Output()
+		fin.Output = run.Out.String()
 		fin.HTTPStatus = int(status.Load())
 		if started := out.Started.UnixMilli(); started > now.UnixMilli() {
 			// It waited in this replica's queues after its start was recorded.
@@ -657,7 +657,7 @@ func (s *Scheduler) startAttempt(r store.Execution, now time.Time) {
 
 // settle decides how an attempt ends: success, a retry by the task's
 // policy, or failure.
-func (s *Scheduler) settle(r store.Execution, at time.Time, err error, timedOut bool, reason string) store.Finish {
+func (s *Engine) settle(r store.Execution, at time.Time, err error, timedOut bool, reason string) store.Finish {
 	f := store.Finish{ID: r.ID, Attempt: r.Attempt, Result: store.Result{Status: store.StatusSucceeded, Reason: reason, FinishedMs: at.UnixMilli()}}
 	if err == nil {
 		return f

@@ -1,4 +1,4 @@
-package xtimer
+package engine
 
 import (
 	"context"
@@ -31,8 +31,8 @@ func TestFireClaimedAheadStartsAtItsRunTimeAndIsReleasedOnStop(t *testing.T) {
 			ctx := context.Background()
 			clock := fakeclock.New(time.Date(2026, 11, 30, 10, 0, 0, 500_000_000, time.UTC))
 			iv := newInvocations()
-			s := newScheduler(t, setupOpts{db: db, app: app, clock: clock}, nil)
-			require.NoError(t, s.Register("a", "0 * * * * *", iv.handler(nil)))
+			s := newEngine(t, setupOpts{db: db, app: app, clock: clock}, nil)
+			mustRegister(t, s, "a", "0 * * * * *", iv.handler(nil))
 			require.NoError(t, s.Start(ctx))
 			stopOnCleanup(t, s)
 			row := func(t assert.TestingT) store.Execution {
@@ -92,15 +92,15 @@ func TestFiresOfOneInstantAreClaimedAheadByTheirNumber(t *testing.T) {
 	ctx := context.Background()
 	clock := fakeclock.New(time.Date(2026, 11, 30, 10, 0, 0, 500_000_000, time.UTC))
 	iv := newInvocations()
-	s := newScheduler(t, setupOpts{db: db, app: app, clock: clock}, nil)
+	s := newEngine(t, setupOpts{db: db, app: app, clock: clock}, nil)
 	s.dispatcher.claimPerFire = 5 * time.Millisecond // as if measured by earlier claims
 	require.Equal(t, 201*time.Millisecond, s.dispatcher.claimLead(20))
 	for i := range 20 {
-		require.NoError(t, s.Register(fmt.Sprintf("burst.%02d", i), "0 * * * * *", iv.handler(nil)))
+		mustRegister(t, s, fmt.Sprintf("burst.%02d", i), "0 * * * * *", iv.handler(nil))
 	}
 	// One of the instant's tasks forbids overlap: whether its previous fire
 	// still runs is known only at the run time, so it is claimed then.
-	require.NoError(t, s.Register("burst.forbid", "0 * * * * *", iv.handler(nil), WithOverlap(OverlapForbid)))
+	mustRegister(t, s, "burst.forbid", "0 * * * * *", iv.handler(nil), func(d *store.Definition) { d.Overlap = OverlapForbid })
 	require.NoError(t, s.Start(ctx))
 	stopOnCleanup(t, s)
 	claimed := func(t assert.TestingT) (n int) {

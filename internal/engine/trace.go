@@ -1,4 +1,4 @@
-package xtimer
+package engine
 
 import (
 	"context"
@@ -54,21 +54,21 @@ const (
 	attrHTTPStatus  = attribute.Key("http.response.status_code")
 )
 
-// newTracer returns the tracer of o.TracerProvider, nil without one.
-func newTracer(o Options) trace.Tracer {
-	if o.TracerProvider == nil {
+// newTracer returns the tracer of tp, nil without one.
+func newTracer(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
 		return nil
 	}
-	return o.TracerProvider.Tracer(tracerName)
+	return tp.Tracer(tracerName)
 }
 
-// callbackPropagator is what writes the span's context into HTTP
+// CallbackPropagator is what writes the span's context into HTTP
 // callbacks: nil, writing nothing, without a TracerProvider.
-func callbackPropagator(o Options) propagation.TextMapPropagator {
-	if o.TracerProvider == nil {
+func CallbackPropagator(tp trace.TracerProvider, p propagation.TextMapPropagator) propagation.TextMapPropagator {
+	if tp == nil {
 		return nil
 	}
-	return o.Propagator
+	return p
 }
 
 // endSpan ends an attempt's span with how the attempt ended.
@@ -79,7 +79,7 @@ func noSpan(executor.Outcome, store.Finish) {}
 // startSpan starts the span of attempt r as it starts, and returns the
 // context its work runs under (the span in it) and the function that ends
 // the span once the attempt is settled.
-func (s *Scheduler) startSpan(r store.Execution) (context.Context, endSpan) {
+func (s *Engine) startSpan(r store.Execution) (context.Context, endSpan) {
 	if s.tracer == nil {
 		return s.handlerCtx, noSpan
 	}

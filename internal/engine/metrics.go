@@ -1,4 +1,4 @@
-package xtimer
+package engine
 
 import (
 	"errors"
@@ -176,7 +176,7 @@ func (m *metrics) alert(kind, result string) {
 
 // attemptBegins is called as the work of an attempt starts on its pool, at
 // (the lateness of a scheduled fire's first attempt is observed then).
-func (s *Scheduler) attemptBegins(r store.Execution, at time.Time) {
+func (s *Engine) attemptBegins(r store.Execution, at time.Time) {
 	m := s.metrics
 	if m == nil {
 		return
@@ -196,7 +196,7 @@ func (s *Scheduler) attemptBegins(r store.Execution, at time.Time) {
 
 // attemptEnds is called once an attempt returned (or timed out) and was
 // settled as fin.
-func (s *Scheduler) attemptEnds(r store.Execution, out executor.Outcome, fin store.Finish) {
+func (s *Engine) attemptEnds(r store.Execution, out executor.Outcome, fin store.Finish) {
 	m := s.metrics
 	if m == nil {
 		return

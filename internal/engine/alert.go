@@ -1,4 +1,4 @@
-package xtimer
+package engine
 
 import (
 	"cmp"
@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/xtimer-go/xtimer/cron"
 	"github.com/xtimer-go/xtimer/internal/startstop"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
@@ -35,13 +36,6 @@ import (
 // sends those digests, sends again the alerts of a replica that died
 // sending them, looks for replicas gone silent, and runs the dead man's
 // switch over the app's tasks.
-
-// Defaults of the alert options.
-const (
-	DefaultAlertWindow     = 10 * time.Minute
-	DefaultAlertLateAfter  = 30 * time.Second
-	DefaultAlertMissedRuns = 3
-)
 
 const (
 	// alertRound is the period of the maintenance round.
@@ -77,12 +71,12 @@ type raisedEvent struct {
 	count      int64
 }
 
-// alerter exists when Options.Notifier is set; its methods are no-ops on
+// alerter exists when Config.Notifier is set; its methods are no-ops on
 // a nil receiver.
 type alerter struct {
-	n Notifier
+	n Notify
 	// What it is wired to (newAlerter), fixed after.
-	opts    Options
+	opts    Config
 	store   *store.Store
 	locker  Locker
 	clock   Clock
@@ -119,7 +113,7 @@ type quietTask struct {
 	until time.Time
 }
 
-func newAlerter(s *Scheduler) *alerter {
+func newAlerter(s *Engine) *alerter {
 	if s.opts.Notifier == nil {
 		return nil
 	}
@@ -291,7 +285,7 @@ func (a *alerter) deliver(ctx context.Context, c store.AlertClaim) {
 		e.Message = fmt.Sprintf("%s (%d like it since the last alert)", e.Message, c.Suppressed)
 	}
 	nctx, cancel := context.WithTimeout(ctx, notifyTimeout)
-	err := a.n.Notify(nctx, e)
+	err := a.n(nctx, e)
 	cancel()
 	switch {
 	case err == nil:
@@ -486,7 +480,7 @@ func silentGrace(t *taskState) time.Duration {
 // first, or fewer when the schedule has fewer in the last 30 years. It
 // looks back over a doubling span, so a task firing every second costs a
 // minute of Next calls and a yearly one a few dozen.
-func lastFires(sched Schedule, at time.Time, n int) []time.Time {
+func lastFires(sched cron.Schedule, at time.Time, n int) []time.Time {
 	for span := time.Minute; span < 30*365*24*time.Hour; span *= 2 {
 		var fires []time.Time
 		for f := sched.Next(at.Add(-span)); !f.IsZero() && !f.After(at); f = sched.Next(f) {

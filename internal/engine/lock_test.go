@@ -1,4 +1,4 @@
-package xtimer
+package engine
 
 import (
 	"context"
@@ -389,8 +389,10 @@ func TestLockRedisSilentServerIsCutOff(t *testing.T) {
 // and the slot is not taken.
 func TestSlotClaimCanceledByStopIsNotAFallback(t *testing.T) {
 	t.Parallel()
-	s, err := New(Options{DB: testsvc.SQLite(t), Redis: testsvc.Redis(t), App: testsvc.App(t)})
-	require.NoError(t, err)
+	rdb := testsvc.Redis(t)
+	s := newEngine(t, setupOpts{db: testsvc.SQLite(t), app: testsvc.App(t)}, func(c *Config) {
+		c.Locker, c.LockMode = NewRedisLocker(rdb), "redis"
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	st := &slotState{}

@@ -1,4 +1,4 @@
-package xtimer
+package engine
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/xtimer-go/xtimer/cron"
 	"github.com/xtimer-go/xtimer/executor"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
@@ -37,10 +38,6 @@ type view struct {
 	// list of them is often sorted already, which spares the store a sort
 	// of a million (RegisterTasks).
 	regOrder []*registration
-	regOpts  map[regKey]*regOpts // the options they share
-	// The options of the last Register, and their key.
-	lastRegKey  regKey
-	lastRegOpts *regOpts
 	// others are the tasks of the app, as stored, not registered here; a
 	// registered task's state is in its registration (taskLocked).
 	others map[string]*taskState
@@ -85,10 +82,10 @@ type slotReopener interface {
 
 // init makes the empty view of s's app; the planner (slots) is wired in
 // once it is built.
-func (v *view) init(s *Scheduler) {
+func (v *view) init(s *Engine) {
 	v.store, v.app, v.buckets, v.clock, v.log = s.store, s.opts.App, s.opts.Buckets, s.clock, s.log
 	buckets := s.opts.Buckets
-	v.handlers, v.regOpts, v.others = map[string]*registration{}, map[regKey]*regOpts{}, map[string]*taskState{}
+	v.handlers, v.others = map[string]*registration{}, map[string]*taskState{}
 	v.byBucket, v.defs = make([][]*taskState, buckets), map[store.Definition]*store.Definition{}
 	v.bucketFrom, v.bucketQuiet = make([]int64, buckets), make([]quietSpan, buckets)
 	for b := range v.bucketFrom {
@@ -107,13 +104,13 @@ type taskState struct {
 	status               string            // store.TaskActive or store.TaskPaused, as stored
 	def                  *store.Definition // shared; defaults applied
 	over                 *override         // the console's schedule overrides; nil when none
-	sched                Schedule          // nil when the stored spec does not parse
+	sched                cron.Schedule     // nil when the stored spec does not parse
 	bucket               int
 	pos                  int // index in view.byBucket[bucket]
 	// http is the callback of a task of kind http (every replica runs its
 	// fires); nil for Go tasks, and for an http task whose stored target
 	// does not decode (it does not fire).
-	http *httpSpec
+	http *HTTPSpec
 	// since is when this replica adopted the task's schedule, if it changed
 	// (or the task resumed) while the replica ran: the task has no fires
 	// before it, so planning the current minute again never back-fills its
@@ -258,7 +255,7 @@ func (v *view) stateOf(h store.TaskHead, def *store.Definition) taskState {
 
 // storedSchedule parses the schedule a stored row names (Task.Schedule);
 // nil, logged, when it does not parse: the task does not fire.
-func (v *view) storedSchedule(row store.Task) Schedule {
+func (v *view) storedSchedule(row store.Task) cron.Schedule {
 	sched, err := row.Schedule()
 	if err != nil {
 		v.log.Error("stored schedule does not parse; the task will not fire", "task", row.Code, "err", err)
@@ -291,7 +288,7 @@ func (v *view) adoptTask(row store.Task) {
 	t.sched = v.storedSchedule(row)
 	if row.Kind == store.KindHTTP {
 		var err error
-		if t.http, err = decodeHTTPSpec(row); err != nil {
+		if t.http, err = DecodeHTTPSpec(row); err != nil {
 			v.log.Error("stored http target does not decode; the task will not fire", "task", row.Code, "err", err)
 		}
 	}
@@ -555,7 +552,7 @@ func (v *view) registerAll(ctx context.Context) error {
 	v.mu.Lock()
 	defs := make([]store.TaskDef, 0, len(v.regOrder))
 	for _, r := range v.regOrder {
-		defs = append(defs, store.TaskDef{Code: r.code, Name: r.name(), Def: r.opts.def})
+		defs = append(defs, store.TaskDef{Code: r.code, Name: r.name(), Def: r.opts.Def})
 	}
 	v.mu.Unlock()
 	gen, err := v.store.RegisterTasks(ctx, v.app, defs)
@@ -619,11 +616,11 @@ func (v *view) loadTasks(ctx context.Context, gen int64, registered int) (missin
 			}
 			found++
 			t := &slab[i]
-			*t = v.stateOf(*h, r.opts.def) // h.Code is r.code (intern)
+			*t = v.stateOf(*h, r.opts.Def) // h.Code is r.code (intern)
 			if t.over == nil {
-				t.sched = r.opts.sched
+				t.sched = r.opts.Sched
 			} else {
-				t.sched = v.storedSchedule(store.TaskFrom(v.app, store.TaskDef{Code: r.code, Def: r.opts.def}, *h))
+				t.sched = v.storedSchedule(store.TaskFrom(v.app, store.TaskDef{Code: r.code, Def: r.opts.Def}, *h))
 			}
 			if fresh {
 				r.state = t // r has no state: nothing to look up, a million times

@@ -1,4 +1,4 @@
-package xtimer
+package engine
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xtimer-go/xtimer/cron"
 	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
 )
@@ -16,8 +17,7 @@ import (
 // same, and the day's fire is planned in its minute.
 func TestQuietBucketIsSkippedUntilATaskOfItChanges(t *testing.T) {
 	t.Parallel()
-	s, err := New(Options{DB: testsvc.SQLite(t), App: testsvc.App(t)})
-	require.NoError(t, err)
+	s := newEngine(t, setupOpts{db: testsvc.SQLite(t), app: testsvc.App(t)}, nil)
 	created := mustTime(t, "2026-01-01T00:00:00Z").UnixMilli()
 	adopt := func(id int64, code, spec string) {
 		s.view.adoptTask(store.Task{ID: id, App: s.opts.App, Code: code, Kind: store.KindFunc, Spec: spec, TimeZone: "UTC",
@@ -42,7 +42,8 @@ func TestQuietBucketIsSkippedUntilATaskOfItChanges(t *testing.T) {
 	// quiet span does not look at the tasks, so it does not see it.
 	sneaked := &taskState{code: "sneaked", status: store.TaskActive, createdMs: created, bucket: b,
 		def: &store.Definition{Kind: store.KindFunc}}
-	sneaked.sched, err = ParseSchedule("* * * * * *")
+	var err error
+	sneaked.sched, err = cron.Parse("* * * * * *")
 	require.NoError(t, err)
 	s.view.byBucket[b] = append(s.view.byBucket[b], sneaked)
 	s.view.mu.Unlock()

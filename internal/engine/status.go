@@ -1,4 +1,4 @@
-package xtimer
+package engine
 
 import (
 	"context"
@@ -45,7 +45,7 @@ type skipUpdate struct {
 	at     time.Time
 }
 
-func newStatusWriter(s *Scheduler) *statusWriter {
+func newStatusWriter(s *Engine) *statusWriter {
 	return &statusWriter{store: s.store, replica: s.opts.InstanceID, log: s.log, metrics: s.metrics, alerts: s.alerts,
 		noteDB: s.noteDB, kick: startstop.NewKick()}
 }

@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// healthTickAge: a loop whose last tick is older is not healthy. The loop
+// ticks every second; a tick stuck on the database shows here.
+const healthTickAge = 5 * time.Second
+
+// healthState is what the engine's components record for Health and for
+// logging an outage once when it starts and once when it ends (noteDB,
+// noteRedis). Its fields are atomics: any component writes them.
+type healthState struct {
+	lastTick  atomic.Int64 // Unix nanoseconds of the start of the last tick, 0 before the first
+	dbDown    atomic.Bool
+	redisDown atomic.Bool
+}
+
+func (h *healthState) tick(now time.Time) { h.lastTick.Store(now.UnixNano()) }
+
+// LoopHealth says whether the tick loop runs and ticked less than 5 s ago
+// by the engine's clock, why not, and the age of its last tick.
+func (s *Engine) LoopHealth() (ok bool, detail string, age time.Duration) {
+	s.mu.Lock()
+	state := s.state
+	s.mu.Unlock()
+	switch state {
+	case stateNew:
+		return false, "scheduler not started", 0
+	case stateStopped:
+		return false, "scheduler stopped", 0
+	}
+	last := s.health.lastTick.Load()
+	if last == 0 {
+		// Start has returned and the loop has not ticked yet: it does
+		// within a second.
+		return true, "starting", 0
+	}
+	age = max(s.clock.Now().Sub(time.Unix(0, last)), 0)
+	if age >= healthTickAge {
+		return false, fmt.Sprintf("last tick %s ago (want less than %s)", age.Round(time.Millisecond), healthTickAge), age
+	}
+	return true, fmt.Sprintf("last tick %s ago", age.Round(time.Millisecond)), age
+}
+
+// noteDB logs the database going away and coming back, once each.
+func (s *Engine) noteDB(err error) {
+	if err != nil && errors.Is(err, context.Canceled) {
+		return
+	}
+	if err != nil {
+		s.metrics.dbError()
+	}
+	changed := s.health.dbDown.Swap(err != nil) != (err != nil)
+	switch {
+	case err != nil && changed:
+		s.log.Error("database unreachable: no fire is recorded or started until it is back", "err", err)
+	case err != nil:
+		s.log.Debug("database still unreachable", "err", err)
+	case changed:
+		s.log.Info("database reachable again")
+	}
+}
+
+func (s *Engine) noteRedis(err error) {
+	changed := s.health.redisDown.Swap(err != nil) != (err != nil)
+	s.metrics.lockFallback(err != nil)
+	if changed {
+		s.alerts.fallback(err != nil, err)
+	}
+	switch {
+	case err != nil && changed:
+		s.log.Warn("slot lock unavailable: claims fall back to the database unique key", "err", err)
+	case err == nil && changed:
+		s.log.Info("slot lock available again")
+	}
+}

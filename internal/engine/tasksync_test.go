@@ -1,0 +1,258 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/xtimer-go/xtimer/internal/fakeclock"
+	"github.com/xtimer-go/xtimer/internal/store"
+	"github.com/xtimer-go/xtimer/internal/testsvc"
+)
+
+// Once a minute a replica checks its view of the tasks against the
+// database's sums (TaskSums), for writers that do not bump the task
+// generation: while they agree it reads no task, and a version bumped
+// behind the generation's back (an older release pausing a task) is
+// picked up within the minute.
+func TestMinuteTaskCheckReadsTasksOnlyWhenTheirSumsDiffer(t *testing.T) {
+	t.Parallel()
+	db := testsvc.SQLite(t)
+	var versionReads atomic.Int32
+	require.NoError(t, db.Callback().Row().After("gorm:row").Register("count-version-reads", func(tx *gorm.DB) {
+		if sql := tx.Statement.SQL.String(); strings.Contains(sql, "xtimer_tasks") && strings.Contains(sql, "version") &&
+			!strings.Contains(sql, "SUM(") {
+			versionReads.Add(1)
+		}
+	}))
+	f := newTasksyncFleet(t, db)
+	s := f.start(map[string]string{"nightly": "0 0 3 * * *", "other": "0 0 4 * * *"})
+	// Start loads the view with store.TaskHeads, a statement of its own
+	// past GORM's callbacks: from here on only the minute check reads.
+	versionReads.Store(0)
+	f.runUntil(tasksyncHMS(2, 30))
+	require.Zero(t, versionReads.Load(), "two minutes of agreeing sums read no task")
+
+	require.NoError(t, db.Model(&store.Task{}).Where("app = ? AND code = ?", f.app, "nightly").
+		UpdateColumns(map[string]any{"status": store.TaskPaused, "version": gorm.Expr("version + 1")}).Error)
+	f.runUntil(tasksyncHMS(3, 31))
+	require.NotZero(t, versionReads.Load())
+	s.view.mu.Lock()
+	defer s.view.mu.Unlock()
+	require.Equal(t, store.TaskPaused, s.view.taskLocked("nightly").status)
+	require.Equal(t, store.TaskActive, s.view.taskLocked("other").status)
+}
+
+// A replica registering the same tasks as the last one skips their rows
+// (store.RegisterTasks' digest) and loads its view from their heads; a row
+// that vanished without a trace in the task generation (deleted by hand)
+// is noticed in that load and written again, and its task fires.
+func TestATaskRowDeletedByHandIsRecordedAgainAtStart(t *testing.T) {
+	t.Parallel()
+	db := testsvc.SQLite(t)
+	f := newTasksyncFleet(t, db)
+	specs := map[string]string{"minutely": "0 * * * * *", "other": "30 * * * * *"}
+	f.start(specs)
+	require.NoError(t, db.Where("app = ? AND code = ?", f.app, "minutely").Delete(&store.Task{}).Error)
+
+	s := f.start(specs)
+	row, err := s.store.Task(context.Background(), f.app, "minutely")
+	require.NoError(t, err, "recorded again")
+	s.view.mu.Lock()
+	require.NotNil(t, s.view.taskLocked("minutely"))
+	require.Equal(t, row.ID, s.view.taskLocked("minutely").id)
+	s.view.mu.Unlock()
+	f.runUntil(tasksyncHMS(1, 0).Add(500 * time.Millisecond))
+	require.Equal(t, map[string]int{tasksyncHMS(1, 0).Format("15:04:05"): 1}, f.callsOf("minutely"), "once, by either replica")
+}
+
+// tasksyncHMS is 12:mm:ss on the day the tests of this file run.
+func tasksyncHMS(minute, second int) time.Time {
+	return time.Date(2026, 11, 30, 12, minute, second, 0, time.UTC)
+}
+
+// tasksyncFleet is engines of one app on one database, sharing a fake
+// clock and one in-process lock (as replicas share Redis), started at
+// 12:00:00.5. It counts handler calls per fire, independently of the
+// execution rows. (The root's editFleet, for the engine.)
+type tasksyncFleet struct {
+	t        *testing.T
+	db       *gorm.DB
+	app      string
+	clock    *tasksyncClock
+	locker   Locker
+	replicas []*Engine
+
+	mu    sync.Mutex
+	calls map[string]map[string]int // code → "15:04:05" run time → handler calls
+}
+
+func newTasksyncFleet(t *testing.T, db *gorm.DB) *tasksyncFleet {
+	clock := &tasksyncClock{fake: fakeclock.New(tasksyncHMS(0, 0).Add(500 * time.Millisecond)), timers: map[*tasksyncTimer]bool{}}
+	return &tasksyncFleet{t: t, db: db, app: testsvc.App(t), clock: clock, locker: NewLocalLocker(clock),
+		calls: map[string]map[string]int{}}
+}
+
+// start starts one more replica with the tasks of specs (code → spec).
+func (f *tasksyncFleet) start(specs map[string]string) *Engine {
+	f.t.Helper()
+	pool := f.db
+	if len(f.replicas) > 0 && f.db.Dialector.Name() != "sqlite" {
+		pool = testsvc.Reopen(f.t, f.db)
+	}
+	e := newEngine(f.t, setupOpts{db: pool, app: f.app, clock: f.clock}, func(o *Config) {
+		o.Locker = f.locker
+		o.InstanceID = fmt.Sprintf("replica-%d", len(f.replicas))
+	})
+	for _, code := range slices.Sorted(maps.Keys(specs)) {
+		mustRegister(f.t, e, code, specs[code], f.handle)
+	}
+	require.NoError(f.t, e.Start(context.Background()))
+	stopOnCleanup(f.t, e)
+	f.replicas = append(f.replicas, e)
+	return e
+}
+
+func (f *tasksyncFleet) handle(_ context.Context, a *Attempt) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls[a.Code] == nil {
+		f.calls[a.Code] = map[string]int{}
+	}
+	f.calls[a.Code][a.ScheduledAt.UTC().Format("15:04:05")]++
+	return nil
+}
+
+// callsOf returns the handler calls of a task per run time.
+func (f *tasksyncFleet) callsOf(code string) map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.calls[code])
+}
+
+// runUntil moves the clock to at a second at a time, each step once every
+// replica is idle, so that every replica ticks and dispatches on every
+// second, as on a real clock.
+func (f *tasksyncFleet) runUntil(at time.Time) {
+	f.t.Helper()
+	for now := f.clock.Now(); now.Before(at); now = f.clock.Now() {
+		f.waitIdle()
+		f.clock.fake.Advance(min(time.Second, at.Sub(now)))
+	}
+	f.waitIdle()
+}
+
+// waitIdle waits until the loops of every replica wait for their timers
+// (as many as the running components declare, ClockTimers), with no fire
+// armed and not yet seen by its dispatcher.
+func (f *tasksyncFleet) waitIdle() {
+	f.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		loops := 0
+		for _, e := range f.replicas {
+			loops += e.ClockTimers()
+		}
+		idle := f.clock.idle(loops)
+		for _, e := range f.replicas {
+			idle = idle && len(e.dispatcher.wake) == 0
+		}
+		if idle {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("replicas still busy at %s", f.clock.Now())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// tasksyncClock is the fake clock as the replicas of a tasksyncFleet see
+// it (the root's lockstepClock). It knows which of their timers fired and
+// were not waited on again yet, so the fleet moves time only once every
+// replica's loops are idle: the fake clock's count of armed timers cannot
+// tell, as a running handler's timeout timer counts too. Each Reset takes
+// a fresh fake timer, which also keeps clear of fakeclock's disarm, which
+// loses track of the timer it moves into the freed place (a later Stop of
+// that timer leaves it armed, a Reset arms it twice, and its second firing
+// blocks the clock).
+type tasksyncClock struct {
+	fake   *fakeclock.Clock
+	mu     sync.Mutex
+	timers map[*tasksyncTimer]bool
+}
+
+type tasksyncTimer struct {
+	c     *tasksyncClock
+	cur   fakeclock.Timer // guarded by c.mu, like the fields below
+	due   time.Time       // when cur fires; zero once stopped
+	reset bool            // a loop's timer, not a handler's timeout: loops reset theirs
+}
+
+func (c *tasksyncClock) Now() time.Time { return c.fake.Now() }
+
+func (c *tasksyncClock) NewTimer(d time.Duration) Timer {
+	t := &tasksyncTimer{c: c}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t.arm(d)
+	c.timers[t] = true
+	return t
+}
+
+// idle reports whether loops timers are there, at least loops of them,
+// and none has fired without being waited on again.
+func (c *tasksyncClock) idle(loops int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.fake.Now()
+	for t := range c.timers {
+		switch {
+		case t.due.IsZero() && !t.reset:
+			delete(c.timers, t) // a handler's timeout, done with
+		case t.due.IsZero() || !t.due.After(now):
+			return false // its loop is at work
+		}
+	}
+	return len(c.timers) >= loops
+}
+
+// arm replaces the fake timer. c.mu is held.
+func (t *tasksyncTimer) arm(d time.Duration) {
+	if t.cur != nil {
+		t.cur.Stop()
+	}
+	t.cur, t.due = t.c.fake.NewTimer(d), t.c.fake.Now().Add(d)
+}
+
+func (t *tasksyncTimer) C() <-chan time.Time {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	return t.cur.C()
+}
+
+func (t *tasksyncTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := t.cur.Stop()
+	t.due = time.Time{}
+	return was
+}
+
+func (t *tasksyncTimer) Reset(d time.Duration) bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := !t.due.IsZero() && t.due.After(t.c.fake.Now())
+	t.reset = true
+	t.arm(d)
+	return was
+}
