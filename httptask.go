@@ -1,6 +1,7 @@
 package xtimer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -106,6 +107,10 @@ type HTTPTask struct {
 	// replica; more wait in order and show as lateness. Defaults to
 	// DefaultHTTPTaskConcurrency (16).
 	MaxConcurrent int
+	// Overlap says what a fire does while an earlier run of the task is
+	// still going, as WithOverlap does for a Go task. Defaults to
+	// OverlapAllowAll.
+	Overlap OverlapPolicy
 	// Paused creates the task paused. Status afterwards is Pause/Resume's.
 	Paused bool
 }
@@ -268,7 +273,8 @@ func (s *Scheduler) HTTPTask(ctx context.Context, code string) (HTTPTask, error)
 		Spec: row.Spec, Dialect: Dialect(row.Dialect), Zone: row.TimeZone, Target: sp.HTTPTarget,
 		Timeout: time.Duration(row.TimeoutMs) * time.Millisecond, MaxAttempts: row.MaxAttempts,
 		BackoffBase: time.Duration(row.BackoffBaseMs) * time.Millisecond, BackoffMax: time.Duration(row.BackoffMaxMs) * time.Millisecond,
-		MaxConcurrent: sp.MaxConcurrent, Paused: row.Status == store.TaskPaused,
+		MaxConcurrent: sp.MaxConcurrent, Overlap: OverlapPolicy(cmp.Or(row.Overlap, string(OverlapAllowAll))),
+		Paused: row.Status == store.TaskPaused,
 	}
 	if row.SpecOverride != nil || row.DialectOverride != nil || row.TZOverride != nil {
 		// A console edit of the schedule is the task's schedule now.
@@ -473,6 +479,14 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 		return nil, bad("max_concurrent", fmt.Sprint(t.MaxConcurrent), "want 1-1000")
 	}
 
+	switch t.Overlap {
+	case "":
+		t.Overlap = OverlapAllowAll
+	case OverlapAllowAll, OverlapSkip, OverlapBufferOne, OverlapBufferAll, OverlapCancelOther:
+	default:
+		return nil, bad("overlap", string(t.Overlap), "want allow, forbid, buffer_one, buffer_all or cancel_other")
+	}
+
 	target, err := json.Marshal(httpSpec{HTTPTarget: tg, MaxConcurrent: t.MaxConcurrent})
 	if err != nil {
 		return nil, fmt.Errorf("xtimer: http task %q: encode target: %w", t.Code, err)
@@ -483,7 +497,7 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 		Kind: store.KindHTTP, Spec: t.Spec, Dialect: string(t.Dialect), TimeZone: t.Zone,
 		TimeoutMs: t.Timeout.Milliseconds(), MaxAttempts: t.MaxAttempts,
 		BackoffBaseMs: t.BackoffBase.Milliseconds(), BackoffMaxMs: t.BackoffMax.Milliseconds(),
-		Misfire: string(MisfireRunOnce), MisfireWindowMs: DefaultMisfireWindow.Milliseconds(), Overlap: string(OverlapAllow),
+		Misfire: string(MisfireRunOnce), MisfireWindowMs: DefaultMisfireWindow.Milliseconds(), Overlap: string(t.Overlap),
 		HTTPTarget: &js,
 	}
 	if t.Paused {

@@ -90,7 +90,7 @@ func TestHTTPTaskCreateReadUpdateDelete(t *testing.T) {
 			},
 			Body: `{"a":1}`, SuccessCodes: []int{200, 202}, Secret: "sign-me",
 		},
-		MaxAttempts: 3, BackoffBase: 2 * time.Second,
+		MaxAttempts: 3, BackoffBase: 2 * time.Second, Overlap: OverlapBufferOne,
 	}
 	require.NoError(t, s.CreateHTTPTask(ctx, task))
 
@@ -228,6 +228,8 @@ func TestHTTPTaskRefusesBadInputNamingTheField(t *testing.T) {
 		{"backoff_max", func(t *HTTPTask) { t.BackoffBase = time.Minute; t.BackoffMax = time.Second }},
 		{"max_concurrent", func(t *HTTPTask) { t.MaxConcurrent = 1001 }},
 		{"max_concurrent", func(t *HTTPTask) { t.MaxConcurrent = -1 }},
+		{"overlap", func(t *HTTPTask) { t.Overlap = "sometimes" }},
+		{"overlap", func(t *HTTPTask) { t.Overlap = "Buffer_One" }},
 	}
 	for i, c := range cases {
 		task := ok()

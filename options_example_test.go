@@ -75,6 +75,17 @@ func ExampleWithOverlap() {
 	// forbid
 }
 
+func ExampleWithOverlap_buffer() {
+	// A fire that comes while the previous one still runs waits for it, on
+	// any replica, and starts within a second of its end; with
+	// OverlapBufferOne, a fire due while one waits already is skipped.
+	s, task, stop := startExample("buffer", "0 * * * * *", xtimer.WithOverlap(xtimer.OverlapBufferOne))
+	defer stop()
+	fmt.Println(task(s).Overlap)
+	// Output:
+	// buffer_one
+}
+
 func ExampleWithLocation() {
 	tokyo, err := time.LoadLocation("Asia/Tokyo")
 	if err != nil {

@@ -46,6 +46,13 @@ type editFleet struct {
 	mod func(i int, o *Options)
 	// fail, when set, makes the handler of the codes it holds fail.
 	fail map[string]bool
+	// opts, when set, are the task options of the codes it holds.
+	opts map[string][]TaskOption
+	// hold, when set, makes the handler of a fire ("code 15:04:05") wait
+	// until the channel is closed or its context ends (then it returns
+	// the context's error, uncounted); stubborn, the same but deaf to its
+	// context.
+	hold, stubborn map[string]chan struct{}
 
 	mu    sync.Mutex
 	calls map[string]map[string]int // code → "15:04:05" run time → handler calls
@@ -72,7 +79,7 @@ func (f *editFleet) start(specs map[string]string) *Scheduler {
 		}
 	})
 	for _, code := range slices.Sorted(maps.Keys(specs)) {
-		require.NoError(f.t, s.Register(code, specs[code], f.handle))
+		require.NoError(f.t, s.Register(code, specs[code], f.handle, f.opts[code]...))
 	}
 	require.NoError(f.t, s.Start(context.Background()))
 	stopOnCleanup(f.t, s)
@@ -80,13 +87,24 @@ func (f *editFleet) start(specs map[string]string) *Scheduler {
 	return s
 }
 
-func (f *editFleet) handle(_ context.Context, run *Run) error {
+func (f *editFleet) handle(ctx context.Context, run *Run) error {
+	at := run.ScheduledAt.UTC().Format("15:04:05")
+	if hold := f.hold[run.Code+" "+at]; hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if hold := f.stubborn[run.Code+" "+at]; hold != nil {
+		<-hold
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.calls[run.Code] == nil {
 		f.calls[run.Code] = map[string]int{}
 	}
-	f.calls[run.Code][run.ScheduledAt.UTC().Format("15:04:05")]++
+	f.calls[run.Code][at]++
 	if f.fail[run.Code] {
 		return fmt.Errorf("%s fails", run.Code)
 	}
@@ -145,20 +163,28 @@ func (f *editFleet) waitRows(code string, through time.Time, want ...string) {
 	var got []string
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		var rows []store.Execution
-		require.NoError(f.t, f.db.Where("app = ? AND task_code = ? AND run_time <= ?", f.app, code, through.UnixMilli()).
-			Order("run_time").Find(&rows).Error)
-		got = got[:0]
-		for _, r := range rows {
-			got = append(got, strings.TrimSpace(fmt.Sprintf("%s %s %s %s",
-				time.UnixMilli(r.RunTime).UTC().Format("15:04:05"), r.Status, r.Source, r.Reason)))
-		}
+		got = f.rowLines(code, through)
 		if slices.Equal(got, want) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	require.Equal(f.t, want, got, "rows of %s", code)
+}
+
+// rowLines reads the rows of code through a run time, each as
+// "15:04:05 status source reason".
+func (f *editFleet) rowLines(code string, through time.Time) []string {
+	f.t.Helper()
+	var rows []store.Execution
+	require.NoError(f.t, f.db.Where("app = ? AND task_code = ? AND run_time <= ?", f.app, code, through.UnixMilli()).
+		Order("run_time").Find(&rows).Error)
+	var got []string // nil for none, as a waitRows that wants none says
+	for _, r := range rows {
+		got = append(got, strings.TrimSpace(fmt.Sprintf("%s %s %s %s",
+			time.UnixMilli(r.RunTime).UTC().Format("15:04:05"), r.Status, r.Source, r.Reason)))
+	}
+	return got
 }
 
 // lockstepClock is the fake clock as the replicas of an editFleet see it.

@@ -32,16 +32,40 @@ const (
 	MisfireSkip MisfirePolicy = "skip"
 )
 
-// OverlapPolicy says whether a fire may start while an earlier run of the
-// same task is still running somewhere in the fleet.
+// OverlapPolicy says what a fire does when an earlier run of the same
+// task is still going (running, or waiting for a retry) somewhere in the
+// fleet. Every policy is enforced across the replicas: a fire's start
+// checks the task's rows in the database, not one process's memory.
 type OverlapPolicy string
 
 const (
-	// OverlapAllow starts every fire. The default.
-	OverlapAllow OverlapPolicy = "allow"
-	// OverlapForbid records a fire skipped (reason overlap) while an earlier
+	// OverlapAllowAll starts every fire, whatever runs. The default.
+	OverlapAllowAll OverlapPolicy = "allow"
+	// OverlapSkip records a fire skipped (reason overlap) while an earlier
 	// run of the task is running on any replica.
-	OverlapForbid OverlapPolicy = "forbid"
+	OverlapSkip OverlapPolicy = "forbid"
+	// OverlapBufferOne lets one fire wait for the earlier run: it starts
+	// within a second of that run's final status. A fire due while one
+	// waits already is skipped (reason overlap).
+	OverlapBufferOne OverlapPolicy = "buffer_one"
+	// OverlapBufferAll lets every fire wait; they start one after the
+	// other, in run-time order, each within a second of the previous
+	// one's final status.
+	OverlapBufferAll OverlapPolicy = "buffer_all"
+	// OverlapCancelOther stops the earlier run: its handler's context is
+	// cancelled, wherever it runs (its replica learns within a second),
+	// and its execution ends failed, reason "cancelled by next fire",
+	// with no retry. The new fire starts as soon as that run has ended,
+	// or its replica is gone, and at most 5 seconds after the cancel even
+	// if the handler ignores its context.
+	OverlapCancelOther OverlapPolicy = "cancel_other"
+
+	// OverlapAllow is OverlapAllowAll, its name before the buffer
+	// policies came.
+	OverlapAllow = OverlapAllowAll
+	// OverlapForbid is OverlapSkip, its name before the buffer policies
+	// came.
+	OverlapForbid = OverlapSkip
 )
 
 // Task defaults, applied before a task's own options.
@@ -292,16 +316,17 @@ func WithMisfireWindow(d time.Duration) TaskOption {
 	}
 }
 
-// WithOverlap sets whether a fire may start while an earlier run of the task
-// is still running anywhere in the fleet. Default OverlapAllow.
+// WithOverlap sets what a fire does while an earlier run of the task is
+// still going anywhere in the fleet: start anyway, be skipped, or wait
+// (OverlapPolicy). Default OverlapAllowAll.
 func WithOverlap(p OverlapPolicy) TaskOption {
 	return func(c *taskConfig) error {
 		switch p {
-		case OverlapAllow, OverlapForbid:
+		case OverlapAllowAll, OverlapSkip, OverlapBufferOne, OverlapBufferAll, OverlapCancelOther:
 			c.overlap = p
 			return nil
 		}
-		return optionError("WithOverlap", fmt.Sprintf("%q", p), `want OverlapAllow or OverlapForbid`)
+		return optionError("WithOverlap", fmt.Sprintf("%q", p), `want OverlapAllowAll, OverlapSkip, OverlapBufferOne, OverlapBufferAll or OverlapCancelOther`)
 	}
 }
 

@@ -41,6 +41,9 @@ type TaskEdit struct {
 	BackoffBaseMs int64             `json:"backoff_base_ms"`
 	BackoffMaxMs  int64             `json:"backoff_max_ms"`
 	MaxConcurrent int               `json:"max_concurrent"`
+	// Overlap is the overlap policy's stored value: allow (the default),
+	// forbid, buffer_one, buffer_all or cancel_other.
+	Overlap string `json:"overlap"`
 	// Paused creates the task paused; on PUT, when given, it pauses or
 	// resumes the task.
 	Paused *bool `json:"paused"`
@@ -105,7 +108,7 @@ func (e *TaskEdit) task() xtimer.HTTPTask {
 		Spec: e.Spec, Dialect: xtimer.Dialect(e.Dialect), Zone: e.Zone, Target: e.Target,
 		Timeout: time.Duration(e.TimeoutMs) * time.Millisecond, MaxAttempts: e.MaxAttempts,
 		BackoffBase: time.Duration(e.BackoffBaseMs) * time.Millisecond, BackoffMax: time.Duration(e.BackoffMaxMs) * time.Millisecond,
-		MaxConcurrent: e.MaxConcurrent, Paused: e.Paused != nil && *e.Paused,
+		MaxConcurrent: e.MaxConcurrent, Overlap: xtimer.OverlapPolicy(e.Overlap), Paused: e.Paused != nil && *e.Paused,
 	}
 }
 
@@ -198,6 +201,7 @@ func changedFields(before xtimer.HTTPTask, edit *TaskEdit) []string {
 	add("backoff_base_ms", after.BackoffBase != 0 && before.BackoffBase != after.BackoffBase)
 	add("backoff_max_ms", after.BackoffMax != 0 && before.BackoffMax != after.BackoffMax)
 	add("max_concurrent", after.MaxConcurrent != 0 && before.MaxConcurrent != after.MaxConcurrent)
+	add("overlap", after.Overlap != "" && before.Overlap != after.Overlap)
 	return out
 }
 
@@ -275,6 +279,11 @@ func (c *console) apiDeleteTask(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// overlapPolicies are the overlap policies the form offers, by stored
+// value.
+var overlapPolicies = []string{string(xtimer.OverlapAllowAll), string(xtimer.OverlapSkip),
+	string(xtimer.OverlapBufferOne), string(xtimer.OverlapBufferAll), string(xtimer.OverlapCancelOther)}
+
 // newTaskPath is the page of the form for a new task, tasks/new, which
 // is why no task created in the console may be called "new".
 const newTaskPath = "new"
@@ -292,6 +301,8 @@ type taskFormPage struct {
 	SuccessCodes string
 	SecretSet    bool
 	Methods      []string
+	Overlaps     []string
+	Overlap      string // the task's policy, stored value
 	TimeoutMs    int64
 	BackoffBase  int64
 	BackoffMax   int64
@@ -330,7 +341,9 @@ func (c *console) editTaskPage(w http.ResponseWriter, r *http.Request) {
 
 func (c *console) renderTaskForm(w http.ResponseWriter, r *http.Request, title string, t xtimer.HTTPTask, edit bool) {
 	l := c.layoutFor(r, "tasks", title)
+	overlap := string(cmp.Or(t.Overlap, xtimer.OverlapAllowAll))
 	p := &taskFormPage{layout: l, Edit: edit, Task: t, Methods: withValue(httpMethods, t.Target.Method),
+		Overlaps: withValue(overlapPolicies, overlap), Overlap: overlap,
 		SecretSet: t.Target.Secret != "", TimeoutMs: t.Timeout.Milliseconds(),
 		BackoffBase: t.BackoffBase.Milliseconds(), BackoffMax: t.BackoffMax.Milliseconds(),
 		CanSave: !c.opts.ReadOnly, CancelURL: c.prefix}

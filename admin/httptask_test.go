@@ -42,6 +42,7 @@ func hookEdit(code string) TaskEdit {
 			Body: `{"full":true}`, SuccessCodes: []int{200, 202}, Secret: hookSigKey,
 		},
 		TimeoutMs: 30000, MaxAttempts: 3, BackoffBaseMs: 1000, BackoffMaxMs: 60000, MaxConcurrent: 4,
+		Overlap: "buffer_all",
 	}
 }
 
@@ -108,6 +109,7 @@ func TestAPICreatesUpdatesAndDeletesAnHTTPTask(t *testing.T) {
 	require.Equal(t, utc(2026, 12, 1, 8, 0), d.NextRuns[0], "09:00 in Paris; Monday's has passed at 08:59:30 UTC")
 	require.Equal(t, int64(30000), d.Task.TimeoutMs)
 	require.Equal(t, 3, d.Task.MaxAttempts)
+	require.Equal(t, "buffer_all", d.Task.Overlap, "the overlap policy the edit set")
 	require.Equal(t, &HTTPTargetView{
 		Method: "POST", URL: "http://127.0.0.1:9/reconcile",
 		Headers: []xtimer.HTTPHeader{
@@ -210,6 +212,7 @@ func TestAPIHTTPTaskFieldErrorsNameTheField(t *testing.T) {
 		{"max_attempts", "1000", func(e *TaskEdit) { e.MaxAttempts = 1000 }},
 		{"backoff_max_ms", "500", func(e *TaskEdit) { e.BackoffMaxMs = 500 }},
 		{"max_concurrent", "5000", func(e *TaskEdit) { e.MaxConcurrent = 5000 }},
+		{"overlap", "sometimes", func(e *TaskEdit) { e.Overlap = "sometimes" }},
 	} {
 		e := hookEdit("billing.hook")
 		c.edit(&e)
@@ -282,7 +285,7 @@ func TestTaskFormPages(t *testing.T) {
 	p := pagesGet(t, f, "tasks/new")
 	require.Equal(t, http.StatusOK, p.Status, p.Body)
 	form := pagesSection(t, p.Body, "task-form", "</form>")
-	for _, name := range []string{"code", "name", "description", "owner", "method", "url", "header_name", "header_value", "header_secret", "body", "success_codes", "secret", "timeout_ms", "max_attempts", "backoff_base_ms", "backoff_max_ms", "max_concurrent", "paused", "spec", "dialect", "zone"} {
+	for _, name := range []string{"code", "name", "description", "owner", "method", "url", "header_name", "header_value", "header_secret", "body", "success_codes", "secret", "timeout_ms", "max_attempts", "backoff_base_ms", "backoff_max_ms", "max_concurrent", "overlap", "paused", "spec", "dialect", "zone"} {
 		require.Contains(t, form, `name="`+name+`"`, name)
 	}
 	require.Equal(t, minHeaderRows, strings.Count(form, `name="header_name"`), "rows to fill without JavaScript")

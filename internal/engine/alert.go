@@ -514,8 +514,8 @@ func (a *alerter) attemptBegan(r store.Execution, at time.Time) {
 // settled raises EventFailed or EventTimedOut for an execution that ended
 // so after its last attempt.
 func (a *alerter) settled(r store.Execution, f store.Finish) {
-	if a == nil {
-		return
+	if a == nil || f.Reason == store.ReasonCancelled {
+		return // a run its task's policy stopped for the next fire: the policy's doing, not a failure to report
 	}
 	kind, what := EventFailed, "failed"
 	switch f.Status {

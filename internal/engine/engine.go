@@ -500,6 +500,18 @@ func (s *Engine) ClockTimers() int {
 		s.updates.Timers() + s.alerts.timers()
 }
 
+// pollCancels stops the attempts running here that a later fire of their
+// task asked to stop through their rows (overlap policy cancel_other,
+// store.RequestCancel): the tick loop calls it every second.
+func (s *Engine) pollCancels(ctx context.Context) error {
+	asked, err := s.store.CancelRequested(ctx, s.dispatcher.trackedIDs())
+	if err != nil {
+		return err
+	}
+	s.dispatcher.cancelIDs(asked)
+	return nil
+}
+
 // WakePending reports whether the dispatcher has been woken and has not
 // run since: a test moving a fake clock waits for it to be false, so that
 // no fire armed now is left unseen.

@@ -58,6 +58,10 @@ type dispatcher struct {
 	// dispatcher stopped, for Stop to release.
 	unstarted []int64
 	running   map[string]int // code → attempts running here
+	// cancellable are the attempts running here of tasks whose overlap
+	// policy is cancel_other, by execution ID: what a later fire of the
+	// task stops (cancelTask, cancelIDs).
+	cancellable map[int64]cancellable
 
 	wake chan struct{} // a fire was armed earlier than the dispatcher waits for
 	// lastLead is the lead of the dispatcher's last claim ahead, which the
@@ -87,6 +91,8 @@ type fireView interface {
 type fireStore interface {
 	StartFires(ctx context.Context, app string, ids []int64, replica string, claimMs int64) ([]int64, error)
 	RunningCount(ctx context.Context, app, code string) (int64, error)
+	OverlapState(ctx context.Context, app, code string, runTime, self, graceFrom int64) (store.Overlap, error)
+	RequestCancel(ctx context.Context, app, code string, self, now int64) (int64, error)
 }
 
 // fireStatus is the part of the status writer (status.go) the dispatcher
@@ -111,6 +117,7 @@ func newDispatcher(s *Engine) *dispatcher {
 		clock: s.clock, log: s.log, app: s.opts.App, replica: s.opts.InstanceID, workers: s.opts.Workers,
 		view: &s.view, store: s.store, status: s.updates, pool: s.pool, start: s.startAttempt, noteDB: s.noteDB,
 		armedIDs: map[int64]bool{}, armedAt: map[int64]int{}, running: map[string]int{}, wake: make(chan struct{}, 1),
+		cancellable: map[int64]cancellable{},
 	}
 }
 
@@ -147,9 +154,13 @@ func (d *dispatcher) lead() time.Duration { return time.Duration(d.lastLead.Load
 type armedFire struct {
 	row store.Execution
 	due time.Time
-	// exact: claimed at its run time, not ahead of it. Its task forbids
-	// overlap, and whether an earlier fire still runs is known only then.
+	// exact: claimed at its run time, not ahead of it. Its task skips or
+	// buffers overlapping fires, and whether an earlier fire still runs
+	// is known only then.
 	exact bool
+	// buffered: it waited for an earlier run of its task (buffer
+	// policies), and is checked again at due.
+	buffered bool
 }
 
 // claimAt is when f is claimed, with lead the claim's lead.
@@ -191,7 +202,7 @@ func (h *fireHeap) Pop() any {
 // when that has passed).
 func (d *dispatcher) arm(r store.Execution) {
 	t, _, _ := d.view.fireTask(r.TaskCode)
-	exact := t != nil && t.def.Overlap == OverlapForbid
+	exact := t != nil && checksOverlap(t.def.Overlap)
 	d.mu.Lock()
 	if d.armedIDs[r.ID] {
 		// Already waiting here: a slot taken over and back again arms its
@@ -203,6 +214,78 @@ func (d *dispatcher) arm(r store.Execution) {
 	d.pushArmedLocked(&armedFire{row: r, due: time.UnixMilli(r.RunTime), exact: exact})
 	d.mu.Unlock()
 	d.poke()
+}
+
+// checksOverlap reports whether a task of overlap policy p checks, as its
+// fires start, whether an earlier run still goes.
+func checksOverlap(p string) bool {
+	return p == OverlapForbid || p == OverlapBufferOne || p == OverlapBufferAll || p == OverlapCancelOther
+}
+
+// waitsForOverlap reports whether a fire of a task of overlap policy p
+// waits for the earlier runs, rather than start or be skipped (buffer).
+func waitsForOverlap(p string) bool {
+	return p == OverlapBufferOne || p == OverlapBufferAll || p == OverlapCancelOther
+}
+
+// errCancelledByNextFire is the cause of the context of an attempt that a
+// later fire of its task stopped (overlap policy cancel_other).
+var errCancelledByNextFire = errors.New("xtimer: cancelled by the next fire of the task (overlap policy cancel_other)")
+
+// cancellable is an attempt a later fire may stop.
+type cancellable struct {
+	code   string
+	cancel context.CancelCauseFunc
+}
+
+// track makes the attempt of execution id, of task code, one a later fire
+// may stop; untrack forgets it once it ended.
+func (d *dispatcher) track(id int64, code string, cancel context.CancelCauseFunc) {
+	d.mu.Lock()
+	d.cancellable[id] = cancellable{code, cancel}
+	d.mu.Unlock()
+}
+
+func (d *dispatcher) untrack(id int64) {
+	d.mu.Lock()
+	delete(d.cancellable, id)
+	d.mu.Unlock()
+}
+
+// cancelTask stops the attempts of task code running here.
+func (d *dispatcher) cancelTask(code string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range d.cancellable {
+		if c.code == code {
+			c.cancel(errCancelledByNextFire)
+		}
+	}
+}
+
+// cancelIDs stops the attempts of the executions ids running here.
+func (d *dispatcher) cancelIDs(ids []int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, id := range ids {
+		if c, ok := d.cancellable[id]; ok {
+			c.cancel(errCancelledByNextFire)
+		}
+	}
+}
+
+// trackedIDs lists the attempts running here that a later fire may stop.
+func (d *dispatcher) trackedIDs() []int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.cancellable) == 0 {
+		return nil
+	}
+	ids := make([]int64, 0, len(d.cancellable))
+	for id := range d.cancellable {
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // pushArmedLocked adds f to the armed heap and counts it at its instant.
@@ -437,7 +520,7 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 		case r.Source == store.SourceSchedule && late > misfireAfter && late > window:
 			d.status.skip(r, store.ReasonMisfire, now)
 			continue
-		case r.Source == store.SourceSchedule && late > misfireAfter && t.def.Misfire == MisfireSkip:
+		case r.Source == store.SourceSchedule && late > misfireAfter && t.def.Misfire == MisfireSkip && !f.buffered:
 			d.status.skip(r, store.ReasonMisfire, now)
 			continue
 		}
@@ -452,7 +535,12 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 				continue
 			}
 		}
-		if r.Source == store.SourceSchedule && late > misfireAfter && t.def.Misfire != MisfireRunAll {
+		if waitsForOverlap(t.def.Overlap) {
+			if d.buffer(ctx, f, t.def.Overlap, now) {
+				continue
+			}
+		}
+		if r.Source == store.SourceSchedule && late > misfireAfter && t.def.Misfire != MisfireRunAll && !f.buffered {
 			overdue[r.TaskCode] = append(overdue[r.TaskCode], len(start))
 		}
 		start, goHandlers = append(start, r), append(goHandlers, goHandler)
@@ -531,6 +619,65 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 	}
 }
 
+const (
+	// bufferPoll is how often a buffered fire checks whether the run it
+	// waits for has ended: it starts within this, and a claim, of that
+	// run's final status.
+	bufferPoll = 500 * time.Millisecond
+	// cancelWait bounds how long a fire of a cancel_other task waits for
+	// the runs it asked to stop: past it, a run still going is one whose
+	// handler ignores its context, or whose replica is gone, and the fire
+	// starts anyway. It stops counting them a poll earlier (cancelGrace),
+	// so that it starts by cancelWait.
+	cancelWait  = 5 * time.Second
+	cancelGrace = cancelWait - bufferPoll
+)
+
+// buffer applies a policy that waits (waitsForOverlap) to fire f, due
+// now: it reports false when f may start (nothing of its task goes, and
+// no earlier fire waits), and otherwise either arms f again for
+// bufferPoll later (it waits its turn) or, under OverlapBufferOne with
+// another fire waiting already, records it skipped. Under
+// OverlapCancelOther, the first fire in line asks the runs that go to
+// stop, here at once and elsewhere through their rows, and waits for
+// them at most cancelGrace. A count it cannot read keeps f waiting: never
+// two runs at once, and nothing dropped for a database hiccup.
+func (d *dispatcher) buffer(ctx context.Context, f *armedFire, policy string, now time.Time) bool {
+	r := f.row
+	d.mu.Lock()
+	here := d.running[r.TaskCode]
+	d.mu.Unlock()
+	graceFrom := int64(-1)
+	if policy == OverlapCancelOther {
+		// The attempts it stopped here are the rows' to count: one whose
+		// handler ignores its context runs on until its timeout.
+		graceFrom, here = now.Add(-cancelGrace).UnixMilli(), 0
+	}
+	o, err := d.store.OverlapState(ctx, d.app, r.TaskCode, r.RunTime, r.ID, graceFrom)
+	switch {
+	case err == nil && o.Waiting == 0 && o.Going == 0 && here == 0:
+		return false
+	case err == nil && policy == OverlapBufferOne && o.Waiting > 0:
+		d.status.skip(r, store.ReasonOverlap, now)
+		return true
+	case err == nil && policy == OverlapCancelOther && o.Waiting == 0:
+		d.cancelTask(r.TaskCode)
+		if _, err = d.store.RequestCancel(ctx, d.app, r.TaskCode, r.ID, now.UnixMilli()); err == nil && !f.buffered {
+			d.log.Info("fire asks the runs of its task to stop (overlap policy cancel_other)", "task", r.TaskCode, "execution", r.ID)
+		}
+	}
+	if err != nil {
+		d.noteDB(err)
+	}
+	d.mu.Lock()
+	if !d.armedIDs[r.ID] {
+		d.armedIDs[r.ID] = true
+		d.pushArmedLocked(&armedFire{row: r, due: now.Add(bufferPoll), exact: true, buffered: true})
+	}
+	d.mu.Unlock()
+	return true
+}
+
 // fenceNow returns the fires to claim for a start now: every HTTP
 // callback (they wait in their own queues), and as many Go-handler fires
 // as fenceRoom allows, oldest first. The other Go fires wait in d.backlog,
@@ -606,6 +753,7 @@ func (s *Engine) startAttempt(r store.Execution, now time.Time) {
 	}
 	var status atomic.Int64
 	work, submit, timeout := s.attemptWork(r, t, cfg, run, &status)
+	cancellable := t != nil && t.def.Overlap == OverlapCancelOther
 	submit(func() {
 		defer s.attempts.Done()
 		began := s.clock.Now()
@@ -619,9 +767,22 @@ func (s *Engine) startAttempt(r store.Execution, now time.Time) {
 			s.log.Warn("handler returned after its timeout; result ignored", "task", r.TaskCode, "execution", r.ID, "err", err)
 		}
 		ctx, endSpan := s.startSpan(r)
+		if cancellable {
+			var cancel context.CancelCauseFunc
+			ctx, cancel = context.WithCancelCause(ctx)
+			s.dispatcher.track(r.ID, r.TaskCode, cancel)
+			defer cancel(nil)
+		}
 		out := executor.Call(ctx, s.clock, timeout, work, late)
 		s.dispatcher.noteRunning(r.TaskCode, -1)
-		fin := s.settle(r, out.Finished, out.Err, out.TimedOut(), "")
+		reason := ""
+		if cancellable {
+			s.dispatcher.untrack(r.ID)
+			if errors.Is(context.Cause(ctx), errCancelledByNextFire) {
+				reason = store.ReasonCancelled
+			}
+		}
+		fin := s.settle(r, out.Finished, out.Err, out.TimedOut(), reason)
 		fin.Output = run.Out.String()
 		fin.HTTPStatus = int(status.Load())
 		if started := out.Started.UnixMilli(); started > now.UnixMilli() {
@@ -659,6 +820,15 @@ func (s *Engine) startAttempt(r store.Execution, now time.Time) {
 // policy, or failure.
 func (s *Engine) settle(r store.Execution, at time.Time, err error, timedOut bool, reason string) store.Finish {
 	f := store.Finish{ID: r.ID, Attempt: r.Attempt, Result: store.Result{Status: store.StatusSucceeded, Reason: reason, FinishedMs: at.UnixMilli()}}
+	if reason == store.ReasonCancelled {
+		// Stopped by a later fire: failed, whatever the handler returned,
+		// and never retried (the later fire runs instead).
+		f.Status, f.Error = store.StatusFailed, errCancelledByNextFire.Error()
+		if err != nil {
+			f.Error = err.Error()
+		}
+		return f
+	}
 	if err == nil {
 		return f
 	}

@@ -109,6 +109,7 @@ type plannerHost interface {
 	settle(r store.Execution, at time.Time, err error, timedOut bool, reason string) store.Finish
 	noteDB(err error)
 	noteRedis(err error)
+	pollCancels(ctx context.Context) error
 }
 
 // newPlanner makes the planner of s.
@@ -296,6 +297,9 @@ func (p *planner) tick(ctx context.Context, now time.Time) {
 	}
 	if err == nil {
 		err = p.pickRetries(ctx, now)
+	}
+	if err == nil {
+		err = p.host.pollCancels(ctx)
 	}
 	if err == nil {
 		p.reseed(ctx, now)
@@ -1004,7 +1008,11 @@ func (p *planner) rescueLost(ctx context.Context, now time.Time) error {
 	}
 	finishes := make([]store.Finish, len(lost))
 	for i, r := range lost {
-		finishes[i] = p.host.settle(r, now, fmt.Errorf("replica %s lost while running attempt %d", r.Replica, r.Attempt), false, store.ReasonReplicaLost)
+		reason := store.ReasonReplicaLost
+		if r.CancelMs > 0 { // a later fire asked it to stop: it ends as it would have
+			reason = store.ReasonCancelled
+		}
+		finishes[i] = p.host.settle(r, now, fmt.Errorf("replica %s lost while running attempt %d", r.Replica, r.Attempt), false, reason)
 	}
 	oks, err := p.store.FinishAttempts(ctx, finishes)
 	for i, ok := range oks {

@@ -271,11 +271,14 @@ type Notify func(ctx context.Context, e Event) error
 // The stored values of the root's MisfirePolicy and OverlapPolicy
 // (task.go documents them).
 const (
-	MisfireRunOnce = "run_once"
-	MisfireRunAll  = "run_all"
-	MisfireSkip    = "skip"
-	OverlapAllow   = "allow"
-	OverlapForbid  = "forbid"
+	MisfireRunOnce     = "run_once"
+	MisfireRunAll      = "run_all"
+	MisfireSkip        = "skip"
+	OverlapAllow       = "allow"
+	OverlapForbid      = "forbid"
+	OverlapBufferOne   = "buffer_one"
+	OverlapBufferAll   = "buffer_all"
+	OverlapCancelOther = "cancel_other"
 )
 
 // DefaultMisfireWindow is the root's constant of the same name: how late

@@ -27,6 +27,10 @@
 //	    │                            └──────StartAttempt(n+1)───────────┘
 //	    └──SkipExecution (paused, overlap...)──▶ skipped ◀── retrying
 //
+// RequestCancel (overlap policy cancel_other) moves a retrying row
+// straight to failed, and marks a started or running one (cancel_ms) for
+// its replica, which settles it failed when the attempt has stopped.
+//
 // Attempt is the number of the attempt running or last run: 0 while
 // scheduled, 1 for the first attempt. StartAttempt(n) requires attempt n-1
 // and a startable status; FinishAttempt(n) requires running at attempt n.

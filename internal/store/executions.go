@@ -529,6 +529,87 @@ func (s *Store) RunningCount(ctx context.Context, app, code string) (int64, erro
 	return n, nil
 }
 
+// Overlap is what a fire of a task that buffers or cancels overlapping
+// fires checks before it starts (OverlapState).
+type Overlap struct {
+	// Going counts the task's runs not final yet: running, started, or
+	// waiting for a retry; but for those asked to stop at or before
+	// OverlapState's graceFrom.
+	Going int64
+	// Waiting counts the task's fires due before the checked one that
+	// have not started: buffered fires ahead of it in the queue.
+	Waiting int64
+}
+
+// OverlapState counts, anywhere in the fleet, the runs of task code that
+// are going and the fires due before runTime that wait to start, leaving
+// the fire with ID self out of both. A run asked to stop at or before
+// graceFrom (Unix ms; negative: none) does not count as going: its
+// replica had the time to stop it, or is gone.
+func (s *Store) OverlapState(ctx context.Context, app, code string, runTime, self, graceFrom int64) (Overlap, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var o Overlap
+	err := s.db.WithContext(ctx).Raw(`SELECT
+		COALESCE(SUM(CASE WHEN (status <> ? OR started_ms > 0) AND (cancel_ms = 0 OR cancel_ms > ?) THEN 1 ELSE 0 END), 0) AS going,
+		COALESCE(SUM(CASE WHEN status = ? AND started_ms = 0 AND run_time < ? THEN 1 ELSE 0 END), 0) AS waiting
+		FROM xtimer_executions WHERE app = ? AND task_code = ? AND status IN ? AND id <> ?`,
+		StatusScheduled, graceFrom, StatusScheduled, runTime, app, code,
+		[]string{StatusScheduled, StatusRunning, StatusRetrying}, self).Scan(&o).Error
+	if err != nil {
+		return Overlap{}, fmt.Errorf("store: overlap state of task %q: %w", code, err)
+	}
+	return o, nil
+}
+
+// RequestCancel asks every run of task code that goes, but the fire with
+// ID self, to stop, at now (Unix ms): a started or running one is marked
+// (cancel_ms), for its replica to cancel the attempt (CancelRequested);
+// one waiting for a retry has no attempt to stop and ends failed at once,
+// reason ReasonCancelled. It returns how many runs it asked or ended.
+func (s *Store) RequestCancel(ctx context.Context, app, code string, self, now int64) (int64, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var n int64
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		marked := tx.Model(&Execution{}).
+			Where("app = ? AND task_code = ? AND id <> ? AND cancel_ms = 0 AND (status = ? OR status = ? AND started_ms > 0)",
+				app, code, self, StatusRunning, StatusScheduled).
+			Updates(map[string]any{"cancel_ms": now, "updated_ms": now})
+		if marked.Error != nil {
+			return marked.Error
+		}
+		ended := tx.Model(&Execution{}).
+			Where("app = ? AND task_code = ? AND id <> ? AND status = ?", app, code, self, StatusRetrying).
+			Updates(map[string]any{"status": StatusFailed, "reason": ReasonCancelled, "cancel_ms": now,
+				"finished_ms": now, "next_attempt_ms": 0, "updated_ms": now})
+		n = marked.RowsAffected + ended.RowsAffected
+		return ended.Error
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: cancel the runs of task %q: %w", code, err)
+	}
+	return n, nil
+}
+
+// CancelRequested returns which of the executions ids a later fire asked
+// to stop (RequestCancel) while they are not final.
+func (s *Store) CancelRequested(ctx context.Context, ids []int64) ([]int64, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var out []int64
+	err := s.db.WithContext(ctx).Model(&Execution{}).
+		Where("id IN ? AND cancel_ms > 0 AND status IN ?", ids, []string{StatusScheduled, StatusRunning}).
+		Pluck("id", &out).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: read cancel requests: %w", err)
+	}
+	return out, nil
+}
+
 // RecentRunTime returns the mean run time of the last n attempts of app
 // that ended (succeeded or failed, by id), and how many it found: what a
 // replica that has just started can expect of its handlers until it has

@@ -467,3 +467,64 @@ func TestRecentRunTimeIsTheMeanOfTheLastEndedAttempts(t *testing.T) {
 		require.Equal(t, 265*time.Millisecond, mean)
 	})
 }
+
+// The overlap policies' view of a task's rows: what goes (started,
+// running, retrying), what waits before a fire, and the cancel_other
+// requests, which mark the runs that go, end a retrying one at once, and
+// stop counting as going once their grace has passed.
+func TestOverlapStateAndCancelRequests(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		rows, err := b.store.InsertFires(b.ctx, fires(b.app, "a", t0, t0+1000, t0+2000, t0+3000, t0+4000))
+		require.NoError(t, err)
+		require.Len(t, rows, 5)
+		running, retrying, waiting, self, later := rows[0], rows[1], rows[2], rows[3], rows[4]
+		for _, r := range []store.Execution{running, retrying} {
+			started, startErr := b.store.StartAttempt(b.ctx, r.ID, 1, "r1", r.RunTime)
+			require.NoError(t, startErr)
+			require.True(t, started)
+		}
+		ok, err := b.store.FinishAttempt(b.ctx, retrying.ID, 1, store.Result{Status: store.StatusRetrying, FinishedMs: t0 + 1500, NextAttemptMs: t0 + 9000})
+		require.NoError(t, err)
+		require.True(t, ok)
+
+		o, err := b.store.OverlapState(b.ctx, b.app, "a", self.RunTime, self.ID, -1)
+		require.NoError(t, err)
+		require.Equal(t, store.Overlap{Going: 2, Waiting: 1}, o, "running and retrying go; the fire of t0+2s waits before it")
+		o, err = b.store.OverlapState(b.ctx, b.app, "a", waiting.RunTime, waiting.ID, -1)
+		require.NoError(t, err)
+		require.Equal(t, store.Overlap{Going: 2}, o, "nothing waits before the first fire in line")
+		o, err = b.store.OverlapState(b.ctx, b.app, "a", later.RunTime, later.ID, -1)
+		require.NoError(t, err)
+		require.Equal(t, store.Overlap{Going: 2, Waiting: 2}, o, "the fires due before it wait, itself and later ones do not count")
+
+		n, err := b.store.RequestCancel(b.ctx, b.app, "a", self.ID, t0+4000)
+		require.NoError(t, err)
+		require.EqualValues(t, 2, n, "the running one marked, the retrying one ended")
+		n, err = b.store.RequestCancel(b.ctx, b.app, "a", self.ID, t0+4500)
+		require.NoError(t, err)
+		require.Zero(t, n, "asked once")
+		got, err := b.store.Execution(b.ctx, retrying.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusFailed, got.Status)
+		require.Equal(t, store.ReasonCancelled, got.Reason)
+		require.Zero(t, got.NextAttemptMs)
+		got, err = b.store.Execution(b.ctx, running.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusRunning, got.Status, "its replica settles it")
+		require.Equal(t, t0+4000, got.CancelMs)
+
+		asked, err := b.store.CancelRequested(b.ctx, []int64{running.ID, waiting.ID, self.ID})
+		require.NoError(t, err)
+		require.Equal(t, []int64{running.ID}, asked)
+		asked, err = b.store.CancelRequested(b.ctx, nil)
+		require.NoError(t, err)
+		require.Empty(t, asked)
+
+		o, err = b.store.OverlapState(b.ctx, b.app, "a", self.RunTime, self.ID, t0+3999)
+		require.NoError(t, err)
+		require.Equal(t, store.Overlap{Going: 1, Waiting: 1}, o, "asked to stop after graceFrom: still going")
+		o, err = b.store.OverlapState(b.ctx, b.app, "a", self.RunTime, self.ID, t0+4000)
+		require.NoError(t, err)
+		require.Equal(t, store.Overlap{Waiting: 1}, o, "asked to stop at graceFrom: no longer counted")
+	})
+}

@@ -57,6 +57,9 @@ const (
 	// recorded, and the new schedule has no fire at that instant.
 	ReasonRescheduled = "rescheduled"
 	ReasonReplicaLost = "replica lost"
+	// ReasonCancelled: a later fire of a task whose overlap policy is
+	// cancel_other stopped this run (RequestCancel).
+	ReasonCancelled = "cancelled by next fire"
 )
 
 // Task is one row of xtimer_tasks: the definition of a task as the code
@@ -195,6 +198,9 @@ type Execution struct {
 	Error         string `gorm:"column:error;type:text;not null"`
 	NextAttemptMs int64  `gorm:"column:next_attempt_ms;not null;default:0;index:xtimer_executions_retry,priority:3"`
 	UpdatedMs     int64  `gorm:"column:updated_ms;not null;default:0"`
+	// CancelMs is when a later fire asked this run to stop (overlap policy
+	// cancel_other, RequestCancel); 0 when none did.
+	CancelMs int64 `gorm:"column:cancel_ms;not null;default:0"`
 }
 
 // TableName is xtimer_executions, whatever the caller's naming strategy.

@@ -439,6 +439,7 @@
       b.backoff_base_ms = number('backoff_base_ms');
       b.backoff_max_ms = number('backoff_max_ms');
       b.max_concurrent = number('max_concurrent');
+      b.overlap = field('overlap');
       if (!edit) b.paused = !!(form.elements.paused && form.elements.paused.checked);
       return b;
     }

@@ -73,6 +73,7 @@ CREATE TABLE IF NOT EXISTS `xtimer_executions` (
   `error`           text         NOT NULL,
   `next_attempt_ms` bigint       NOT NULL DEFAULT 0,
   `updated_ms`      bigint       NOT NULL DEFAULT 0,
+  `cancel_ms`       bigint       NOT NULL DEFAULT 0,          -- when a later fire asked this run to stop (cancel_other)
   PRIMARY KEY (`id`),
   -- Five indexes, no more: every fire writes its row several times. See
   -- store.Execution for which query each serves.
