@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,43 +46,50 @@ func (i invocation) String() string {
 	return fmt.Sprintf("%s@%s(attempt %d)", i.replica, time.UnixMilli(i.started).UTC().Format("15:04:05.000"), i.attempt)
 }
 
-// readInvocations reads every invocation file, of every process that ran.
-func (h *harness) readInvocations() (map[fireKey][]invocation, error) {
-	out := map[fireKey][]invocation{}
+// readInvocations reads every invocation file, of every process that ran:
+// the handler calls, and the end of the buffer tasks' runs (Unix ms,
+// real time).
+func (h *harness) readInvocations() (map[fireKey][]invocation, map[fireKey]int64, error) {
+	out, ends := map[fireKey][]invocation{}, map[fireKey]int64{}
 	for _, r := range h.all {
 		f, err := os.Open(r.inv)
 		if os.IsNotExist(err) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
 			fs := strings.Fields(sc.Text())
-			if len(fs) != 5 {
+			end := len(fs) == 6 && fs[5] == "end"
+			if len(fs) != 5 && !end {
 				f.Close()
-				return nil, fmt.Errorf("%s: malformed line %q", r.inv, sc.Text())
+				return nil, nil, fmt.Errorf("%s: malformed line %q", r.inv, sc.Text())
 			}
 			at, err1 := strconv.ParseInt(fs[1], 10, 64)
 			started, err2 := strconv.ParseInt(fs[2], 10, 64)
 			attempt, err3 := strconv.Atoi(fs[4])
 			if err1 != nil || err2 != nil || err3 != nil {
 				f.Close()
-				return nil, fmt.Errorf("%s: malformed line %q", r.inv, sc.Text())
+				return nil, nil, fmt.Errorf("%s: malformed line %q", r.inv, sc.Text())
 			}
 			k := fireKey{fs[0], at}
+			if end {
+				ends[k] = started
+				continue
+			}
 			out[k] = append(out[k], invocation{started, fs[3], attempt})
 		}
 		f.Close()
 		if err := sc.Err(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	for _, inv := range out {
 		sort.Slice(inv, func(i, j int) bool { return inv[i].started < inv[j].started })
 	}
-	return out, nil
+	return out, ends, nil
 }
 
 func rowText(r *store.Execution) string {
@@ -125,7 +133,7 @@ func (b *broken) add(s string) {
 // once, or recorded skipped with a reason. Duplicates are counted over
 // every invocation, inside the window or not.
 func (h *harness) check() int {
-	invs, err := h.readInvocations()
+	invs, ends, err := h.readInvocations()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos: read invocations:", err)
 		return 2
@@ -148,6 +156,10 @@ func (h *harness) check() int {
 	for i := range h.prof.tasks {
 		codes = append(codes, taskCode(i))
 	}
+	for code := range bufferSkips {
+		codes = append(codes, code)
+	}
+	slices.Sort(codes)
 	inOutage := func(at int64) bool {
 		// A fire is in an outage from the stop until 20 s after the start:
 		// catching up takes a few ticks once the database answers.
@@ -166,6 +178,7 @@ func (h *harness) check() int {
 		missed               = &broken{promise: "nothing lost: a fire was neither invoked nor recorded skipped"}
 		stuck                = &broken{promise: "nothing lost: an execution row is not in a final status"}
 		skippedOutside       = &broken{promise: "note: recorded skipped outside a database outage (missed with -strict)"}
+		overlapped           = &broken{promise: "overlap: a buffer task's run started before the run before it ended"}
 		mismatch             = &broken{promise: "note: invoked, but the row says otherwise"}
 		involved             = map[string]bool{}
 	)
@@ -180,13 +193,20 @@ func (h *harness) check() int {
 		}
 	}
 	for _, code := range codes {
-		for at := from; at < to; at += 1000 {
+		step, end := int64(1000), to
+		skips, buffer := bufferSkips[code]
+		if buffer {
+			step, end = 2000, to-bufferTail.Milliseconds()
+		}
+		for at := (from + step - 1) / step * step; at < end; at += step {
 			k := fireKey{code, at}
 			fires++
 			inv, row := invs[k], byFire[k]
 			switch {
 			case len(inv) == 1:
 				once++
+			case len(inv) == 0 && row != nil && skips && row.Status == store.StatusSkipped && row.Reason == store.ReasonOverlap:
+				skipped++ // the policy's own skip
 			case len(inv) == 0 && row != nil && row.Status == store.StatusSkipped && row.Reason != "" && (!h.strict || inOutage(at)):
 				skipped++
 				if !inOutage(at) {
@@ -198,8 +218,10 @@ func (h *harness) check() int {
 					involved[row.Replica] = true
 				}
 			}
-			if len(inv) > 0 {
+			if len(inv) > 0 && !buffer { // a buffered fire waits by design
 				lateness = append(lateness, inv[0].started-at)
+			}
+			if len(inv) > 0 {
 				if row != nil && row.Status != store.StatusSucceeded && row.Status != store.StatusRunning {
 					mismatch.add(k.id() + ": invoked by " + inv[0].String() + "; " + rowText(row))
 				}
@@ -213,6 +235,7 @@ func (h *harness) check() int {
 		}
 	}
 
+	h.checkBuffered(invs, ends, overlapped)
 	p99 := percentile(lateness, 0.99)
 	failover := h.maxFailover(invs)
 
@@ -221,7 +244,7 @@ func (h *harness) check() int {
 		faults[i] = fmt.Sprintf("%s:%d", f, h.counts[f])
 	}
 	var exit int
-	for _, b := range []*broken{dup, missed, stuck} {
+	for _, b := range []*broken{dup, missed, stuck, overlapped} {
 		if b.n > 0 {
 			exit = 1
 			fmt.Printf("chaos: BROKEN %s: %d, e.g.\n", b.promise, b.n)
@@ -272,6 +295,9 @@ func (h *harness) maxFailover(invs map[fireKey][]invocation) float64 {
 		var at fireKey
 		first := k.at.Truncate(time.Second).Add(time.Second).UnixMilli()
 		for code := range k.codes {
+			if _, buffer := bufferSkips[code]; buffer {
+				continue // its fires wait for its long runs by design
+			}
 			for t := first; t < k.at.Add(15*time.Second).UnixMilli(); t += 1000 {
 				if inv := invs[fireKey{code, t}]; len(inv) > 0 && inv[0].started-t > kmax {
 					kmax, at = inv[0].started-t, fireKey{code, t}
@@ -282,6 +308,35 @@ func (h *harness) maxFailover(invs map[fireKey][]invocation) float64 {
 		worst = math.Max(worst, float64(kmax)/1000)
 	}
 	return worst
+}
+
+// checkBuffered adds to b each run of a buffer task that started before
+// the run of the task before it ended: in start order, every run's start
+// must follow the previous run's end. A run without an end line (its
+// replica was killed in the handler) ends the chain there: the next run
+// may start once the lost run is settled, which the rows tell.
+func (h *harness) checkBuffered(invs map[fireKey][]invocation, ends map[fireKey]int64, b *broken) {
+	type run struct {
+		k          fireKey
+		start, end int64 // end 0: none written
+	}
+	for code := range bufferSkips {
+		var runs []run
+		for k, inv := range invs {
+			if k.code == code {
+				for _, i := range inv {
+					runs = append(runs, run{k, i.started, ends[k]})
+				}
+			}
+		}
+		sort.Slice(runs, func(i, j int) bool { return runs[i].start < runs[j].start })
+		for i := 1; i < len(runs); i++ {
+			prev, cur := runs[i-1], runs[i]
+			if prev.end != 0 && cur.start < prev.end {
+				b.add(fmt.Sprintf("%s started %d ms before %s ended", cur.k.id(), prev.end-cur.start, prev.k.id()))
+			}
+		}
+	}
 }
 
 // final reports whether an execution status is final, as

@@ -13,11 +13,13 @@
 //
 //	chaos: seed=1 profile=short fires=... invoked_once=... duplicates=0 missed=0 skipped=... stuck=0 late_p99_ms=... max_failover_s=... faults=kill:1,...
 //
-// and exits 1 when a promise broke (duplicates, missed or stuck fires, or
-// a failover slower than 10 s), after printing which one, example fire IDs
+// and exits 1 when a promise broke (duplicates, missed or stuck fires, a
+// buffer task's run that started before the one before it ended, or a
+// failover slower than 10 s), after printing which one, example fire IDs
 // with what their rows say, and the tail of the replicas' logs. Fires
 // recorded skipped with a reason count as skipped wherever they fall; with
-// -strict only those of a database outage do, the others count as missed.
+// -strict only those of a database outage do, and the overlap skips of
+// the OverlapBufferOne task, the others count as missed.
 package main
 
 import (
@@ -82,6 +84,18 @@ const (
 )
 
 func taskCode(i int) string { return fmt.Sprintf("chaos.t.%03d", i) }
+
+// bufferSkips lists the overlap tasks of the replicas (replica/main.go's
+// BufferTasks, firing every two seconds, some runs 5.5 s long), each
+// with whether its policy skips a fire while another waits
+// (OverlapBufferOne), rather than let every fire wait (OverlapBufferAll)
+// or stop the run before (OverlapCancelOther).
+var bufferSkips = map[string]bool{"chaos.buffer.one": true, "chaos.buffer.all": false, "chaos.cancel.other": false}
+
+// bufferTail is how much earlier than the others' the buffer tasks'
+// window ends: a fire due just before the final SIGTERM may wait for a
+// long run and not start before it.
+const bufferTail = 10 * time.Second
 
 func main() {
 	prof := flag.String("profile", "short", "short (~75 s, CI) or long (10 min, 500 tasks)")

@@ -56,6 +56,31 @@ func TaskCode(i int) string { return fmt.Sprintf("chaos.t.%03d", i) }
 // deploy.
 const ExtraCode = "chaos.extra"
 
+// The overlap tasks fire every two seconds and run 200 ms, but every
+// sixth fire runs 5.5 s (BufferRun): the two fires due meanwhile wait
+// (BufferAll), or one waits and one is skipped (BufferOne), or the next
+// one stops the long run (CancelOther). Their handlers also append an end
+// line when they return, "code run_time ended_unix_ms replica attempt
+// end", so that the harness can check that no run of theirs started
+// before the one before it ended.
+var BufferTasks = map[string]xtimer.OverlapPolicy{
+	"chaos.buffer.one":   xtimer.OverlapBufferOne,
+	"chaos.buffer.all":   xtimer.OverlapBufferAll,
+	"chaos.cancel.other": xtimer.OverlapCancelOther,
+}
+
+// BufferSpec is the schedule of the buffer tasks.
+const BufferSpec = "*/2 * * * * *"
+
+// BufferRun is how long the fire of a buffer task at runTime (Unix ms)
+// runs.
+func BufferRun(runTime int64) time.Duration {
+	if (runTime/2000)%6 == 0 {
+		return 5500 * time.Millisecond
+	}
+	return 200 * time.Millisecond
+}
+
 // skewedClock is a replica whose wall clock runs off by a fixed offset, as
 // an unsynchronised host's would: Now is shifted, durations are not (a
 // timer of d still rings after d of real time).
@@ -112,6 +137,28 @@ func run(app, dsn, redisAddr, id string, tasks int, extra bool, skew time.Durati
 	}
 	if extra {
 		if err := s.Register(ExtraCode, "* * * * * *", record); err != nil {
+			return err
+		}
+	}
+	buffered := func(ctx context.Context, r *xtimer.Run) error {
+		if err := record(ctx, r); err != nil {
+			return err
+		}
+		var stopped error
+		select {
+		case <-time.After(BufferRun(r.ScheduledAt.UnixMilli())):
+		case <-ctx.Done():
+			stopped = ctx.Err() // cancelled by the next fire, or the replica stops
+		}
+		line := r.Code + " " + strconv.FormatInt(r.ScheduledAt.UnixMilli(), 10) + " " +
+			strconv.FormatInt(time.Now().UnixMilli(), 10) + " " + id + " " + strconv.Itoa(r.Attempt) + " end\n"
+		if _, err := inv.Write([]byte(line)); err != nil {
+			return err
+		}
+		return stopped
+	}
+	for code, policy := range BufferTasks {
+		if err := s.Register(code, BufferSpec, buffered, xtimer.WithOverlap(policy)); err != nil {
 			return err
 		}
 	}
