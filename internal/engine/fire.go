@@ -796,6 +796,8 @@ func (s *Engine) startAttempt(r store.Execution, now time.Time) {
 		s.alerts.settled(r, fin)
 		level, msg := slog.LevelDebug, "attempt succeeded"
 		switch {
+		case fin.Reason == store.ReasonCancelled:
+			level, msg = slog.LevelInfo, "attempt stopped by the next fire of its task (overlap policy cancel_other)"
 		case out.Err != nil && fin.Status == store.StatusRetrying:
 			level, msg = slog.LevelInfo, "attempt failed; will retry"
 		case out.Err != nil:
