@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/xtimer-go/xtimer/cron"
+	"github.com/xtimer-go/xtimer/internal/startstop"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
 
@@ -21,19 +22,13 @@ import (
 // Lock, Locker), both packages declare the same method set, so that a
 // value of the root's type is one of the engine's without a wrapper.
 
-// Timer is the timer of a Clock: the root package's Timer, an alias of the
+// Timer is the loops' timer (internal/startstop): the root's Timer is the
 // same interface literal.
-type Timer = interface {
-	C() <-chan time.Time
-	Stop() bool
-	Reset(d time.Duration) bool
-}
+type Timer = startstop.Timer
 
-// Clock is the source of time (Options.Clock).
-type Clock interface {
-	Now() time.Time
-	NewTimer(d time.Duration) Timer
-}
+// Clock is the loops' clock (internal/startstop); the root's Clock has the
+// same method set.
+type Clock = startstop.Clock
 
 // Lock is one held key of a Locker: the root package's Lock, an alias of
 // the same interface literal.
