@@ -191,7 +191,7 @@ func stopReplica(t *testing.T, f *editFleet, s *Scheduler) {
 	f.waitIdle()
 	require.NoError(t, s.Stop(ctx))
 	f.replicas = slices.DeleteFunc(f.replicas, func(r *Scheduler) bool { return r == s })
-	f.clock.forgetStopped()
+	f.clock.ForgetStopped()
 }
 
 // A replica that stops heart-beating without stopping is reported once by

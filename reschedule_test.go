@@ -38,7 +38,7 @@ type editFleet struct {
 	t        *testing.T
 	db       *gorm.DB
 	app      string
-	clock    *lockstepClock
+	clock    *fakeclock.Lockstep
 	locker   Locker
 	replicas []*Scheduler
 
@@ -59,7 +59,7 @@ type editFleet struct {
 }
 
 func newEditFleet(t *testing.T, db *gorm.DB) *editFleet {
-	clock := &lockstepClock{fake: fakeclock.New(hms(0, 0).Add(500 * time.Millisecond)), timers: map[*lockstepTimer]bool{}}
+	clock := fakeclock.NewLockstep(hms(0, 0).Add(500 * time.Millisecond))
 	return &editFleet{t: t, db: db, app: testsvc.App(t), clock: clock, locker: NewLocalLocker(clock),
 		calls: map[string]map[string]int{}}
 }
@@ -125,7 +125,7 @@ func (f *editFleet) runUntil(at time.Time) {
 	f.t.Helper()
 	for now := f.clock.Now(); now.Before(at); now = f.clock.Now() {
 		f.waitIdle()
-		f.clock.fake.Advance(min(time.Second, at.Sub(now)))
+		f.clock.Advance(min(time.Second, at.Sub(now)))
 	}
 	f.waitIdle()
 }
@@ -140,7 +140,7 @@ func (f *editFleet) waitIdle() {
 		for _, s := range f.replicas {
 			loops += s.clockTimers()
 		}
-		idle := f.clock.idle(loops)
+		idle := f.clock.Idle(loops)
 		for _, s := range f.replicas {
 			idle = idle && !s.eng.WakePending()
 		}
@@ -185,98 +185,6 @@ func (f *editFleet) rowLines(code string, through time.Time) []string {
 			time.UnixMilli(r.RunTime).UTC().Format("15:04:05"), r.Status, r.Source, r.Reason)))
 	}
 	return got
-}
-
-// lockstepClock is the fake clock as the replicas of an editFleet see it.
-// It knows which of their timers fired and were not waited on again yet,
-// so the fleet moves time only once every replica's loops are idle: the
-// fake clock's count of armed timers cannot tell, as a running handler's
-// timeout timer counts too. Each Reset takes a fresh fake timer, which
-// also keeps clear of fakeclock's disarm, which loses track of the timer
-// it moves into the freed place (a later Stop of that timer leaves it
-// armed, a Reset arms it twice, and its second firing blocks the clock).
-type lockstepClock struct {
-	fake   *fakeclock.Clock
-	mu     sync.Mutex
-	timers map[*lockstepTimer]bool
-}
-
-type lockstepTimer struct {
-	c     *lockstepClock
-	cur   fakeclock.Timer // guarded by c.mu, like the fields below
-	due   time.Time       // when cur fires; zero once stopped
-	reset bool            // a loop's timer, not a handler's timeout: loops reset theirs
-}
-
-func (c *lockstepClock) Now() time.Time { return c.fake.Now() }
-
-func (c *lockstepClock) NewTimer(d time.Duration) Timer {
-	t := &lockstepTimer{c: c}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t.arm(d)
-	c.timers[t] = true
-	return t
-}
-
-// idle reports whether loops timers are there, at least loops of them,
-// and none has fired without being waited on again.
-func (c *lockstepClock) idle(loops int) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.fake.Now()
-	for t := range c.timers {
-		switch {
-		case t.due.IsZero() && !t.reset:
-			delete(c.timers, t) // a handler's timeout, done with
-		case t.due.IsZero() || !t.due.After(now):
-			return false // its loop is at work
-		}
-	}
-	return len(c.timers) >= loops
-}
-
-// forgetStopped drops the loop timers that are stopped: right after a
-// replica stopped, with the others idle, those are the stopped replica's.
-func (c *lockstepClock) forgetStopped() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for t := range c.timers {
-		if t.due.IsZero() {
-			delete(c.timers, t)
-		}
-	}
-}
-
-// arm replaces the fake timer. c.mu is held.
-func (t *lockstepTimer) arm(d time.Duration) {
-	if t.cur != nil {
-		t.cur.Stop()
-	}
-	t.cur, t.due = t.c.fake.NewTimer(d), t.c.fake.Now().Add(d)
-}
-
-func (t *lockstepTimer) C() <-chan time.Time {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	return t.cur.C()
-}
-
-func (t *lockstepTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := t.cur.Stop()
-	t.due = time.Time{}
-	return was
-}
-
-func (t *lockstepTimer) Reset(d time.Duration) bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := !t.due.IsZero() && t.due.After(t.c.fake.Now())
-	t.reset = true
-	t.arm(d)
-	return was
 }
 
 // lines returns "15:04:05 suffix" for each run time from..to (inclusive)

@@ -88,7 +88,7 @@ type tasksyncFleet struct {
 	t        *testing.T
 	db       *gorm.DB
 	app      string
-	clock    *tasksyncClock
+	clock    *fakeclock.Lockstep
 	locker   Locker
 	replicas []*Engine
 
@@ -97,7 +97,7 @@ type tasksyncFleet struct {
 }
 
 func newTasksyncFleet(t *testing.T, db *gorm.DB) *tasksyncFleet {
-	clock := &tasksyncClock{fake: fakeclock.New(tasksyncHMS(0, 0).Add(500 * time.Millisecond)), timers: map[*tasksyncTimer]bool{}}
+	clock := fakeclock.NewLockstep(tasksyncHMS(0, 0).Add(500 * time.Millisecond))
 	return &tasksyncFleet{t: t, db: db, app: testsvc.App(t), clock: clock, locker: NewLocalLocker(clock),
 		calls: map[string]map[string]int{}}
 }
@@ -146,7 +146,7 @@ func (f *tasksyncFleet) runUntil(at time.Time) {
 	f.t.Helper()
 	for now := f.clock.Now(); now.Before(at); now = f.clock.Now() {
 		f.waitIdle()
-		f.clock.fake.Advance(min(time.Second, at.Sub(now)))
+		f.clock.Advance(min(time.Second, at.Sub(now)))
 	}
 	f.waitIdle()
 }
@@ -162,7 +162,7 @@ func (f *tasksyncFleet) waitIdle() {
 		for _, e := range f.replicas {
 			loops += e.ClockTimers()
 		}
-		idle := f.clock.idle(loops)
+		idle := f.clock.Idle(loops)
 		for _, e := range f.replicas {
 			idle = idle && len(e.dispatcher.wake) == 0
 		}
@@ -174,85 +174,4 @@ func (f *tasksyncFleet) waitIdle() {
 		}
 		time.Sleep(time.Millisecond)
 	}
-}
-
-// tasksyncClock is the fake clock as the replicas of a tasksyncFleet see
-// it (the root's lockstepClock). It knows which of their timers fired and
-// were not waited on again yet, so the fleet moves time only once every
-// replica's loops are idle: the fake clock's count of armed timers cannot
-// tell, as a running handler's timeout timer counts too. Each Reset takes
-// a fresh fake timer, which also keeps clear of fakeclock's disarm, which
-// loses track of the timer it moves into the freed place (a later Stop of
-// that timer leaves it armed, a Reset arms it twice, and its second firing
-// blocks the clock).
-type tasksyncClock struct {
-	fake   *fakeclock.Clock
-	mu     sync.Mutex
-	timers map[*tasksyncTimer]bool
-}
-
-type tasksyncTimer struct {
-	c     *tasksyncClock
-	cur   fakeclock.Timer // guarded by c.mu, like the fields below
-	due   time.Time       // when cur fires; zero once stopped
-	reset bool            // a loop's timer, not a handler's timeout: loops reset theirs
-}
-
-func (c *tasksyncClock) Now() time.Time { return c.fake.Now() }
-
-func (c *tasksyncClock) NewTimer(d time.Duration) Timer {
-	t := &tasksyncTimer{c: c}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t.arm(d)
-	c.timers[t] = true
-	return t
-}
-
-// idle reports whether loops timers are there, at least loops of them,
-// and none has fired without being waited on again.
-func (c *tasksyncClock) idle(loops int) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.fake.Now()
-	for t := range c.timers {
-		switch {
-		case t.due.IsZero() && !t.reset:
-			delete(c.timers, t) // a handler's timeout, done with
-		case t.due.IsZero() || !t.due.After(now):
-			return false // its loop is at work
-		}
-	}
-	return len(c.timers) >= loops
-}
-
-// arm replaces the fake timer. c.mu is held.
-func (t *tasksyncTimer) arm(d time.Duration) {
-	if t.cur != nil {
-		t.cur.Stop()
-	}
-	t.cur, t.due = t.c.fake.NewTimer(d), t.c.fake.Now().Add(d)
-}
-
-func (t *tasksyncTimer) C() <-chan time.Time {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	return t.cur.C()
-}
-
-func (t *tasksyncTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := t.cur.Stop()
-	t.due = time.Time{}
-	return was
-}
-
-func (t *tasksyncTimer) Reset(d time.Duration) bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := !t.due.IsZero() && t.due.After(t.c.fake.Now())
-	t.reset = true
-	t.arm(d)
-	return was
 }
