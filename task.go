@@ -135,6 +135,10 @@ type taskOpts struct {
 	owner         string
 	endAt         time.Time
 	maxRuns       int64
+	jitter        time.Duration // WithJitter
+	pauseAfter    int           // WithPauseOnFailure
+	excludeDays   string        // WithExclude: sorted YYYY-MM-DD, comma-separated
+	calendar      string        // WithCalendar
 }
 
 func newTaskConfig(code, spec string, h Handler) taskConfig {
@@ -177,7 +181,8 @@ func (c *taskOpts) definition() store.Definition {
 		TimeoutMs: c.timeout.Milliseconds(), MaxAttempts: c.maxAttempts,
 		BackoffBaseMs: c.backoff.Base.Milliseconds(), BackoffMaxMs: c.backoff.Max.Milliseconds(),
 		Misfire: string(c.misfire), MisfireWindowMs: c.misfireWindow.Milliseconds(), Overlap: string(c.overlap),
-		MaxRuns: c.maxRuns,
+		MaxRuns: c.maxRuns, JitterMs: c.jitter.Milliseconds(), PauseAfter: c.pauseAfter,
+		ExcludeDays: c.excludeDays, Calendar: c.calendar,
 	}
 	if !c.endAt.IsZero() {
 		d.EndAtMs = c.endAt.UnixMilli()

@@ -87,6 +87,18 @@ type Task struct {
 	Overlap         string `gorm:"column:overlap;size:16;not null;default:''"`
 	EndAtMs         int64  `gorm:"column:end_at_ms;not null;default:0"`
 	MaxRuns         int64  `gorm:"column:max_runs;not null;default:0"`
+	// JitterMs spreads each fire's start over [0, JitterMs) after its
+	// nominal instant, by a hash of (app, code, instant); 0 for none.
+	JitterMs int64 `gorm:"column:jitter_ms;not null;default:0"`
+	// PauseAfter pauses the task after this many consecutive scheduled
+	// fires ended failed or timed_out; 0 never.
+	PauseAfter int `gorm:"column:pause_after;not null;default:0"`
+	// ExcludeDays are the dates (YYYY-MM-DD in the task's zone, sorted,
+	// comma-separated) on which the task's fires are skipped.
+	ExcludeDays string `gorm:"column:exclude_days;size:2048;not null;default:''"`
+	// Calendar names a calendar of the app (xtimer_calendars) whose days
+	// the task's fires skip as well; "" for none.
+	Calendar string `gorm:"column:calendar;size:64;not null;default:''"`
 	// HTTPTarget is the JSON description of the callback of a KindHTTP task.
 	HTTPTarget *string `gorm:"column:http_target;type:text"`
 	// SpecOverride, DialectOverride and TZOverride are console edits; when
@@ -94,6 +106,9 @@ type Task struct {
 	SpecOverride    *string `gorm:"column:spec_override;size:255"`
 	DialectOverride *string `gorm:"column:dialect_override;size:16"`
 	TZOverride      *string `gorm:"column:tz_override;size:64"`
+	// PauseNote says why the task was last paused or resumed, as the
+	// operator or the engine (pause on failure) wrote it.
+	PauseNote string `gorm:"column:pause_note;size:1024;not null;default:''"`
 	CreatedMs       int64   `gorm:"column:created_ms;not null;default:0"`
 	UpdatedMs       int64   `gorm:"column:updated_ms;not null;default:0"`
 	// Version grows by one on every change to the row; TaskVersions lets
@@ -201,6 +216,9 @@ type Execution struct {
 	// CancelMs is when a later fire asked this run to stop (overlap policy
 	// cancel_other, RequestCancel); 0 when none did.
 	CancelMs int64 `gorm:"column:cancel_ms;not null;default:0"`
+	// PlannedMs is when the fire was planned to start: RunTime plus the
+	// task's jitter offset; 0 means RunTime.
+	PlannedMs int64 `gorm:"column:planned_ms;not null;default:0"`
 }
 
 // TableName is xtimer_executions, whatever the caller's naming strategy.

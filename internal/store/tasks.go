@@ -75,6 +75,7 @@ func defOf(t *Task) taskDef {
 		BackoffBaseMs: t.BackoffBaseMs, BackoffMaxMs: t.BackoffMaxMs,
 		Misfire: t.Misfire, MisfireWindowMs: t.MisfireWindowMs, Overlap: t.Overlap,
 		EndAtMs: t.EndAtMs, MaxRuns: t.MaxRuns,
+		JitterMs: t.JitterMs, PauseAfter: t.PauseAfter, ExcludeDays: t.ExcludeDays, Calendar: t.Calendar,
 	}.withDefaults()}
 	if t.HTTPTarget != nil {
 		d.HTTPTarget, d.HasHTTPTarget = *t.HTTPTarget, true
@@ -92,7 +93,9 @@ func definition(t *Task) map[string]any {
 		"timeout_ms": d.TimeoutMs, "max_attempts": d.MaxAttempts,
 		"backoff_base_ms": d.BackoffBaseMs, "backoff_max_ms": d.BackoffMaxMs,
 		"misfire": d.Misfire, "misfire_window_ms": d.MisfireWindowMs, "overlap": d.Overlap,
-		"end_at_ms": d.EndAtMs, "max_runs": d.MaxRuns, "http_target": t.HTTPTarget,
+		"end_at_ms": d.EndAtMs, "max_runs": d.MaxRuns,
+		"jitter_ms": d.JitterMs, "pause_after": d.PauseAfter, "exclude_days": d.ExcludeDays, "calendar": d.Calendar,
+		"http_target": t.HTTPTarget,
 	}
 }
 

@@ -32,10 +32,15 @@ CREATE TABLE IF NOT EXISTS `xtimer_tasks` (
   `overlap`           varchar(16)  NOT NULL DEFAULT '',
   `end_at_ms`         bigint       NOT NULL DEFAULT 0,
   `max_runs`          bigint       NOT NULL DEFAULT 0,
+  `jitter_ms`         bigint       NOT NULL DEFAULT 0,         -- start spread over [0, jitter_ms) after the nominal instant
+  `pause_after`       bigint       NOT NULL DEFAULT 0,         -- consecutive failures that pause the task; 0 never
+  `exclude_days`      varchar(2048) NOT NULL DEFAULT '',       -- YYYY-MM-DD,... in the task's zone
+  `calendar`          varchar(64)  NOT NULL DEFAULT '',        -- a calendar of xtimer_calendars
   `http_target`       text         NULL,                      -- JSON, kind http
   `spec_override`     varchar(255) NULL,                      -- console edits, win until reset
   `dialect_override`  varchar(16)  NULL,
   `tz_override`       varchar(64)  NULL,
+  `pause_note`        varchar(1024) NOT NULL DEFAULT '',       -- why it was last paused or resumed
   `created_ms`        bigint       NOT NULL DEFAULT 0,
   `updated_ms`        bigint       NOT NULL DEFAULT 0,
   `version`           bigint       NOT NULL DEFAULT 0,        -- +1 on every change
@@ -74,6 +79,7 @@ CREATE TABLE IF NOT EXISTS `xtimer_executions` (
   `next_attempt_ms` bigint       NOT NULL DEFAULT 0,
   `updated_ms`      bigint       NOT NULL DEFAULT 0,
   `cancel_ms`       bigint       NOT NULL DEFAULT 0,          -- when a later fire asked this run to stop (cancel_other)
+  `planned_ms`      bigint       NOT NULL DEFAULT 0,          -- run_time plus the jitter offset; 0 = run_time
   PRIMARY KEY (`id`),
   -- Five indexes, no more: every fire writes its row several times. See
   -- store.Execution for which query each serves.
