@@ -109,8 +109,8 @@ type Task struct {
 	// PauseNote says why the task was last paused or resumed, as the
 	// operator or the engine (pause on failure) wrote it.
 	PauseNote string `gorm:"column:pause_note;size:1024;not null;default:''"`
-	CreatedMs       int64   `gorm:"column:created_ms;not null;default:0"`
-	UpdatedMs       int64   `gorm:"column:updated_ms;not null;default:0"`
+	CreatedMs int64  `gorm:"column:created_ms;not null;default:0"`
+	UpdatedMs int64  `gorm:"column:updated_ms;not null;default:0"`
 	// Version grows by one on every change to the row; TaskVersions lets
 	// every replica spot changes cheaply.
 	Version int64 `gorm:"column:version;not null;default:0"`
