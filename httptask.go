@@ -111,6 +111,9 @@ type HTTPTask struct {
 	// still going, as WithOverlap does for a Go task. Defaults to
 	// OverlapAllowAll.
 	Overlap OverlapPolicy
+	// Jitter spreads each fire's start over [0, Jitter) after its nominal
+	// instant, as WithJitter does for a Go task. Zero means none.
+	Jitter time.Duration
 	// Paused creates the task paused. Status afterwards is Pause/Resume's.
 	Paused bool
 }
@@ -274,7 +277,7 @@ func (s *Scheduler) HTTPTask(ctx context.Context, code string) (HTTPTask, error)
 		Timeout: time.Duration(row.TimeoutMs) * time.Millisecond, MaxAttempts: row.MaxAttempts,
 		BackoffBase: time.Duration(row.BackoffBaseMs) * time.Millisecond, BackoffMax: time.Duration(row.BackoffMaxMs) * time.Millisecond,
 		MaxConcurrent: sp.MaxConcurrent, Overlap: OverlapPolicy(cmp.Or(row.Overlap, string(OverlapAllowAll))),
-		Paused: row.Status == store.TaskPaused,
+		Jitter: time.Duration(row.JitterMs) * time.Millisecond, Paused: row.Status == store.TaskPaused,
 	}
 	if row.SpecOverride != nil || row.DialectOverride != nil || row.TZOverride != nil {
 		// A console edit of the schedule is the task's schedule now.
@@ -350,8 +353,9 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 	if len(t.Spec) > 255 {
 		return nil, bad("spec", shorten(t.Spec), "longer than 255 bytes")
 	}
-	if _, err := ParseSchedule(t.Spec, opts...); err != nil {
-		return nil, &FieldError{Task: t.Code, Field: "spec", Value: t.Spec, Reason: specReason(err), err: err}
+	sched, specErr := ParseSchedule(t.Spec, opts...)
+	if specErr != nil {
+		return nil, &FieldError{Task: t.Code, Field: "spec", Value: t.Spec, Reason: specReason(specErr), err: specErr}
 	}
 
 	// The request.
@@ -487,6 +491,16 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 		return nil, bad("overlap", string(t.Overlap), "want allow, forbid, buffer_one, buffer_all or cancel_other")
 	}
 
+	if t.Jitter != 0 {
+		reason := jitterProblem(t.Jitter)
+		if reason == "" {
+			reason = jitterTooLong(sched, t.Jitter, s.opts.Clock.Now())
+		}
+		if reason != "" {
+			return nil, bad("jitter", t.Jitter.String(), reason)
+		}
+	}
+
 	target, err := json.Marshal(httpSpec{HTTPTarget: tg, MaxConcurrent: t.MaxConcurrent})
 	if err != nil {
 		return nil, fmt.Errorf("xtimer: http task %q: encode target: %w", t.Code, err)
@@ -498,7 +512,7 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 		TimeoutMs: t.Timeout.Milliseconds(), MaxAttempts: t.MaxAttempts,
 		BackoffBaseMs: t.BackoffBase.Milliseconds(), BackoffMaxMs: t.BackoffMax.Milliseconds(),
 		Misfire: string(MisfireRunOnce), MisfireWindowMs: DefaultMisfireWindow.Milliseconds(), Overlap: string(t.Overlap),
-		HTTPTarget: &js,
+		JitterMs: t.Jitter.Milliseconds(), HTTPTarget: &js,
 	}
 	if t.Paused {
 		row.Status = store.TaskPaused

@@ -172,6 +172,17 @@ func ExampleWithMaxRuns() {
 	// 3
 }
 
+func ExampleWithJitter() {
+	// Reports due at 09:00 on every service would hit the warehouse
+	// together: each fire starts up to 45 s later, at an offset of its own
+	// that every replica computes alike. Run.ScheduledAt stays 09:00.
+	s, task, stop := startExample("jitter", "0 0 9 * * *", xtimer.WithJitter(45*time.Second))
+	defer stop()
+	fmt.Println(task(s).Jitter)
+	// Output:
+	// 45s
+}
+
 func ExampleScheduler_Pause() {
 	s, task, stop := startExample("pause", "0 * * * * *")
 	defer stop()

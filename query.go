@@ -219,6 +219,9 @@ type Task struct {
 	// MaxRuns is the most scheduled fires the task gets (WithMaxRuns); 0
 	// when there is no cap.
 	MaxRuns int64
+	// Jitter spreads each fire's start over [0, Jitter) after its nominal
+	// instant (WithJitter); 0 when the task has none.
+	Jitter time.Duration
 	// Replicas counts the live replicas that can run the task: those that
 	// registered its handler, or every live replica for an HTTP task. While
 	// it is 0 the task's fires wait.
@@ -304,6 +307,7 @@ func toTask(row store.Task, live []store.Replica, zones map[string]*time.Locatio
 		Misfire:     MisfirePolicy(cmp.Or(row.Misfire, string(MisfireRunOnce))),
 		Overlap:     OverlapPolicy(cmp.Or(row.Overlap, string(OverlapAllow))),
 		MaxRuns:     row.MaxRuns,
+		Jitter:      time.Duration(row.JitterMs) * time.Millisecond,
 	}
 	t.MisfireWindow = time.Duration(row.MisfireWindowMs) * time.Millisecond
 	if t.MisfireWindow <= 0 {

@@ -90,6 +90,7 @@ type Execution struct {
 	App         string
 	Code        string
 	RunTime     time.Time // the planned instant
+	PlannedAt   time.Time // when it was planned to start: RunTime, plus its WithJitter offset; lateness counts from it
 	Status      Status
 	Reason      string // why skipped or failed without an error of the handler: paused, overlap, misfire, replica lost
 	Source      Source

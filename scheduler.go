@@ -442,7 +442,7 @@ func (s *Scheduler) Register(code, spec string, h Handler, opts ...TaskOption) e
 		shared = s.regOpts[key]
 	}
 	s.regMu.Unlock()
-	sched, err := cfg.validate(shared)
+	sched, err := cfg.validate(shared, s.opts.Clock.Now())
 	if err != nil {
 		return err
 	}
@@ -590,7 +590,7 @@ func toExecution(r store.Execution, loc *time.Location) Execution {
 		return time.UnixMilli(ms).In(loc)
 	}
 	return Execution{
-		ID: r.ID, App: r.App, Code: r.TaskCode, RunTime: at(r.RunTime),
+		ID: r.ID, App: r.App, Code: r.TaskCode, RunTime: at(r.RunTime), PlannedAt: at(r.Planned()),
 		Status: Status(r.Status), Reason: r.Reason, Source: Source(r.Source),
 		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Replica: r.Replica,
 		StartedAt: at(r.StartedMs), FinishedAt: at(r.FinishedMs),

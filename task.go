@@ -423,7 +423,8 @@ func WithMaxRuns(n int64) TaskOption {
 // the spec read with the options' dialect and zone. known, when not nil,
 // are options validated before that equal c's but for the code and the
 // name: their spec is not read again (a million Registers of one spec).
-func (c *taskConfig) validate(known *regOpts) (Schedule, error) {
+// now is where the check of WithJitter starts reading the schedule.
+func (c *taskConfig) validate(known *regOpts, now time.Time) (Schedule, error) {
 	if !validCode(c.code) {
 		return nil, fmt.Errorf("xtimer: task code %q: want 1-128 characters of lower-case letters, digits and . _ : - starting with a letter or digit", c.code)
 	}
@@ -439,6 +440,9 @@ func (c *taskConfig) validate(known *regOpts) (Schedule, error) {
 	}
 	if c.locSet && sched.Location().String() != c.loc.String() {
 		return nil, fmt.Errorf("xtimer: task %q: spec %q names zone %s but WithLocation says %s", c.code, c.spec, sched.Location(), c.loc)
+	}
+	if reason := jitterTooLong(sched, c.jitter, now); reason != "" {
+		return nil, &taskError{c.code, optionError("WithJitter", c.jitter, reason)}
 	}
 	return sched, nil
 }

@@ -503,8 +503,8 @@ func TestAPIExecutionDetail(t *testing.T) {
 	id := rows[0].ID
 	v := apiData[ExecutionView](t, apiGet(t, f, fmt.Sprintf("api/executions/%d", id)))
 	require.Equal(t, ExecutionView{
-		ID: id, App: f.S.App(), Task: "billing.reconcile", RunTime: utc(2026, 11, 27, 8, 0), Status: store.StatusFailed,
-		Source: store.SourceSchedule, Attempt: 2, MaxAttempts: 3, Replica: "replica-b",
+		ID: id, App: f.S.App(), Task: "billing.reconcile", RunTime: utc(2026, 11, 27, 8, 0), PlannedAt: utc(2026, 11, 27, 8, 0),
+		Status: store.StatusFailed, Source: store.SourceSchedule, Attempt: 2, MaxAttempts: 3, Replica: "replica-b",
 		RecordedAt: ptr(utc(2026, 11, 27, 7, 59)), StartedAt: ptr(utc(2026, 11, 27, 8, 0).Add(250 * time.Millisecond)),
 		FinishedAt: ptr(utc(2026, 11, 27, 8, 0).Add(1250 * time.Millisecond)), LatenessMs: 250, DurationMs: 1000,
 		Output: ptr("line 1\nline 2\n"), Error: ptr("first line\nsecond line"), ErrorHead: "first line…", Zone: "Europe/Paris",

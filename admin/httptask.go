@@ -44,6 +44,9 @@ type TaskEdit struct {
 	// Overlap is the overlap policy's stored value: allow (the default),
 	// forbid, buffer_one, buffer_all or cancel_other.
 	Overlap string `json:"overlap"`
+	// JitterMs spreads each fire's start over [0, jitter_ms) after its
+	// nominal instant (WithJitter); 0 for none.
+	JitterMs int64 `json:"jitter_ms"`
 	// Paused creates the task paused; on PUT, when given, it pauses or
 	// resumes the task.
 	Paused *bool `json:"paused"`
@@ -109,6 +112,7 @@ func (e *TaskEdit) task() xtimer.HTTPTask {
 		Timeout: time.Duration(e.TimeoutMs) * time.Millisecond, MaxAttempts: e.MaxAttempts,
 		BackoffBase: time.Duration(e.BackoffBaseMs) * time.Millisecond, BackoffMax: time.Duration(e.BackoffMaxMs) * time.Millisecond,
 		MaxConcurrent: e.MaxConcurrent, Overlap: xtimer.OverlapPolicy(e.Overlap), Paused: e.Paused != nil && *e.Paused,
+		Jitter: time.Duration(e.JitterMs) * time.Millisecond,
 	}
 }
 
@@ -202,6 +206,7 @@ func changedFields(before xtimer.HTTPTask, edit *TaskEdit) []string {
 	add("backoff_max_ms", after.BackoffMax != 0 && before.BackoffMax != after.BackoffMax)
 	add("max_concurrent", after.MaxConcurrent != 0 && before.MaxConcurrent != after.MaxConcurrent)
 	add("overlap", after.Overlap != "" && before.Overlap != after.Overlap)
+	add("jitter_ms", before.Jitter != after.Jitter)
 	return out
 }
 
@@ -306,6 +311,7 @@ type taskFormPage struct {
 	TimeoutMs    int64
 	BackoffBase  int64
 	BackoffMax   int64
+	JitterMs     int64
 	CanSave      bool
 	CancelURL    string
 }
@@ -346,7 +352,7 @@ func (c *console) renderTaskForm(w http.ResponseWriter, r *http.Request, title s
 		Overlaps: withValue(overlapPolicies, overlap), Overlap: overlap,
 		SecretSet: t.Target.Secret != "", TimeoutMs: t.Timeout.Milliseconds(),
 		BackoffBase: t.BackoffBase.Milliseconds(), BackoffMax: t.BackoffMax.Milliseconds(),
-		CanSave: !c.opts.ReadOnly, CancelURL: c.prefix}
+		JitterMs: t.Jitter.Milliseconds(), CanSave: !c.opts.ReadOnly, CancelURL: c.prefix}
 	p.Task.Target.Secret = "" // the input stays empty: "set — leave empty to keep"
 	p.Headers = httpTargetView(t).Headers
 	for len(p.Headers) < minHeaderRows {

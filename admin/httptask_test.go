@@ -42,7 +42,7 @@ func hookEdit(code string) TaskEdit {
 			Body: `{"full":true}`, SuccessCodes: []int{200, 202}, Secret: hookSigKey,
 		},
 		TimeoutMs: 30000, MaxAttempts: 3, BackoffBaseMs: 1000, BackoffMaxMs: 60000, MaxConcurrent: 4,
-		Overlap: "buffer_all",
+		Overlap: "buffer_all", JitterMs: 30000,
 	}
 }
 
@@ -213,6 +213,8 @@ func TestAPIHTTPTaskFieldErrorsNameTheField(t *testing.T) {
 		{"backoff_max_ms", "500", func(e *TaskEdit) { e.BackoffMaxMs = 500 }},
 		{"max_concurrent", "5000", func(e *TaskEdit) { e.MaxConcurrent = 5000 }},
 		{"overlap", "sometimes", func(e *TaskEdit) { e.Overlap = "sometimes" }},
+		{"jitter_ms", "120000", func(e *TaskEdit) { e.JitterMs = 120_000 }},
+		{"jitter_ms", "5000", func(e *TaskEdit) { e.Spec, e.JitterMs = "@every 5s", 5000 }},
 	} {
 		e := hookEdit("billing.hook")
 		c.edit(&e)
@@ -285,7 +287,7 @@ func TestTaskFormPages(t *testing.T) {
 	p := pagesGet(t, f, "tasks/new")
 	require.Equal(t, http.StatusOK, p.Status, p.Body)
 	form := pagesSection(t, p.Body, "task-form", "</form>")
-	for _, name := range []string{"code", "name", "description", "owner", "method", "url", "header_name", "header_value", "header_secret", "body", "success_codes", "secret", "timeout_ms", "max_attempts", "backoff_base_ms", "backoff_max_ms", "max_concurrent", "overlap", "paused", "spec", "dialect", "zone"} {
+	for _, name := range []string{"code", "name", "description", "owner", "method", "url", "header_name", "header_value", "header_secret", "body", "success_codes", "secret", "timeout_ms", "max_attempts", "backoff_base_ms", "backoff_max_ms", "max_concurrent", "overlap", "jitter_ms", "paused", "spec", "dialect", "zone"} {
 		require.Contains(t, form, `name="`+name+`"`, name)
 	}
 	require.Equal(t, minHeaderRows, strings.Count(form, `name="header_name"`), "rows to fill without JavaScript")
@@ -383,4 +385,21 @@ func TestPagesShowTheHTTPStatus(t *testing.T) {
 	require.Equal(t, 503, v.HTTPStatus)
 	list := apiData[[]ExecutionView](t, apiGet(t, f, "api/executions?task=billing.hook"))
 	require.Equal(t, []int{503, 202}, []int{list[0].HTTPStatus, list[1].HTTPStatus})
+}
+
+// A jittered fire's page shows its planned start beside its run time,
+// and the task's page its jitter; a fire without jitter shows neither.
+func TestPagesShowTheJitter(t *testing.T) {
+	t.Parallel()
+	f := setup(t, fixtureOpts{})
+	require.Equal(t, http.StatusCreated, apiSend(t, f, http.MethodPost, "api/tasks", jsonBody(t, hookEdit("billing.hook"))).Status)
+	run := fakeStart.Add(-2 * time.Minute).UnixMilli()
+	rows := insertExecutions(t, f,
+		store.Execution{TaskCode: "billing.hook", RunTime: run, PlannedMs: run + 7250, Status: store.StatusSucceeded, Source: store.SourceSchedule, Attempt: 1, MaxAttempts: 3},
+		store.Execution{TaskCode: "billing.hook", RunTime: run + 60_000, Status: store.StatusSucceeded, Source: store.SourceSchedule, Attempt: 1, MaxAttempts: 3},
+	)
+	jittered := pagesGet(t, f, fmt.Sprintf("executions/%d", rows[0].ID)).Body
+	require.Contains(t, pagesBetween(t, jittered, `id="planned-at"`, "</dd>"), "jitter 7.2 s")
+	require.NotContains(t, pagesGet(t, f, fmt.Sprintf("executions/%d", rows[1].ID)).Body, `id="planned-at"`)
+	require.Contains(t, pagesBetween(t, pagesGet(t, f, "tasks/billing.hook").Body, `id="jitter"`, "</dd>"), "up to 30 s after each fire")
 }

@@ -63,6 +63,7 @@ type TaskView struct {
 	Overlap         string     `json:"overlap"`
 	EndAt           *time.Time `json:"end_at,omitempty"`
 	MaxRuns         int64      `json:"max_runs"`
+	JitterMs        int64      `json:"jitter_ms"`
 
 	NextRun *time.Time     `json:"next_run,omitempty"`
 	Last    *ExecutionView `json:"last,omitempty"`
@@ -77,10 +78,13 @@ type TaskView struct {
 // beyond their first line (OutputHead, ErrorHead); one execution has them
 // whole.
 type ExecutionView struct {
-	ID          int64      `json:"id"`
-	App         string     `json:"app"`
-	Task        string     `json:"task"`
-	RunTime     time.Time  `json:"run_time"`
+	ID      int64     `json:"id"`
+	App     string    `json:"app"`
+	Task    string    `json:"task"`
+	RunTime time.Time `json:"run_time"`
+	// PlannedAt is when the fire was planned to start: run_time plus the
+	// task's jitter offset (run_time without jitter).
+	PlannedAt   time.Time  `json:"planned_at"`
 	Status      string     `json:"status"`
 	Reason      string     `json:"reason,omitempty"`
 	Source      string     `json:"source"`
@@ -172,10 +176,14 @@ func firstLine(s string, max int) string {
 	return s
 }
 
+// JitterMs is how long after its run time the fire was planned to start
+// (the task's jitter), for the execution page.
+func (v ExecutionView) JitterMs() int64 { return v.PlannedAt.Sub(v.RunTime).Milliseconds() }
+
 // executionView turns a row into its view; whole includes output and error.
 func executionView(r store.Execution, zone string, whole bool) ExecutionView {
 	v := ExecutionView{
-		ID: r.ID, App: r.App, Task: r.TaskCode, RunTime: time.UnixMilli(r.RunTime).UTC(),
+		ID: r.ID, App: r.App, Task: r.TaskCode, RunTime: time.UnixMilli(r.RunTime).UTC(), PlannedAt: time.UnixMilli(r.Planned()).UTC(),
 		Status: r.Status, Reason: r.Reason, Source: r.Source, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
 		Replica: r.Replica, RecordedAt: msTime(r.ScheduledMs), StartedAt: msTime(r.StartedMs),
 		FinishedAt: msTime(r.FinishedMs), NextAttempt: msTime(r.NextAttemptMs),
@@ -231,7 +239,7 @@ func (c *console) taskView(t store.Task, live []store.Replica, last *store.Execu
 		Overridden: t.SpecOverride != nil || t.DialectOverride != nil || t.TZOverride != nil,
 		TimeoutMs:  t.TimeoutMs, MaxAttempts: t.MaxAttempts, BackoffBaseMs: t.BackoffBaseMs, BackoffMaxMs: t.BackoffMaxMs,
 		Misfire: t.Misfire, MisfireWindowMs: t.MisfireWindowMs, Overlap: t.Overlap, EndAt: msTime(t.EndAtMs),
-		MaxRuns: t.MaxRuns, CreatedAt: time.UnixMilli(t.CreatedMs).UTC(), UpdatedAt: time.UnixMilli(t.UpdatedMs).UTC(),
+		MaxRuns: t.MaxRuns, JitterMs: t.JitterMs, CreatedAt: time.UnixMilli(t.CreatedMs).UTC(), UpdatedAt: time.UnixMilli(t.UpdatedMs).UTC(),
 		Version: t.Version,
 	}
 	for _, r := range live {

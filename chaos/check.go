@@ -159,6 +159,7 @@ func (h *harness) check() int {
 	for code := range bufferSkips {
 		codes = append(codes, code)
 	}
+	codes = append(codes, jitterTasks...)
 	slices.Sort(codes)
 	inOutage := func(at int64) bool {
 		// A fire is in an outage from the stop until 20 s after the start:
@@ -198,6 +199,9 @@ func (h *harness) check() int {
 		if buffer {
 			step, end = 2000, to-bufferTail.Milliseconds()
 		}
+		if slices.Contains(jitterTasks, code) {
+			step, end = jitterStep, to-jitterStep // a fire's start may fall after the final SIGTERM
+		}
 		for at := (from + step - 1) / step * step; at < end; at += step {
 			k := fireKey{code, at}
 			fires++
@@ -219,7 +223,11 @@ func (h *harness) check() int {
 				}
 			}
 			if len(inv) > 0 && !buffer { // a buffered fire waits by design
-				lateness = append(lateness, inv[0].started-at)
+				due := at
+				if row != nil {
+					due = row.Planned() // a jittered fire is due at its planned start
+				}
+				lateness = append(lateness, inv[0].started-due)
 			}
 			if len(inv) > 0 {
 				if row != nil && row.Status != store.StatusSucceeded && row.Status != store.StatusRunning {
@@ -295,8 +303,8 @@ func (h *harness) maxFailover(invs map[fireKey][]invocation) float64 {
 		var at fireKey
 		first := k.at.Truncate(time.Second).Add(time.Second).UnixMilli()
 		for code := range k.codes {
-			if _, buffer := bufferSkips[code]; buffer {
-				continue // its fires wait for its long runs by design
+			if _, buffer := bufferSkips[code]; buffer || slices.Contains(jitterTasks, code) {
+				continue // its fires wait for its long runs, or start late, by design
 			}
 			for t := first; t < k.at.Add(15*time.Second).UnixMilli(); t += 1000 {
 				if inv := invs[fireKey{code, t}]; len(inv) > 0 && inv[0].started-t > kmax {

@@ -92,6 +92,13 @@ func taskCode(i int) string { return fmt.Sprintf("chaos.t.%03d", i) }
 // or stop the run before (OverlapCancelOther).
 var bufferSkips = map[string]bool{"chaos.buffer.one": true, "chaos.buffer.all": false, "chaos.cancel.other": false}
 
+// jitterTasks are the replicas' jittered tasks (replica/main.go's
+// JitterTasks), firing every jitterStep, each fire starting up to 4 s
+// after it.
+var jitterTasks = []string{"chaos.jitter.a", "chaos.jitter.b", "chaos.jitter.c"}
+
+const jitterStep = 5000 // ms
+
 // bufferTail is how much earlier than the others' the buffer tasks'
 // window ends: a fire due just before the final SIGTERM may wait for a
 // long run and not start before it.

@@ -81,6 +81,17 @@ func BufferRun(runTime int64) time.Duration {
 	return 200 * time.Millisecond
 }
 
+// JitterTasks fire every five seconds (JitterSpec), each fire starting up
+// to JitterMax after its nominal instant (WithJitter): the harness checks
+// them once per fire like the others, and their lateness from the
+// planned start their rows record.
+var JitterTasks = []string{"chaos.jitter.a", "chaos.jitter.b", "chaos.jitter.c"}
+
+const (
+	JitterSpec = "*/5 * * * * *"
+	JitterMax  = 4 * time.Second
+)
+
 // skewedClock is a replica whose wall clock runs off by a fixed offset, as
 // an unsynchronised host's would: Now is shifted, durations are not (a
 // timer of d still rings after d of real time).
@@ -159,6 +170,11 @@ func run(app, dsn, redisAddr, id string, tasks int, extra bool, skew time.Durati
 	}
 	for code, policy := range BufferTasks {
 		if err := s.Register(code, BufferSpec, buffered, xtimer.WithOverlap(policy)); err != nil {
+			return err
+		}
+	}
+	for _, code := range JitterTasks {
+		if err := s.Register(code, JitterSpec, record, xtimer.WithJitter(JitterMax)); err != nil {
 			return err
 		}
 	}

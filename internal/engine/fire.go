@@ -211,7 +211,7 @@ func (d *dispatcher) arm(r store.Execution) {
 		return
 	}
 	d.armedIDs[r.ID] = true
-	d.pushArmedLocked(&armedFire{row: r, due: time.UnixMilli(r.RunTime), exact: exact})
+	d.pushArmedLocked(&armedFire{row: r, due: time.UnixMilli(r.Planned()), exact: exact})
 	d.mu.Unlock()
 	d.poke()
 }
@@ -503,7 +503,7 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 	for _, f := range due {
 		r := f.row
 		t, runs, goHandler := d.view.fireTask(r.TaskCode)
-		late := now.Sub(time.UnixMilli(r.RunTime))
+		late := now.Sub(time.UnixMilli(r.Planned()))
 		window := time.Duration(t.misfireWindowMs()) * time.Millisecond
 		switch {
 		case t == nil || !runs:
@@ -568,8 +568,8 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 	if len(fence) == 0 {
 		return
 	}
-	if last := slices.MaxFunc(fence, func(a, b store.Execution) int { return cmp.Compare(a.RunTime, b.RunTime) }); last.RunTime > now.UnixMilli() {
-		d.lastLead.Store(int64(time.UnixMilli(last.RunTime).Sub(now)))
+	if last := slices.MaxFunc(fence, func(a, b store.Execution) int { return cmp.Compare(a.Planned(), b.Planned()) }); last.Planned() > now.UnixMilli() {
+		d.lastLead.Store(int64(time.UnixMilli(last.Planned()).Sub(now)))
 	}
 	ids := make([]int64, len(fence))
 	for i, r := range fence {
@@ -610,8 +610,8 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 			d.log.Info("fire not started here: another replica took it over", "task", r.TaskCode, "execution", r.ID)
 			continue
 		}
-		// StartFires recorded the start at the run time, or now if later.
-		if at := time.UnixMilli(max(r.RunTime, now.UnixMilli())); at.After(now) {
+		// StartFires recorded the start at the planned start, or now if later.
+		if at := time.UnixMilli(max(r.Planned(), now.UnixMilli())); at.After(now) {
 			heap.Push(&d.claimed, &armedFire{row: r, due: at})
 		} else {
 			d.begin(r, at)
@@ -807,7 +807,7 @@ func (s *Engine) startAttempt(r store.Execution, now time.Time) {
 			return // the attributes below cost more than starting the fire did
 		}
 		attrs := []any{"task", r.TaskCode, "execution", r.ID, "attempt", r.Attempt, "status", fin.Status,
-			"duration", out.Finished.Sub(out.Started), "lateness", out.Started.Sub(time.UnixMilli(r.RunTime))}
+			"duration", out.Finished.Sub(out.Started), "lateness", out.Started.Sub(time.UnixMilli(attemptDue(r)))}
 		if level == slog.LevelInfo {
 			attrs = append(attrs, "next_attempt", time.UnixMilli(fin.NextAttemptMs))
 		}

@@ -891,11 +891,14 @@ func (p *planner) rowsFor(ctx context.Context, now time.Time, t *taskState, ats 
 	}
 	row := func(at time.Time, status, source, reason string) store.Execution {
 		return store.Execution{App: p.opts.App, TaskCode: t.code, RunTime: at.UnixMilli(), Status: status,
-			Source: source, Reason: reason, MaxAttempts: max(t.def.MaxAttempts, 1), Replica: owner}
+			Source: source, Reason: reason, MaxAttempts: max(t.def.MaxAttempts, 1), Replica: owner,
+			PlannedMs: t.plannedStart(p.opts.App, at)}
 	}
 	var missed, onTime []time.Time
 	for _, at := range ats {
-		if now.Sub(at) > misfireAfter {
+		// Overdue counts from the planned start: a jittered fire is not
+		// late before it (WithJitter).
+		if planned := t.plannedStart(p.opts.App, at); now.Sub(time.UnixMilli(max(planned, at.UnixMilli()))) > misfireAfter {
 			missed = append(missed, at)
 		} else {
 			onTime = append(onTime, at)

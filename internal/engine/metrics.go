@@ -191,7 +191,7 @@ func (s *Engine) attemptBegins(r store.Execution, at time.Time) {
 		kind = t.def.Kind
 	}
 	s.view.mu.Unlock()
-	m.lateness.WithLabelValues(kind).Observe(max(at.Sub(time.UnixMilli(r.RunTime)), 0).Seconds())
+	m.lateness.WithLabelValues(kind).Observe(max(at.Sub(time.UnixMilli(r.Planned())), 0).Seconds())
 }
 
 // attemptEnds is called once an attempt returned (or timed out) and was

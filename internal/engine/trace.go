@@ -117,10 +117,11 @@ func (s *Engine) startSpan(r store.Execution) (context.Context, endSpan) {
 }
 
 // attemptDue is when attempt r was due to start, in Unix ms: the fire's
-// run time for the first attempt, the retry's back-off instant after.
+// planned start (its run time, plus its jitter) for the first attempt,
+// the retry's back-off instant after.
 func attemptDue(r store.Execution) int64 {
 	if r.Attempt > 1 {
 		return r.NextAttemptMs
 	}
-	return r.RunTime
+	return r.Planned()
 }

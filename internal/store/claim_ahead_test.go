@@ -68,3 +68,43 @@ func TestStartFiresAheadRecordsTheRunTimeAndUnclaimUndoesIt(t *testing.T) {
 		require.Empty(t, got, "released: it is nobody's until claimed")
 	})
 }
+
+// A jittered fire keeps its planned start (planned_ms) beside its run
+// time, in a chunk whose other fires have none; StartFires records the
+// start at the planned start when claimed ahead of it, and the lateness
+// from the planned start when claimed after it. A planned start before
+// the run time is refused.
+func TestStartFiresMeasuresJitteredFiresFromTheirPlannedStart(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		rows, err := b.store.InsertFires(b.ctx, []store.Execution{
+			{App: b.app, TaskCode: "ahead", RunTime: t0, PlannedMs: t0 + 7000, Replica: "r1"},
+			{App: b.app, TaskCode: "late", RunTime: t0 - 9000, PlannedMs: t0 - 3000, Replica: "r1"},
+			{App: b.app, TaskCode: "plain", RunTime: t0 + 1000, Replica: "r1"},
+		})
+		require.NoError(t, err)
+		require.Len(t, rows, 3)
+		ahead, late, plain := rows[0], rows[1], rows[2]
+		for _, r := range rows {
+			e, readErr := b.store.Execution(b.ctx, r.ID)
+			require.NoError(t, readErr)
+			require.Equal(t, r.PlannedMs, e.PlannedMs, r.TaskCode)
+		}
+		require.Equal(t, t0+1000, plain.Planned(), "no jitter: the run time")
+
+		got, err := b.store.StartFires(b.ctx, b.app, []int64{ahead.ID, late.ID, plain.ID}, "r1", t0)
+		require.NoError(t, err)
+		require.ElementsMatch(t, []int64{ahead.ID, late.ID, plain.ID}, got)
+		for _, c := range []struct {
+			id                int64
+			started, lateness int64
+		}{{ahead.ID, t0 + 7000, 0}, {late.ID, t0, 3000}, {plain.ID, t0 + 1000, 0}} {
+			e, readErr := b.store.Execution(b.ctx, c.id)
+			require.NoError(t, readErr)
+			require.Equal(t, c.started, e.StartedMs, e.TaskCode)
+			require.Equal(t, c.lateness, e.LatenessMs, e.TaskCode)
+		}
+
+		_, err = b.store.InsertFires(b.ctx, []store.Execution{{App: b.app, TaskCode: "early", RunTime: t0, PlannedMs: t0 - 1}})
+		require.ErrorContains(t, err, "planned_ms")
+	})
+}

@@ -128,12 +128,14 @@ func (s *Store) ScheduledRuns(ctx context.Context, app, code string) (int64, err
 	return n, nil
 }
 
-// The start StartFires records: the fire's run time when the claim is
-// made ahead of it, the claim's instant otherwise; and its lateness. Both
-// take the claim's instant twice.
+// The start StartFires records: the fire's planned start (its run time,
+// or planned_ms under jitter) when the claim is made ahead of it, the
+// claim's instant otherwise; and its lateness, from the planned start.
+// Both take the claim's instant twice.
 const (
-	claimStart    = "CASE WHEN run_time > ? THEN run_time ELSE ? END"
-	claimLateness = "CASE WHEN run_time > ? THEN 0 ELSE ? - run_time END"
+	plannedStart  = "(CASE WHEN planned_ms > 0 THEN planned_ms ELSE run_time END)"
+	claimStart    = "CASE WHEN " + plannedStart + " > ? THEN " + plannedStart + " ELSE ? END"
+	claimLateness = "CASE WHEN " + plannedStart + " > ? THEN 0 ELSE ? - " + plannedStart + " END"
 )
 
 // StartFires claims the first attempts of the given executions for
@@ -149,8 +151,8 @@ const (
 // updates): the claim stays a few milliseconds for hundreds of fires. The
 // status moves to running afterwards, batched, with MarkRunning.
 //
-// The start recorded is claimMs, or the run time of a fire claimed ahead
-// of it (claimMs before its run time): the replica starts it then.
+// The start recorded is claimMs, or the planned start of a fire claimed
+// ahead of it (Execution.Planned): the replica starts it then.
 func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica string, claimMs int64) ([]int64, error) {
 	if len(ids) == 0 {
 		return nil, nil

@@ -117,7 +117,7 @@ func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim st
 	}
 	order, byShape := groupBy(items, func(i int) Execution {
 		shape := rows[i]
-		shape.TaskCode, shape.RunTime, shape.MaxAttempts = "", 0, 0
+		shape.TaskCode, shape.RunTime, shape.MaxAttempts, shape.PlannedMs = "", 0, 0, 0
 		return shape
 	})
 	at := make(map[fireKey]int, len(rows)) // rows' index by key, for what the database answers
@@ -130,10 +130,19 @@ func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim st
 		for from := 0; from < len(idx); from += insertFiresChunk {
 			chunk := idx[from:min(from+insertFiresChunk, len(idx))]
 			codes, runTimes, attempts := make([]string, len(chunk)), make([]int64, len(chunk)), make([]int64, len(chunk))
+			var planned []int64 // nil unless a fire of the chunk is jittered
 			for k, i := range chunk {
 				codes[k], runTimes[k], attempts[k] = rows[i].TaskCode, rows[i].RunTime, int64(rows[i].MaxAttempts)
+				if rows[i].PlannedMs != 0 && planned == nil {
+					planned = make([]int64, len(chunk))
+				}
 			}
-			q, source, err := insertFiresSQL(dialect, codes, runTimes, attempts)
+			if planned != nil {
+				for k, i := range chunk {
+					planned[k] = rows[i].PlannedMs
+				}
+			}
+			q, source, err := insertFiresSQL(dialect, codes, runTimes, attempts, planned)
 			if err != nil {
 				return nil, err
 			}
@@ -228,40 +237,62 @@ func appendInserted(mine, rows []Execution, at map[fireKey]int, got []insertedKe
 
 // insertFiresSQL is insertFireRows' statement on one dialect, and the
 // arguments that carry the fires' task codes, run times and attempts
-// allowed, after the 17 values the fires share (app, claim, updated_ms,
-// status, reason, source, attempt, replica, scheduled_ms, started_ms,
-// finished_ms, lateness_ms, duration_ms, http_status, output, error,
-// next_attempt_ms).
-func insertFiresSQL(dialect string, codes []string, runTimes, attempts []int64) (string, []any, error) {
-	const columns = `INSERT INTO xtimer_executions (app, claim, updated_ms, status, reason, source, attempt, replica,
+// allowed (and planned starts, unless planned is nil: no fire is
+// jittered, and the column keeps its default), after the 17 values the
+// fires share (app, claim, updated_ms, status, reason, source, attempt,
+// replica, scheduled_ms, started_ms, finished_ms, lateness_ms,
+// duration_ms, http_status, output, error, next_attempt_ms).
+func insertFiresSQL(dialect string, codes []string, runTimes, attempts, planned []int64) (string, []any, error) {
+	columns := `INSERT INTO xtimer_executions (app, claim, updated_ms, status, reason, source, attempt, replica,
 		scheduled_ms, started_ms, finished_ms, lateness_ms, duration_ms, http_status, output, error, next_attempt_ms,
-		task_code, run_time, max_attempts) `
+		task_code, run_time, max_attempts`
+	if planned != nil {
+		columns += ", planned_ms"
+	}
+	columns += ") "
 	switch dialect {
 	case "postgres":
-		return columns + `SELECT $1::text, $2::text, $3::bigint, $4::text, $5::text, $6::text, $7::bigint, $8::text,
+		const shared = `SELECT $1::text, $2::text, $3::bigint, $4::text, $5::text, $6::text, $7::bigint, $8::text,
 			$9::bigint, $10::bigint, $11::bigint, $12::bigint, $13::bigint, $14::bigint, $15::text, $16::text, $17::bigint,
-			f.code, f.run_time, f.max_attempts
-			FROM unnest($18::text[], $19::bigint[], $20::bigint[]) AS f(code, run_time, max_attempts)
-			ON CONFLICT DO NOTHING RETURNING id, task_code, run_time`, []any{codes, runTimes, attempts}, nil
+			f.code, f.run_time, f.max_attempts`
+		const conflict = ` ON CONFLICT DO NOTHING RETURNING id, task_code, run_time`
+		if planned != nil {
+			return columns + shared + `, f.planned_ms
+				FROM unnest($18::text[], $19::bigint[], $20::bigint[], $21::bigint[]) AS f(code, run_time, max_attempts, planned_ms)` +
+				conflict, []any{codes, runTimes, attempts, planned}, nil
+		}
+		return columns + shared + `
+			FROM unnest($18::text[], $19::bigint[], $20::bigint[]) AS f(code, run_time, max_attempts)` +
+			conflict, []any{codes, runTimes, attempts}, nil
 	}
-	doc, err := jsonFires(codes, runTimes, attempts)
+	doc, err := jsonFires(codes, runTimes, attempts, planned)
 	if err != nil {
 		return "", nil, err
 	}
 	const shared = `SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `
 	if dialect == "mysql" {
-		return columns + shared + `f.code, f.run_time, f.max_attempts
-			FROM JSON_TABLE(?, '$[*]' COLUMNS (code VARCHAR(128) PATH '$[0]', run_time BIGINT PATH '$[1]', max_attempts BIGINT PATH '$[2]')) AS f
+		cols, pick := "", "f.code, f.run_time, f.max_attempts"
+		if planned != nil {
+			cols, pick = ", planned_ms BIGINT PATH '$[3]'", pick+", f.planned_ms"
+		}
+		return columns + shared + pick + `
+			FROM JSON_TABLE(?, '$[*]' COLUMNS (code VARCHAR(128) PATH '$[0]', run_time BIGINT PATH '$[1]', max_attempts BIGINT PATH '$[2]'` +
+			cols + `)) AS f
 			ON DUPLICATE KEY UPDATE claim = xtimer_executions.claim`, []any{doc}, nil
 	}
 	// SQLite: "WHERE true" tells its parser that ON starts the upsert, not
 	// a join's constraint.
-	return columns + shared + `json_extract(f.value, '$[0]'), json_extract(f.value, '$[1]'), json_extract(f.value, '$[2]')
+	pick := `json_extract(f.value, '$[0]'), json_extract(f.value, '$[1]'), json_extract(f.value, '$[2]')`
+	if planned != nil {
+		pick += `, json_extract(f.value, '$[3]')`
+	}
+	return columns + shared + pick + `
 		FROM json_each(?) AS f WHERE true ON CONFLICT DO NOTHING`, []any{doc}, nil
 }
 
-// jsonFires is a JSON array of [code, run time, attempts allowed] triples.
-func jsonFires(codes []string, runTimes, attempts []int64) (string, error) {
+// jsonFires is a JSON array of [code, run time, attempts allowed] triples,
+// or of quadruples with the planned start when planned is not nil.
+func jsonFires(codes []string, runTimes, attempts, planned []int64) (string, error) {
 	b := make([]byte, 0, len(codes)*40)
 	b = append(b, '[')
 	for i, code := range codes {
@@ -278,6 +309,10 @@ func jsonFires(codes []string, runTimes, attempts []int64) (string, error) {
 		b = strconv.AppendInt(b, runTimes[i], 10)
 		b = append(b, ',')
 		b = strconv.AppendInt(b, attempts[i], 10)
+		if planned != nil {
+			b = append(b, ',')
+			b = strconv.AppendInt(b, planned[i], 10)
+		}
 		b = append(b, ']')
 	}
 	return string(append(b, ']')), nil
@@ -310,6 +345,9 @@ func (s *Store) fireRows(fires []Execution, claim string) ([]Execution, error) {
 			return nil, fmt.Errorf("store: insert fires: row %d replica %q: want at most 128 bytes", i, f.Replica)
 		case len(f.Reason) > 64:
 			return nil, fmt.Errorf("store: insert fires: row %d reason %q: want at most 64 bytes", i, f.Reason)
+		case f.PlannedMs != 0 && f.PlannedMs < f.RunTime:
+			return nil, fmt.Errorf("store: insert fires: row %d (%s at %d) planned_ms %d: want 0 or at least the run time",
+				i, f.TaskCode, f.RunTime, f.PlannedMs)
 		}
 		k := fireKey{f.TaskCode, f.RunTime}
 		if seen[k] {

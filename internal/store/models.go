@@ -224,6 +224,15 @@ type Execution struct {
 // TableName is xtimer_executions, whatever the caller's naming strategy.
 func (Execution) TableName() string { return "xtimer_executions" }
 
+// Planned is when the fire was planned to start, Unix milliseconds UTC:
+// PlannedMs, or RunTime when the row has none (no jitter).
+func (e Execution) Planned() int64 {
+	if e.PlannedMs > 0 {
+		return e.PlannedMs
+	}
+	return e.RunTime
+}
+
 // Slot is one row of xtimer_slots: a (minute, bucket) whose fires were all
 // recorded. Minute is a Unix minute number (Unix seconds / 60), not
 // milliseconds; see MinuteOf.

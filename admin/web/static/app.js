@@ -440,6 +440,7 @@
       b.backoff_max_ms = number('backoff_max_ms');
       b.max_concurrent = number('max_concurrent');
       b.overlap = field('overlap');
+      b.jitter_ms = number('jitter_ms');
       if (!edit) b.paused = !!(form.elements.paused && form.elements.paused.checked);
       return b;
     }
