@@ -44,6 +44,9 @@ type TaskEdit struct {
 	// Overlap is the overlap policy's stored value: allow (the default),
 	// forbid, buffer_one, buffer_all or cancel_other.
 	Overlap string `json:"overlap"`
+	// PauseOnFailure pauses the task after this many consecutive failed
+	// fires (xtimer.HTTPTask.PauseOnFailure); 0, the default, never.
+	PauseOnFailure int `json:"pause_on_failure"`
 	// Paused creates the task paused; on PUT, when given, it pauses or
 	// resumes the task.
 	Paused *bool `json:"paused"`
@@ -109,6 +112,7 @@ func (e *TaskEdit) task() xtimer.HTTPTask {
 		Timeout: time.Duration(e.TimeoutMs) * time.Millisecond, MaxAttempts: e.MaxAttempts,
 		BackoffBase: time.Duration(e.BackoffBaseMs) * time.Millisecond, BackoffMax: time.Duration(e.BackoffMaxMs) * time.Millisecond,
 		MaxConcurrent: e.MaxConcurrent, Overlap: xtimer.OverlapPolicy(e.Overlap), Paused: e.Paused != nil && *e.Paused,
+		PauseOnFailure: e.PauseOnFailure,
 	}
 }
 
@@ -202,6 +206,7 @@ func changedFields(before xtimer.HTTPTask, edit *TaskEdit) []string {
 	add("backoff_max_ms", after.BackoffMax != 0 && before.BackoffMax != after.BackoffMax)
 	add("max_concurrent", after.MaxConcurrent != 0 && before.MaxConcurrent != after.MaxConcurrent)
 	add("overlap", after.Overlap != "" && before.Overlap != after.Overlap)
+	add("pause_on_failure", before.PauseOnFailure != after.PauseOnFailure)
 	return out
 }
 
