@@ -114,6 +114,10 @@ type HTTPTask struct {
 	// Jitter spreads each fire's start over [0, Jitter) after its nominal
 	// instant, as WithJitter does for a Go task. Zero means none.
 	Jitter time.Duration
+	// PauseOnFailure pauses the task after this many consecutive failed
+	// fires, as WithPauseOnFailure does for a Go task: 1-MaxPauseOnFailure,
+	// or 0 (the default) for never.
+	PauseOnFailure int
 	// Paused creates the task paused. Status afterwards is Pause/Resume's.
 	Paused bool
 }
@@ -277,7 +281,7 @@ func (s *Scheduler) HTTPTask(ctx context.Context, code string) (HTTPTask, error)
 		Timeout: time.Duration(row.TimeoutMs) * time.Millisecond, MaxAttempts: row.MaxAttempts,
 		BackoffBase: time.Duration(row.BackoffBaseMs) * time.Millisecond, BackoffMax: time.Duration(row.BackoffMaxMs) * time.Millisecond,
 		MaxConcurrent: sp.MaxConcurrent, Overlap: OverlapPolicy(cmp.Or(row.Overlap, string(OverlapAllowAll))),
-		Jitter: time.Duration(row.JitterMs) * time.Millisecond, Paused: row.Status == store.TaskPaused,
+		Jitter: time.Duration(row.JitterMs) * time.Millisecond, PauseOnFailure: row.PauseAfter, Paused: row.Status == store.TaskPaused,
 	}
 	if row.SpecOverride != nil || row.DialectOverride != nil || row.TZOverride != nil {
 		// A console edit of the schedule is the task's schedule now.
@@ -490,6 +494,9 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 	default:
 		return nil, bad("overlap", string(t.Overlap), "want allow, forbid, buffer_one, buffer_all or cancel_other")
 	}
+	if t.PauseOnFailure < 0 || t.PauseOnFailure > MaxPauseOnFailure {
+		return nil, bad("pause_on_failure", fmt.Sprint(t.PauseOnFailure), fmt.Sprintf("want 1-%d consecutive failures, or 0 for never", MaxPauseOnFailure))
+	}
 
 	if t.Jitter != 0 {
 		reason := jitterProblem(t.Jitter)
@@ -512,7 +519,7 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 		TimeoutMs: t.Timeout.Milliseconds(), MaxAttempts: t.MaxAttempts,
 		BackoffBaseMs: t.BackoffBase.Milliseconds(), BackoffMaxMs: t.BackoffMax.Milliseconds(),
 		Misfire: string(MisfireRunOnce), MisfireWindowMs: DefaultMisfireWindow.Milliseconds(), Overlap: string(t.Overlap),
-		JitterMs: t.Jitter.Milliseconds(), HTTPTarget: &js,
+		JitterMs: t.Jitter.Milliseconds(), PauseAfter: t.PauseOnFailure, HTTPTarget: &js,
 	}
 	if t.Paused {
 		row.Status = store.TaskPaused

@@ -54,6 +54,11 @@ const (
 	EventFallbackEntered EventKind = "redis.fallback_entered"
 	// EventFallbackLeft: the slot lock is reachable again.
 	EventFallbackLeft EventKind = "redis.fallback_left"
+	// EventTaskPaused: WithPauseOnFailure paused the task after its last
+	// Missed scheduled fires failed; ExecutionID, ScheduledAt and Error
+	// are the last of them, and Message carries the note stored with the
+	// task. Sent once per pause, by the replica whose update paused it.
+	EventTaskPaused EventKind = "task.paused"
 )
 
 // Event is one alert. Fields that do not apply to its Kind are zero.
@@ -80,7 +85,8 @@ type Event struct {
 	Error string `json:"error,omitempty"`
 	// Lateness is how late the attempt started (EventLate).
 	Lateness time.Duration `json:"lateness_ns,omitempty"`
-	// Missed counts the fires without a success (EventSilent).
+	// Missed counts the fires without a success (EventSilent), or the
+	// consecutive failures that paused the task (EventTaskPaused).
 	Missed int `json:"missed,omitempty"`
 	// Suppressed counts the events of this kind and subject damped since
 	// the alert before this one, which was sent at Since (zero for the
@@ -126,7 +132,7 @@ func NewLogNotifier(l *slog.Logger) *LogNotifier {
 func (n *LogNotifier) Notify(ctx context.Context, e Event) error {
 	level := slog.LevelWarn
 	switch e.Kind {
-	case EventFailed, EventTimedOut, EventSilent, EventReplicaLost:
+	case EventFailed, EventTimedOut, EventSilent, EventReplicaLost, EventTaskPaused:
 		level = slog.LevelError
 	}
 	attrs := []slog.Attr{slog.String("alert", e.ID), slog.String("kind", string(e.Kind)), slog.String("app", e.App),

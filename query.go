@@ -196,8 +196,15 @@ type Task struct {
 	CodeSpec    string
 	CodeDialect Dialect
 	CodeZone    string
-	// Paused reports a task paused by Pause or the console: nothing fires.
+	// Paused reports a task paused by Pause, the console or
+	// WithPauseOnFailure: nothing fires.
 	Paused bool
+	// PauseNote says why the task was last paused or resumed: the note of
+	// PauseWith or ResumeWith, or the one WithPauseOnFailure wrote.
+	PauseNote string
+	// PauseOnFailure is WithPauseOnFailure's n (HTTPTask.PauseOnFailure);
+	// 0 when failures never pause the task.
+	PauseOnFailure int
 	// Timeout bounds one attempt.
 	Timeout time.Duration
 	// MaxAttempts counts the first attempt: 1 means no retry.
@@ -309,6 +316,7 @@ func toTask(row store.Task, live []store.Replica, zones map[string]*time.Locatio
 		MaxRuns:     row.MaxRuns,
 		Jitter:      time.Duration(row.JitterMs) * time.Millisecond,
 	}
+	t.PauseNote, t.PauseOnFailure = row.PauseNote, row.PauseAfter
 	t.MisfireWindow = time.Duration(row.MisfireWindowMs) * time.Millisecond
 	if t.MisfireWindow <= 0 {
 		t.MisfireWindow = DefaultMisfireWindow

@@ -483,20 +483,22 @@ func (s *Scheduler) Stop(ctx context.Context) error { return s.eng.Stop(ctx) }
 
 // Pause stops a task's fires on every replica within a second, including
 // fires already recorded (they are recorded skipped, reason paused). The
-// pause is stored and survives restarts and redeploys until Resume.
+// pause is stored and survives restarts and redeploys until Resume. It is
+// PauseWith without a note (it clears the one stored).
 func (s *Scheduler) Pause(ctx context.Context, code string) error {
-	return s.setStatus(ctx, code, store.TaskPaused)
+	return s.PauseWith(ctx, code, PauseOptions{})
 }
 
 // Resume undoes Pause. Fires missed while paused are not run; those from
-// the resume on do, in the minutes already planned too.
+// the resume on do, in the minutes already planned too. It is ResumeWith
+// without a note.
 func (s *Scheduler) Resume(ctx context.Context, code string) error {
-	return s.setStatus(ctx, code, store.TaskActive)
+	return s.ResumeWith(ctx, code, PauseOptions{})
 }
 
-func (s *Scheduler) setStatus(ctx context.Context, code, status string) error {
+func (s *Scheduler) setStatus(ctx context.Context, code, status, note string) error {
 	return s.eng.ChangeTask(ctx, code, "set status "+status, func(ctx context.Context) error {
-		return s.store.SetTaskStatus(ctx, s.opts.App, code, status)
+		return s.store.SetTaskStatusNote(ctx, s.opts.App, code, status, note)
 	})
 }
 

@@ -188,7 +188,7 @@ func (c *console) apiTask(w http.ResponseWriter, r *http.Request) {
 	writeData(w, d, "")
 }
 
-// emptyBody is what pause, resume, trigger and reset take: {}.
+// emptyBody is what trigger, reset and delete take: {}.
 type emptyBody struct{}
 
 // ScheduleEdit is the body of PUT api/tasks/{code}/schedule.
@@ -199,14 +199,24 @@ type ScheduleEdit struct {
 }
 
 func (c *console) apiPause(w http.ResponseWriter, r *http.Request) {
-	c.act(w, r, "pause", &emptyBody{}, func(ctx context.Context, code string) (outcome, error) {
-		return outcome{}, c.s.Pause(ctx, code)
+	var body PauseBody
+	c.act(w, r, "pause", &body, func(ctx context.Context, code string) (outcome, error) {
+		o, err := body.options()
+		if err != nil {
+			return outcome{}, err
+		}
+		return outcome{detail: o.Note}, c.s.PauseWith(ctx, code, o)
 	})
 }
 
 func (c *console) apiResume(w http.ResponseWriter, r *http.Request) {
-	c.act(w, r, "resume", &emptyBody{}, func(ctx context.Context, code string) (outcome, error) {
-		return outcome{}, c.s.Resume(ctx, code)
+	var body PauseBody
+	c.act(w, r, "resume", &body, func(ctx context.Context, code string) (outcome, error) {
+		o, err := body.options()
+		if err != nil {
+			return outcome{}, err
+		}
+		return outcome{detail: o.Note}, c.s.ResumeWith(ctx, code, o)
 	})
 }
 

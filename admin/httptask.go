@@ -47,6 +47,9 @@ type TaskEdit struct {
 	// JitterMs spreads each fire's start over [0, jitter_ms) after its
 	// nominal instant (WithJitter); 0 for none.
 	JitterMs int64 `json:"jitter_ms"`
+	// PauseOnFailure pauses the task after this many consecutive failed
+	// fires (xtimer.HTTPTask.PauseOnFailure); 0, the default, never.
+	PauseOnFailure int `json:"pause_on_failure"`
 	// Paused creates the task paused; on PUT, when given, it pauses or
 	// resumes the task.
 	Paused *bool `json:"paused"`
@@ -112,7 +115,8 @@ func (e *TaskEdit) task() xtimer.HTTPTask {
 		Timeout: time.Duration(e.TimeoutMs) * time.Millisecond, MaxAttempts: e.MaxAttempts,
 		BackoffBase: time.Duration(e.BackoffBaseMs) * time.Millisecond, BackoffMax: time.Duration(e.BackoffMaxMs) * time.Millisecond,
 		MaxConcurrent: e.MaxConcurrent, Overlap: xtimer.OverlapPolicy(e.Overlap), Paused: e.Paused != nil && *e.Paused,
-		Jitter: time.Duration(e.JitterMs) * time.Millisecond,
+		Jitter:         time.Duration(e.JitterMs) * time.Millisecond,
+		PauseOnFailure: e.PauseOnFailure,
 	}
 }
 
@@ -207,6 +211,7 @@ func changedFields(before xtimer.HTTPTask, edit *TaskEdit) []string {
 	add("max_concurrent", after.MaxConcurrent != 0 && before.MaxConcurrent != after.MaxConcurrent)
 	add("overlap", after.Overlap != "" && before.Overlap != after.Overlap)
 	add("jitter_ms", before.Jitter != after.Jitter)
+	add("pause_on_failure", before.PauseOnFailure != after.PauseOnFailure)
 	return out
 }
 

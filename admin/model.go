@@ -47,6 +47,12 @@ type TaskView struct {
 	Status string `json:"status"`
 	// State is what is happening: one of the State constants.
 	State string `json:"state"`
+	// PauseNote says why the task was last paused or resumed: an
+	// operator's note, or the one pause on failure wrote.
+	PauseNote string `json:"pause_note,omitempty"`
+	// PauseOnFailure is how many consecutive failed fires pause the task;
+	// 0 never.
+	PauseOnFailure int `json:"pause_on_failure"`
 	// Schedule is the schedule that applies; CodeSchedule the one the code
 	// registers, which differs when Overridden (a console edit).
 	Schedule      ScheduleView `json:"schedule"`
@@ -240,7 +246,7 @@ func (c *console) taskView(t store.Task, live []store.Replica, last *store.Execu
 		TimeoutMs:  t.TimeoutMs, MaxAttempts: t.MaxAttempts, BackoffBaseMs: t.BackoffBaseMs, BackoffMaxMs: t.BackoffMaxMs,
 		Misfire: t.Misfire, MisfireWindowMs: t.MisfireWindowMs, Overlap: t.Overlap, EndAt: msTime(t.EndAtMs),
 		MaxRuns: t.MaxRuns, JitterMs: t.JitterMs, CreatedAt: time.UnixMilli(t.CreatedMs).UTC(), UpdatedAt: time.UnixMilli(t.UpdatedMs).UTC(),
-		Version: t.Version,
+		Version: t.Version, PauseNote: t.PauseNote, PauseOnFailure: t.PauseAfter,
 	}
 	for _, r := range live {
 		if t.Kind == store.KindHTTP || slices.Contains(r.Handlers, t.Code) {

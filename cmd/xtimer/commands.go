@@ -32,6 +32,7 @@ type taskView struct {
 	Kind         string         `json:"kind"`
 	Status       string         `json:"status"`
 	State        string         `json:"state"`
+	PauseNote    string         `json:"pause_note,omitempty"`
 	Schedule     scheduleView   `json:"schedule"`
 	CodeSchedule scheduleView   `json:"code_schedule"`
 	Overridden   bool           `json:"overridden"`
@@ -376,13 +377,24 @@ var commands = map[string]command{
 func action(verb, done string) command {
 	return command{
 		args: []string{"CODE"},
+		flags: func(fs *flag.FlagSet, c *call) {
+			c.flag(fs, "note", "", "why, stored with the task and in its history (at most 1024 bytes)")
+		},
 		run: func(ctx context.Context, c *call) error {
+			var body any // nil sends {}
+			if note := c.str("note"); note != "" {
+				body = map[string]string{"note": note}
+			}
 			var d taskDetail
-			if err := c.send(ctx, http.MethodPost, "tasks/"+url.PathEscape(c.args[0])+"/"+verb, nil, &d); err != nil {
+			if err := c.send(ctx, http.MethodPost, "tasks/"+url.PathEscape(c.args[0])+"/"+verb, body, &d); err != nil {
 				return err
 			}
 			if c.output == "json" {
 				return c.json(d)
+			}
+			if d.Task.PauseNote != "" {
+				fmt.Fprintf(c.stdout, "%s %s: %s\n", done, d.Task.Code, d.Task.PauseNote)
+				return nil
 			}
 			fmt.Fprintf(c.stdout, "%s %s\n", done, d.Task.Code)
 			return nil

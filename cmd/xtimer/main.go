@@ -85,8 +85,8 @@ Commands:
   executions [-task CODE] [-status S] [-since DURATION] [-follow]
                                               list executions, newest first; -follow prints new ones as they come
   execution ID                                one execution, with its output and error
-  pause CODE                                  pause a task on every replica
-  resume CODE                                 resume a paused task
+  pause CODE [-note TEXT]                     pause a task on every replica, saying why
+  resume CODE [-note TEXT]                    resume a paused task; the note replaces the pause's
   trigger CODE                                run a task now (a manual run)
   schedule CODE SPEC [-quartz] [-zone Z]      store a schedule that wins over the code's
   preview SPEC [-n N] [-quartz] [-zone Z]     the next fires of a cron expression

@@ -100,6 +100,7 @@ type Engine struct {
 	cancelHandler context.CancelFunc
 
 	updates *statusWriter // the status writer (status.go)
+	pauses  *pauser       // pause on failure (pause.go)
 	metrics *metrics      // nil without Config.Metrics
 	tracer  trace.Tracer  // nil without Config.TracerProvider (trace.go)
 	alerts  *alerter      // nil without Config.Notifier (alert.go)
@@ -134,6 +135,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	s.alerts = newAlerter(s)
 	s.updates = newStatusWriter(s)
+	s.pauses = newPauser(s)
 	s.dispatcher = newDispatcher(s)
 	s.keeper = newLockKeeper(s)
 	s.planner = newPlanner(s)
@@ -266,6 +268,7 @@ func (s *Engine) Start(ctx context.Context) error {
 	bg := context.Background()
 	if err := errors.Join(
 		s.updates.start(),
+		s.pauses.start(),
 		s.planner.Start(bg, startstop.Loop{Run: s.planner.tickLoop, Timers: 1}, startstop.Loop{Run: s.planner.publishHandlers}),
 		s.dispatcher.Start(bg, startstop.Loop{Run: s.dispatcher.loop, Timers: 1}),
 		s.keeper.start(),
@@ -362,6 +365,9 @@ func (s *Engine) Stop(ctx context.Context) error {
 	s.cancelHandler()
 	s.caller.CloseIdleConnections()
 	if err := s.updates.stop(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.pauses.stop(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	if err := s.alerts.stop(ctx); err != nil {
@@ -513,9 +519,10 @@ func (s *Engine) pollCancels(ctx context.Context) error {
 }
 
 // WakePending reports whether the dispatcher has been woken and has not
-// run since: a test moving a fake clock waits for it to be false, so that
-// no fire armed now is left unseen.
-func (s *Engine) WakePending() bool { return len(s.dispatcher.wake) > 0 }
+// run since, or a pause on failure is being checked: a test moving a fake
+// clock waits for it to be false, so that no fire armed now is left
+// unseen, and a task paused for failing is paused before its next fire.
+func (s *Engine) WakePending() bool { return len(s.dispatcher.wake) > 0 || s.pauses.pending() }
 
 // BucketOf is FNV-1a of the code, modulo buckets: every replica, of any
 // version, puts a task in the same bucket.

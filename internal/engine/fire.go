@@ -791,6 +791,7 @@ func (s *Engine) startAttempt(r store.Execution, now time.Time) {
 			fin.FinishedMs = max(fin.FinishedMs, started)
 		}
 		s.updates.finished(fin)
+		s.pauses.failed(r, fin)
 		s.attemptEnds(r, out, fin)
 		endSpan(out, fin)
 		s.alerts.settled(r, fin)

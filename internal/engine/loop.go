@@ -68,6 +68,7 @@ type planner struct {
 	pool    *executor.Pool // the Go handlers' pool, seeded with run times (seedRunTime)
 	metrics *metrics
 	alerts  *alerter
+	pauses  *pauser // pause on failure: the runs it rescues may complete a streak
 	health  *healthState
 	host    plannerHost // the rest of the engine
 
@@ -116,7 +117,7 @@ type plannerHost interface {
 func newPlanner(s *Engine) *planner {
 	return &planner{
 		clock: s.clock, log: s.log, opts: s.opts, store: s.store, keeper: s.keeper, view: &s.view, fires: s.dispatcher,
-		pool: s.pool, metrics: s.metrics, alerts: s.alerts, health: &s.health, host: s,
+		pool: s.pool, metrics: s.metrics, alerts: s.alerts, pauses: s.pauses, health: &s.health, host: s,
 		slots: map[slotKey]*slotState{}, publish: make(chan struct{}, 1),
 	}
 }
@@ -1023,6 +1024,7 @@ func (p *planner) rescueLost(ctx context.Context, now time.Time) error {
 			p.metrics.rescue(1)
 			p.metrics.fireEnded(lost[i].TaskCode, finishes[i].Status)
 			p.alerts.settled(lost[i], finishes[i])
+			p.pauses.failed(lost[i], finishes[i])
 			p.log.Warn("execution rescued from a lost replica", "task", lost[i].TaskCode, "execution", lost[i].ID,
 				"replica", lost[i].Replica, "status", finishes[i].Status)
 		}

@@ -111,7 +111,15 @@
     }
     ev.preventDefault();
     b.disabled = true;
-    call(method, path, {}).then(function (json) {
+    var payload = {};
+    if (action === 'pause' || action === 'resume') {
+      // The task page's note field, when it has one for this task.
+      var inputs = document.querySelectorAll('input[data-note-for]');
+      for (var i = 0; i < inputs.length; i++) {
+        if (inputs[i].getAttribute('data-note-for') === code && inputs[i].value.trim()) payload.note = inputs[i].value.trim();
+      }
+    }
+    call(method, path, payload).then(function (json) {
       if (action === 'trigger') {
         var id = json && json.data ? json.data.id : '?';
         flash('Started execution ' + id + ' of ' + code + '.', false, { href: prefix + 'executions/' + id, text: 'Open it' });
@@ -441,6 +449,7 @@
       b.max_concurrent = number('max_concurrent');
       b.overlap = field('overlap');
       b.jitter_ms = number('jitter_ms');
+      b.pause_on_failure = number('pause_on_failure');
       if (!edit) b.paused = !!(form.elements.paused && form.elements.paused.checked);
       return b;
     }
