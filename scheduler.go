@@ -148,7 +148,8 @@ type Options struct {
 	// Notifier receives alerts (internal/engine/alert.go, notify.go): executions failed or
 	// timed out after their last attempt, fires skipped as misfires or
 	// overlaps, attempts late past AlertLateAfter, silent tasks, lost
-	// replicas, the slot lock falling back. Each is sent by one replica,
+	// replicas, the slot lock falling back, tasks paused on failure
+	// (WithPauseOnFailure). Each is sent by one replica,
 	// damped to one per AlertWindow for a kind and task. Nil, the default,
 	// sends nothing; NewLogNotifier and NewWebhookNotifier are built in.
 	Notifier Notifier
