@@ -118,6 +118,17 @@ type HTTPTask struct {
 	// fires, as WithPauseOnFailure does for a Go task: 1-MaxPauseOnFailure,
 	// or 0 (the default) for never.
 	PauseOnFailure int
+	// Misfire and MisfireWindow say what happens to fires missed while no
+	// replica could run them, as WithMisfire and WithMisfireWindow do for a
+	// Go task. Default MisfireRunOnce and DefaultMisfireWindow (1h).
+	Misfire       MisfirePolicy
+	MisfireWindow time.Duration
+	// EndAt stops the schedule, as WithEndAt does: no fire at or after it.
+	// Zero, the default, never.
+	EndAt time.Time
+	// MaxRuns stops the schedule after this many scheduled fires, as
+	// WithMaxRuns does (manual runs do not count). 0, the default, no cap.
+	MaxRuns int64
 	// Paused creates the task paused. Status afterwards is Pause/Resume's.
 	Paused bool
 }
@@ -282,6 +293,11 @@ func (s *Scheduler) HTTPTask(ctx context.Context, code string) (HTTPTask, error)
 		BackoffBase: time.Duration(row.BackoffBaseMs) * time.Millisecond, BackoffMax: time.Duration(row.BackoffMaxMs) * time.Millisecond,
 		MaxConcurrent: sp.MaxConcurrent, Overlap: OverlapPolicy(cmp.Or(row.Overlap, string(OverlapAllowAll))),
 		Jitter: time.Duration(row.JitterMs) * time.Millisecond, PauseOnFailure: row.PauseAfter, Paused: row.Status == store.TaskPaused,
+		Misfire: MisfirePolicy(cmp.Or(row.Misfire, string(MisfireRunOnce))), MaxRuns: row.MaxRuns,
+		MisfireWindow: time.Duration(cmp.Or(row.MisfireWindowMs, DefaultMisfireWindow.Milliseconds())) * time.Millisecond,
+	}
+	if row.EndAtMs != 0 {
+		t.EndAt = time.UnixMilli(row.EndAtMs).UTC()
 	}
 	if row.SpecOverride != nil || row.DialectOverride != nil || row.TZOverride != nil {
 		// A console edit of the schedule is the task's schedule now.
@@ -494,6 +510,28 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 	default:
 		return nil, bad("overlap", string(t.Overlap), "want allow, forbid, buffer_one, buffer_all or cancel_other")
 	}
+	switch t.Misfire {
+	case "":
+		t.Misfire = MisfireRunOnce
+	case MisfireRunOnce, MisfireRunAll, MisfireSkip:
+	default:
+		return nil, bad("misfire", string(t.Misfire), "want run_once, run_all or skip")
+	}
+	switch {
+	case t.MisfireWindow == 0:
+		t.MisfireWindow = DefaultMisfireWindow
+	case t.MisfireWindow < time.Second || t.MisfireWindow%time.Millisecond != 0:
+		return nil, bad("misfire_window", t.MisfireWindow.String(), "want at least 1s, in whole milliseconds")
+	}
+	if t.MaxRuns < 0 {
+		return nil, bad("max_runs", fmt.Sprint(t.MaxRuns), "want 1 or more, or 0 for no cap")
+	}
+	var endAtMs int64
+	if !t.EndAt.IsZero() {
+		if endAtMs = t.EndAt.UnixMilli(); endAtMs <= 0 {
+			return nil, bad("end_at", t.EndAt.Format(time.RFC3339), "want an instant after 1970")
+		}
+	}
 	if t.PauseOnFailure < 0 || t.PauseOnFailure > MaxPauseOnFailure {
 		return nil, bad("pause_on_failure", fmt.Sprint(t.PauseOnFailure), fmt.Sprintf("want 1-%d consecutive failures, or 0 for never", MaxPauseOnFailure))
 	}
@@ -518,7 +556,8 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 		Kind: store.KindHTTP, Spec: t.Spec, Dialect: string(t.Dialect), TimeZone: t.Zone,
 		TimeoutMs: t.Timeout.Milliseconds(), MaxAttempts: t.MaxAttempts,
 		BackoffBaseMs: t.BackoffBase.Milliseconds(), BackoffMaxMs: t.BackoffMax.Milliseconds(),
-		Misfire: string(MisfireRunOnce), MisfireWindowMs: DefaultMisfireWindow.Milliseconds(), Overlap: string(t.Overlap),
+		Misfire: string(t.Misfire), MisfireWindowMs: t.MisfireWindow.Milliseconds(), Overlap: string(t.Overlap),
+		EndAtMs: endAtMs, MaxRuns: t.MaxRuns,
 		JitterMs: t.Jitter.Milliseconds(), PauseAfter: t.PauseOnFailure, HTTPTarget: &js,
 	}
 	if t.Paused {

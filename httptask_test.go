@@ -91,6 +91,7 @@ func TestHTTPTaskCreateReadUpdateDelete(t *testing.T) {
 			Body: `{"a":1}`, SuccessCodes: []int{200, 202}, Secret: "sign-me",
 		},
 		MaxAttempts: 3, BackoffBase: 2 * time.Second, Overlap: OverlapBufferOne,
+		Misfire: MisfireRunAll, MisfireWindow: 10 * time.Minute, MaxRuns: 5, EndAt: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC),
 	}
 	require.NoError(t, s.CreateHTTPTask(ctx, task))
 

@@ -140,7 +140,7 @@ func asAPIError(err error) *apiError {
 // TaskEdit, the body, has them: its durations are milliseconds there.
 func bodyField(name, value string) (string, string) {
 	switch name {
-	case "timeout", "backoff_base", "backoff_max", "jitter":
+	case "timeout", "backoff_base", "backoff_max", "jitter", "misfire_window":
 		if d, err := time.ParseDuration(value); err == nil {
 			value = strconv.FormatInt(d.Milliseconds(), 10)
 		}

@@ -43,7 +43,9 @@ import (
 //	            "headers": [{"name": "Authorization", "value": "Bearer x", "secret": true}],
 //	            "body": "{}", "success_codes": [200, 202], "secret": "hmac-key"},
 //	 "timeout_ms": 30000, "max_attempts": 3, "backoff_base_ms": 1000, "backoff_max_ms": 60000,
-//	 "max_concurrent": 16, "overlap": "buffer_one", "paused": false}
+//	 "max_concurrent": 16, "overlap": "buffer_one", "jitter_ms": 0, "pause_on_failure": 0,
+//	 "misfire": "run_once", "misfire_window_ms": 3600000, "end_at": null, "max_runs": 0,
+//	 "paused": false}
 //
 // A wrong field answers 400 naming it as the body does ("target.url",
 // "target.headers[2].name", "timeout_ms"); a code taken, or a Go task

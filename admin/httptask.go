@@ -50,6 +50,16 @@ type TaskEdit struct {
 	// PauseOnFailure pauses the task after this many consecutive failed
 	// fires (xtimer.HTTPTask.PauseOnFailure); 0, the default, never.
 	PauseOnFailure int `json:"pause_on_failure"`
+	// Misfire is the misfire policy's stored value: run_once (the
+	// default), run_all or skip; MisfireWindowMs how late a missed fire
+	// may still run (0: an hour).
+	Misfire         string `json:"misfire"`
+	MisfireWindowMs int64  `json:"misfire_window_ms"`
+	// EndAt stops the schedule (RFC 3339); null or absent for never.
+	EndAt *time.Time `json:"end_at"`
+	// MaxRuns stops the schedule after this many scheduled fires; 0 for
+	// no cap.
+	MaxRuns int64 `json:"max_runs"`
 	// Paused creates the task paused; on PUT, when given, it pauses or
 	// resumes the task.
 	Paused *bool `json:"paused"`
@@ -117,7 +127,17 @@ func (e *TaskEdit) task() xtimer.HTTPTask {
 		MaxConcurrent: e.MaxConcurrent, Overlap: xtimer.OverlapPolicy(e.Overlap), Paused: e.Paused != nil && *e.Paused,
 		Jitter:         time.Duration(e.JitterMs) * time.Millisecond,
 		PauseOnFailure: e.PauseOnFailure,
+		Misfire:        xtimer.MisfirePolicy(e.Misfire), MisfireWindow: time.Duration(e.MisfireWindowMs) * time.Millisecond,
+		EndAt: derefTime(e.EndAt), MaxRuns: e.MaxRuns,
 	}
+}
+
+// derefTime is *t, or the zero time for nil.
+func derefTime(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
 }
 
 // check refuses what the console reserves; the scheduler validates the
@@ -212,6 +232,10 @@ func changedFields(before xtimer.HTTPTask, edit *TaskEdit) []string {
 	add("overlap", after.Overlap != "" && before.Overlap != after.Overlap)
 	add("jitter_ms", before.Jitter != after.Jitter)
 	add("pause_on_failure", before.PauseOnFailure != after.PauseOnFailure)
+	add("misfire", after.Misfire != "" && before.Misfire != after.Misfire)
+	add("misfire_window_ms", after.MisfireWindow != 0 && before.MisfireWindow != after.MisfireWindow)
+	add("end_at", !before.EndAt.Equal(after.EndAt))
+	add("max_runs", before.MaxRuns != after.MaxRuns)
 	return out
 }
 
@@ -294,6 +318,10 @@ func (c *console) apiDeleteTask(w http.ResponseWriter, r *http.Request) {
 var overlapPolicies = []string{string(xtimer.OverlapAllowAll), string(xtimer.OverlapSkip),
 	string(xtimer.OverlapBufferOne), string(xtimer.OverlapBufferAll), string(xtimer.OverlapCancelOther)}
 
+// misfirePolicies are the misfire policies the form offers, by stored
+// value.
+var misfirePolicies = []string{string(xtimer.MisfireRunOnce), string(xtimer.MisfireRunAll), string(xtimer.MisfireSkip)}
+
 // newTaskPath is the page of the form for a new task, tasks/new, which
 // is why no task created in the console may be called "new".
 const newTaskPath = "new"
@@ -308,17 +336,21 @@ type taskFormPage struct {
 	Task    xtimer.HTTPTask
 	Headers []xtimer.HTTPHeader // the task's, then empty rows
 	// SuccessCodes is the comma list the input holds.
-	SuccessCodes string
-	SecretSet    bool
-	Methods      []string
-	Overlaps     []string
-	Overlap      string // the task's policy, stored value
-	TimeoutMs    int64
-	BackoffBase  int64
-	BackoffMax   int64
-	JitterMs     int64
-	CanSave      bool
-	CancelURL    string
+	SuccessCodes    string
+	SecretSet       bool
+	Methods         []string
+	Overlaps        []string
+	Overlap         string // the task's policy, stored value
+	Misfires        []string
+	Misfire         string // the task's misfire policy, stored value
+	MisfireWindowMs int64
+	EndAt           string // RFC 3339, "" for never
+	TimeoutMs       int64
+	BackoffBase     int64
+	BackoffMax      int64
+	JitterMs        int64
+	CanSave         bool
+	CancelURL       string
 }
 
 // httpMethods are the methods the form offers, as HTTPTarget takes them.
@@ -357,7 +389,12 @@ func (c *console) renderTaskForm(w http.ResponseWriter, r *http.Request, title s
 		Overlaps: withValue(overlapPolicies, overlap), Overlap: overlap,
 		SecretSet: t.Target.Secret != "", TimeoutMs: t.Timeout.Milliseconds(),
 		BackoffBase: t.BackoffBase.Milliseconds(), BackoffMax: t.BackoffMax.Milliseconds(),
-		JitterMs: t.Jitter.Milliseconds(), CanSave: !c.opts.ReadOnly, CancelURL: c.prefix}
+		JitterMs: t.Jitter.Milliseconds(), CanSave: !c.opts.ReadOnly, CancelURL: c.prefix,
+		Misfires: withValue(misfirePolicies, string(cmp.Or(t.Misfire, xtimer.MisfireRunOnce))),
+		Misfire:  string(cmp.Or(t.Misfire, xtimer.MisfireRunOnce)), MisfireWindowMs: t.MisfireWindow.Milliseconds()}
+	if !t.EndAt.IsZero() {
+		p.EndAt = t.EndAt.UTC().Format(time.RFC3339)
+	}
 	p.Task.Target.Secret = "" // the input stays empty: "set — leave empty to keep"
 	p.Headers = httpTargetView(t).Headers
 	for len(p.Headers) < minHeaderRows {

@@ -43,6 +43,7 @@ func hookEdit(code string) TaskEdit {
 		},
 		TimeoutMs: 30000, MaxAttempts: 3, BackoffBaseMs: 1000, BackoffMaxMs: 60000, MaxConcurrent: 4,
 		Overlap: "buffer_all", JitterMs: 30000,
+		Misfire: "run_all", MisfireWindowMs: 600_000, MaxRuns: 10, EndAt: ptr(time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)),
 	}
 }
 
@@ -215,6 +216,9 @@ func TestAPIHTTPTaskFieldErrorsNameTheField(t *testing.T) {
 		{"overlap", "sometimes", func(e *TaskEdit) { e.Overlap = "sometimes" }},
 		{"jitter_ms", "120000", func(e *TaskEdit) { e.JitterMs = 120_000 }},
 		{"jitter_ms", "5000", func(e *TaskEdit) { e.Spec, e.JitterMs = "@every 5s", 5000 }},
+		{"misfire", "later", func(e *TaskEdit) { e.Misfire = "later" }},
+		{"misfire_window_ms", "10", func(e *TaskEdit) { e.MisfireWindowMs = 10 }},
+		{"max_runs", "-1", func(e *TaskEdit) { e.MaxRuns = -1 }},
 	} {
 		e := hookEdit("billing.hook")
 		c.edit(&e)
@@ -287,7 +291,7 @@ func TestTaskFormPages(t *testing.T) {
 	p := pagesGet(t, f, "tasks/new")
 	require.Equal(t, http.StatusOK, p.Status, p.Body)
 	form := pagesSection(t, p.Body, "task-form", "</form>")
-	for _, name := range []string{"code", "name", "description", "owner", "method", "url", "header_name", "header_value", "header_secret", "body", "success_codes", "secret", "timeout_ms", "max_attempts", "backoff_base_ms", "backoff_max_ms", "max_concurrent", "overlap", "jitter_ms", "paused", "spec", "dialect", "zone"} {
+	for _, name := range []string{"code", "name", "description", "owner", "method", "url", "header_name", "header_value", "header_secret", "body", "success_codes", "secret", "timeout_ms", "max_attempts", "backoff_base_ms", "backoff_max_ms", "max_concurrent", "overlap", "misfire", "misfire_window_ms", "end_at", "max_runs", "jitter_ms", "paused", "spec", "dialect", "zone"} {
 		require.Contains(t, form, `name="`+name+`"`, name)
 	}
 	require.Equal(t, minHeaderRows, strings.Count(form, `name="header_name"`), "rows to fill without JavaScript")

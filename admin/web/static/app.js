@@ -449,6 +449,10 @@
       b.max_concurrent = number('max_concurrent');
       b.overlap = field('overlap');
       b.jitter_ms = number('jitter_ms');
+      b.misfire = field('misfire');
+      b.misfire_window_ms = number('misfire_window_ms');
+      b.end_at = field('end_at').trim() || null;
+      b.max_runs = number('max_runs');
       b.pause_on_failure = number('pause_on_failure');
       if (!edit) b.paused = !!(form.elements.paused && form.elements.paused.checked);
       return b;
