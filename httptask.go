@@ -252,26 +252,67 @@ func (s *Scheduler) UpdateHTTPTask(ctx context.Context, t HTTPTask) error {
 	}
 }
 
+// unregistered reports, as an ErrTaskRegistered, a replica that
+// registers the Go task code: this one, or a live one by its heartbeat's
+// list of handlers.
+func (s *Scheduler) unregistered(ctx context.Context, code string) error {
+	if s.eng.Registered(code) {
+		return fmt.Errorf("%w: %q by this replica, %s", ErrTaskRegistered, code, s.opts.InstanceID)
+	}
+	live, err := s.store.LiveReplicas(ctx, s.opts.App, s.opts.Clock.Now().Add(-s.opts.ReplicaTimeout).UnixMilli())
+	if err != nil {
+		return fmt.Errorf("xtimer: delete task %q: read the live replicas: %w", code, err)
+	}
+	for _, r := range live {
+		if slices.Contains(r.Handlers, code) {
+			return fmt.Errorf("%w: %q by replica %s", ErrTaskRegistered, code, r.ID)
+		}
+	}
+	return nil
+}
+
 // maxChangeTries bounds UpdateHTTPTask's read-merge-write loop.
 const maxChangeTries = 5
 
-// DeleteTask deletes an HTTP callback task on every replica within a
-// second. Its fires not started yet are recorded skipped (reason "task
-// deleted"); attempts running finish; its history stays. A task
-// registered in Go code cannot be deleted (it would come back on the next
-// deploy): ErrNotHTTPTask. An unknown code is ErrTaskNotFound.
+// ErrTaskRegistered is DeleteTask's answer for a Go task that a live
+// replica still registers: it would come back with that replica's next
+// start, and its handler runs its fires meanwhile. It is an
+// ErrNotHTTPTask, as that answer was before orphaned Go tasks could be
+// deleted.
+var ErrTaskRegistered = fmt.Errorf("%w: registered in Go code by a live replica", ErrNotHTTPTask)
+
+// DeleteTask deletes a task on every replica within a second: an HTTP
+// callback task, or a Go task that no live replica registers any more
+// (removed from the code; the console shows it no_replica). Its fires not
+// started yet are recorded skipped (reason "task deleted"); attempts
+// running finish; its history stays. A Go task that this replica, or a
+// replica whose heartbeat is younger than ReplicaTimeout, registers is
+// ErrTaskRegistered. An unknown code is ErrTaskNotFound.
+//
+// A replica that registers the task while it is deleted (between its
+// registration and its first heartbeat, a few milliseconds of its Start)
+// loses the task until it starts again.
 func (s *Scheduler) DeleteTask(ctx context.Context, code string) error {
-	if _, err := s.storedHTTPTask(ctx, code); err != nil {
-		return err
+	row, err := s.store.Task(ctx, s.opts.App, code)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("%w: %q", ErrTaskNotFound, code)
+	case err != nil:
+		return fmt.Errorf("xtimer: delete task %q: %w", code, err)
 	}
-	if err := s.store.DeleteTask(ctx, s.opts.App, code, store.KindHTTP, engine.ReasonDeleted); err != nil {
+	if row.Kind != store.KindHTTP {
+		if err := s.unregistered(ctx, code); err != nil {
+			return err
+		}
+	}
+	if err := s.store.DeleteTask(ctx, s.opts.App, code, row.Kind, engine.ReasonDeleted); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("%w: %q", ErrTaskNotFound, code)
 		}
 		return fmt.Errorf("xtimer: delete task %q: %w", code, err)
 	}
 	s.eng.Drop(code)
-	s.log.Info("http task deleted", "task", code)
+	s.log.Info("task deleted", "task", code, "kind", row.Kind)
 	return nil
 }
 

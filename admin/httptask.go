@@ -302,14 +302,17 @@ func (c *console) apiUpdateTask(w http.ResponseWriter, r *http.Request) {
 
 func (c *console) apiDeleteTask(w http.ResponseWriter, r *http.Request) {
 	c.act(w, r, "delete", &emptyBody{}, func(ctx context.Context, code string) (outcome, error) {
-		before, err := c.s.HTTPTask(ctx, code)
-		if err != nil {
+		detail := "a Go task no live replica registers"
+		switch before, err := c.s.HTTPTask(ctx, code); {
+		case err == nil:
+			detail = describeTarget(before)
+		case !errors.Is(err, xtimer.ErrNotHTTPTask):
 			return outcome{}, err
 		}
 		if err := c.s.DeleteTask(ctx, code); err != nil {
 			return outcome{}, err
 		}
-		return outcome{data: map[string]string{"deleted": code}, detail: describeTarget(before)}, nil
+		return outcome{data: map[string]string{"deleted": code}, detail: detail}, nil
 	})
 }
 

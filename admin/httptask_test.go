@@ -407,3 +407,20 @@ func TestPagesShowTheJitter(t *testing.T) {
 	require.NotContains(t, pagesGet(t, f, fmt.Sprintf("executions/%d", rows[1].ID)).Body, `id="planned-at"`)
 	require.Contains(t, pagesBetween(t, pagesGet(t, f, "tasks/billing.hook").Body, `id="jitter"`, "</dd>"), "up to 30 s after each fire")
 }
+
+// A Go task removed from the code (no live replica registers it) is
+// deleted through the API, and its page offers the button; one the
+// scheduler registers answers 409.
+func TestAPIDeletesAnOrphanedGoTask(t *testing.T) {
+	t.Parallel()
+	f := setup(t, fixtureOpts{})
+	_, err := f.Store.UpsertTask(context.Background(), &store.Task{App: f.S.App(), Code: "gone.job", Name: "Gone", Spec: "0 * * * *"})
+	require.NoError(t, err)
+	require.Contains(t, pagesGet(t, f, "tasks/gone.job").Body, `id="delete-orphan"`)
+	require.NotContains(t, pagesGet(t, f, "tasks/report.minutely").Body, `id="delete-orphan"`)
+
+	requireAPIError(t, apiSend(t, f, http.MethodDelete, "api/tasks/report.minutely", "{}"), 409, codeConflict, "")
+	r := apiSend(t, f, http.MethodDelete, "api/tasks/gone.job", "{}")
+	require.Equal(t, http.StatusOK, r.Status, "%+v", r.Error)
+	requireAPIError(t, apiSend(t, f, http.MethodDelete, "api/tasks/gone.job", "{}"), 404, codeNotFound, "")
+}
