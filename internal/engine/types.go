@@ -235,6 +235,7 @@ const (
 	EventReplicaLost     EventKind = "replica.lost"
 	EventFallbackEntered EventKind = "redis.fallback_entered"
 	EventFallbackLeft    EventKind = "redis.fallback_left"
+	EventCalendarMissing EventKind = "calendar.missing"
 )
 
 // Event is one alert, field for field the root's Event (notify.go
