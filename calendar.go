@@ -166,3 +166,20 @@ func (s *Scheduler) Calendars(ctx context.Context) ([]string, error) {
 	}
 	return names, nil
 }
+
+// checkHTTPExclusions validates the exclusions of an HTTP task, naming the
+// field ("exclude[2]", "calendar"), and returns its days as the row keeps
+// them.
+func checkHTTPExclusions(t HTTPTask) (string, error) {
+	sorted, bad := engine.NormalizeDays(t.Exclude)
+	switch {
+	case bad >= 0:
+		return "", &FieldError{Task: t.Code, Field: fmt.Sprintf("exclude[%d]", bad), Value: t.Exclude[bad], Reason: dayReason}
+	case len(sorted) > MaxExcludeDays:
+		return "", &FieldError{Task: t.Code, Field: "exclude", Value: fmt.Sprintf("%d days", len(sorted)),
+			Reason: fmt.Sprintf("at most %d days; put longer lists in a calendar", MaxExcludeDays)}
+	case t.Calendar != "" && !validCalendarName(t.Calendar):
+		return "", &FieldError{Task: t.Code, Field: "calendar", Value: t.Calendar, Reason: calendarNameReason}
+	}
+	return strings.Join(sorted, ","), nil
+}

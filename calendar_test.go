@@ -262,3 +262,48 @@ func TestExcludedFiresDoNotTripTheDeadMansSwitch(t *testing.T) {
 	require.Empty(t, log.of(EventSilent, "holiday"))
 	require.Empty(t, log.of(EventSkipped, "holiday"), "excluded fires alert nobody")
 }
+
+// An HTTP callback task keeps its exclusions as a Go task does, validated
+// with the field named, and its next runs leave them out.
+func TestHTTPTaskExclusionsAreValidatedStoredAndApplied(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := fakeclock.New(mustTime(t, "2026-11-30T12:00:00Z"))
+	s := startHTTP(t, func(o *Options) { o.Clock = clock })
+	task := HTTPTask{Code: "cb.daily", Spec: "0 9 * * *", Zone: "Asia/Tokyo",
+		Target:  HTTPTarget{Method: "GET", URL: "http://127.0.0.1:9/"},
+		Exclude: []string{"2026-12-02", "2026-12-01", "2026-12-02"}, Calendar: "holidays"}
+	for _, c := range []struct {
+		field string
+		mod   func(*HTTPTask)
+	}{
+		{"exclude[1]", func(t *HTTPTask) { t.Exclude = []string{"2026-12-01", "12/25/2026"} }},
+		{"exclude", func(t *HTTPTask) { t.Exclude = days(MaxExcludeDays + 1) }},
+		{"calendar", func(t *HTTPTask) { t.Calendar = "Holidays" }},
+	} {
+		bad := task
+		c.mod(&bad)
+		var fe *FieldError
+		require.ErrorAs(t, s.CreateHTTPTask(ctx, bad), &fe, c.field)
+		require.Equal(t, c.field, fe.Field)
+	}
+	require.NoError(t, s.CreateHTTPTask(ctx, task))
+	got, err := s.HTTPTask(ctx, "cb.daily")
+	require.NoError(t, err)
+	require.Equal(t, []string{"2026-12-01", "2026-12-02"}, got.Exclude, "sorted, without repeats")
+	require.Equal(t, "holidays", got.Calendar)
+	require.NoError(t, s.SetCalendar(ctx, "holidays", []string{"2026-12-03"}))
+	next, err := s.NextRuns("cb.daily", 1)
+	require.NoError(t, err)
+	require.Equal(t, "2026-12-04 09:00:00 +0900 JST", next[0].String())
+
+	got.Exclude, got.Calendar = nil, ""
+	require.NoError(t, s.UpdateHTTPTask(ctx, got))
+	got, err = s.HTTPTask(ctx, "cb.daily")
+	require.NoError(t, err)
+	require.Empty(t, got.Exclude)
+	require.Empty(t, got.Calendar)
+	next, err = s.NextRuns("cb.daily", 1)
+	require.NoError(t, err)
+	require.Equal(t, "2026-12-01 09:00:00 +0900 JST", next[0].String())
+}

@@ -113,6 +113,12 @@ type HTTPTask struct {
 	Overlap OverlapPolicy
 	// Paused creates the task paused. Status afterwards is Pause/Resume's.
 	Paused bool
+	// Exclude are dates, YYYY-MM-DD in Zone, on which the task's fires are
+	// skipped, as WithExclude says; at most MaxExcludeDays.
+	Exclude []string
+	// Calendar names a calendar of the app whose days the fires skip too,
+	// as WithCalendar says; "" for none.
+	Calendar string
 }
 
 // HTTPTarget is the request an HTTP callback task sends. It is stored as
@@ -274,7 +280,7 @@ func (s *Scheduler) HTTPTask(ctx context.Context, code string) (HTTPTask, error)
 		Timeout: time.Duration(row.TimeoutMs) * time.Millisecond, MaxAttempts: row.MaxAttempts,
 		BackoffBase: time.Duration(row.BackoffBaseMs) * time.Millisecond, BackoffMax: time.Duration(row.BackoffMaxMs) * time.Millisecond,
 		MaxConcurrent: sp.MaxConcurrent, Overlap: OverlapPolicy(cmp.Or(row.Overlap, string(OverlapAllowAll))),
-		Paused: row.Status == store.TaskPaused,
+		Paused: row.Status == store.TaskPaused, Exclude: store.SplitDays(row.ExcludeDays), Calendar: row.Calendar,
 	}
 	if row.SpecOverride != nil || row.DialectOverride != nil || row.TZOverride != nil {
 		// A console edit of the schedule is the task's schedule now.
@@ -487,6 +493,10 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 		return nil, bad("overlap", string(t.Overlap), "want allow, forbid, buffer_one, buffer_all or cancel_other")
 	}
 
+	exclude, err := checkHTTPExclusions(t)
+	if err != nil {
+		return nil, err
+	}
 	target, err := json.Marshal(httpSpec{HTTPTarget: tg, MaxConcurrent: t.MaxConcurrent})
 	if err != nil {
 		return nil, fmt.Errorf("xtimer: http task %q: encode target: %w", t.Code, err)
@@ -498,7 +508,7 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 		TimeoutMs: t.Timeout.Milliseconds(), MaxAttempts: t.MaxAttempts,
 		BackoffBaseMs: t.BackoffBase.Milliseconds(), BackoffMaxMs: t.BackoffMax.Milliseconds(),
 		Misfire: string(MisfireRunOnce), MisfireWindowMs: DefaultMisfireWindow.Milliseconds(), Overlap: string(t.Overlap),
-		HTTPTarget: &js,
+		HTTPTarget: &js, ExcludeDays: exclude, Calendar: t.Calendar,
 	}
 	if t.Paused {
 		row.Status = store.TaskPaused

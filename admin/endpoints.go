@@ -32,6 +32,9 @@ import (
 //	GET    api/replicas?app=
 //	GET    api/preview?spec=&dialect=&tz=&n=
 //	GET    api/health                 Scheduler.Health: 200 when OK, 503 (same body) when not
+//	GET    api/calendars?app=         the app's exclusion calendars (calendars.go)
+//	GET    api/calendars/{name}?app=  {"name": "holidays", "days": ["2026-12-25", ...]}
+//	PUT    api/calendars/{name}       {"days": [...]}: replaces the days (Scheduler.SetCalendar)
 //
 // TaskEdit, the body of POST api/tasks and PUT api/tasks/{code}
 // (durations in milliseconds; secrets write-only: "" or "••••••" on PUT
@@ -43,7 +46,8 @@ import (
 //	            "headers": [{"name": "Authorization", "value": "Bearer x", "secret": true}],
 //	            "body": "{}", "success_codes": [200, 202], "secret": "hmac-key"},
 //	 "timeout_ms": 30000, "max_attempts": 3, "backoff_base_ms": 1000, "backoff_max_ms": 60000,
-//	 "max_concurrent": 16, "overlap": "buffer_one", "paused": false}
+//	 "max_concurrent": 16, "overlap": "buffer_one", "paused": false,
+//	 "exclude": ["2026-12-25"], "calendar": "holidays"}
 //
 // A wrong field answers 400 naming it as the body does ("target.url",
 // "target.headers[2].name", "timeout_ms"); a code taken, or a Go task

@@ -47,6 +47,10 @@ type TaskEdit struct {
 	// Paused creates the task paused; on PUT, when given, it pauses or
 	// resumes the task.
 	Paused *bool `json:"paused"`
+	// Exclude are dates, YYYY-MM-DD in the zone, whose fires are skipped;
+	// Calendar names a calendar of the app whose days are skipped too.
+	Exclude  []string `json:"exclude"`
+	Calendar string   `json:"calendar"`
 }
 
 // HTTPTargetView is the request an HTTP callback task sends, as the
@@ -109,6 +113,7 @@ func (e *TaskEdit) task() xtimer.HTTPTask {
 		Timeout: time.Duration(e.TimeoutMs) * time.Millisecond, MaxAttempts: e.MaxAttempts,
 		BackoffBase: time.Duration(e.BackoffBaseMs) * time.Millisecond, BackoffMax: time.Duration(e.BackoffMaxMs) * time.Millisecond,
 		MaxConcurrent: e.MaxConcurrent, Overlap: xtimer.OverlapPolicy(e.Overlap), Paused: e.Paused != nil && *e.Paused,
+		Exclude: e.Exclude, Calendar: e.Calendar,
 	}
 }
 
@@ -202,6 +207,8 @@ func changedFields(before xtimer.HTTPTask, edit *TaskEdit) []string {
 	add("backoff_max_ms", after.BackoffMax != 0 && before.BackoffMax != after.BackoffMax)
 	add("max_concurrent", after.MaxConcurrent != 0 && before.MaxConcurrent != after.MaxConcurrent)
 	add("overlap", after.Overlap != "" && before.Overlap != after.Overlap)
+	add("exclude", !slices.Equal(before.Exclude, sortedDays(after.Exclude)))
+	add("calendar", before.Calendar != after.Calendar)
 	return out
 }
 
@@ -299,15 +306,18 @@ type taskFormPage struct {
 	Headers []xtimer.HTTPHeader // the task's, then empty rows
 	// SuccessCodes is the comma list the input holds.
 	SuccessCodes string
-	SecretSet    bool
-	Methods      []string
-	Overlaps     []string
-	Overlap      string // the task's policy, stored value
-	TimeoutMs    int64
-	BackoffBase  int64
-	BackoffMax   int64
-	CanSave      bool
-	CancelURL    string
+	// Exclude is the task's excluded days, one a line, as the textarea
+	// holds them.
+	Exclude     string
+	SecretSet   bool
+	Methods     []string
+	Overlaps    []string
+	Overlap     string // the task's policy, stored value
+	TimeoutMs   int64
+	BackoffBase int64
+	BackoffMax  int64
+	CanSave     bool
+	CancelURL   string
 }
 
 // httpMethods are the methods the form offers, as HTTPTarget takes them.
@@ -357,6 +367,7 @@ func (c *console) renderTaskForm(w http.ResponseWriter, r *http.Request, title s
 		codes[i] = fmt.Sprint(n)
 	}
 	p.SuccessCodes = strings.Join(codes, ", ")
+	p.Exclude = strings.Join(t.Exclude, "\n")
 	if edit {
 		p.CancelURL = p.TaskURL(c.sopts.App, t.Code)
 	}
