@@ -28,7 +28,8 @@ const (
 	MaxCalendarDays = store.MaxCalendarDays
 )
 
-// ErrCalendarNotFound: the app has no calendar of that name.
+// ErrCalendarNotFound is returned, wrapped, for a calendar name the app
+// does not have.
 var ErrCalendarNotFound = errors.New("xtimer: calendar not found")
 
 // CalendarError is SetCalendar's error for a name or a day it refuses.

@@ -135,6 +135,11 @@ func TestNextRunsSkipExcludedDaysInTheTaskZone(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "2026-12-02", row.ExcludeDays)
 	require.Equal(t, "holidays", row.Calendar)
+	tasks, err := s.Tasks(ctx, TaskFilter{CodePrefix: "daily.utc"})
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	require.Equal(t, []string{"2026-12-02"}, tasks[0].Exclude)
+	require.Equal(t, "holidays", tasks[0].Calendar)
 }
 
 // newCloseFleet is an editFleet started at 14:59:00.5 UTC on 2026-11-30,

@@ -219,6 +219,10 @@ type Task struct {
 	// MaxRuns is the most scheduled fires the task gets (WithMaxRuns); 0
 	// when there is no cap.
 	MaxRuns int64
+	// Exclude are the days the task's fires skip (WithExclude), sorted;
+	// Calendar the app's calendar whose days they skip too (WithCalendar).
+	Exclude  []string
+	Calendar string
 	// Replicas counts the live replicas that can run the task: those that
 	// registered its handler, or every live replica for an HTTP task. While
 	// it is 0 the task's fires wait.
@@ -304,6 +308,8 @@ func toTask(row store.Task, live []store.Replica, zones map[string]*time.Locatio
 		Misfire:     MisfirePolicy(cmp.Or(row.Misfire, string(MisfireRunOnce))),
 		Overlap:     OverlapPolicy(cmp.Or(row.Overlap, string(OverlapAllow))),
 		MaxRuns:     row.MaxRuns,
+		Exclude:     store.SplitDays(row.ExcludeDays),
+		Calendar:    row.Calendar,
 	}
 	t.MisfireWindow = time.Duration(row.MisfireWindowMs) * time.Millisecond
 	if t.MisfireWindow <= 0 {

@@ -163,10 +163,10 @@ func (c *console) apiSetCalendar(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	before := "none"
-	if old, err := c.st.Calendar(ctx, c.sopts.App, name); err == nil {
+	if old, readErr := c.st.Calendar(ctx, c.sopts.App, name); readErr == nil {
 		before = fmt.Sprintf("%d days", len(old.Days))
 	}
-	if err := c.s.SetCalendar(ctx, name, edit.Days); err != nil {
+	if err = c.s.SetCalendar(ctx, name, edit.Days); err != nil {
 		writeError(w, r, calendarErr(err))
 		return
 	}

@@ -29,7 +29,7 @@ type dayKey int32
 // keyOf is the date of at, in at's location.
 func keyOf(at time.Time) dayKey {
 	y, m, d := at.Date()
-	return dayKey(y*10000 + int(m)*100 + d)
+	return dayKey(y*10000 + int(m)*100 + d) //nolint:gosec // G115: days are YYYY-MM-DD or a schedule's, before MaxYear
 }
 
 // ParseDay reads a date written YYYY-MM-DD, and nothing else: ok is false
