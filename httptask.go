@@ -131,6 +131,12 @@ type HTTPTask struct {
 	MaxRuns int64
 	// Paused creates the task paused. Status afterwards is Pause/Resume's.
 	Paused bool
+	// Exclude are dates, YYYY-MM-DD in Zone, on which the task's fires are
+	// skipped, as WithExclude says; at most MaxExcludeDays.
+	Exclude []string
+	// Calendar names a calendar of the app whose days the fires skip too,
+	// as WithCalendar says; "" for none.
+	Calendar string
 }
 
 // HTTPTarget is the request an HTTP callback task sends. It is stored as
@@ -334,6 +340,7 @@ func (s *Scheduler) HTTPTask(ctx context.Context, code string) (HTTPTask, error)
 		BackoffBase: time.Duration(row.BackoffBaseMs) * time.Millisecond, BackoffMax: time.Duration(row.BackoffMaxMs) * time.Millisecond,
 		MaxConcurrent: sp.MaxConcurrent, Overlap: OverlapPolicy(cmp.Or(row.Overlap, string(OverlapAllowAll))),
 		Jitter: time.Duration(row.JitterMs) * time.Millisecond, PauseOnFailure: row.PauseAfter, Paused: row.Status == store.TaskPaused,
+		Exclude: store.SplitDays(row.ExcludeDays), Calendar: row.Calendar,
 		Misfire: MisfirePolicy(cmp.Or(row.Misfire, string(MisfireRunOnce))), MaxRuns: row.MaxRuns,
 		MisfireWindow: time.Duration(cmp.Or(row.MisfireWindowMs, DefaultMisfireWindow.Milliseconds())) * time.Millisecond,
 	}
@@ -587,6 +594,10 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 		}
 	}
 
+	exclude, err := checkHTTPExclusions(t)
+	if err != nil {
+		return nil, err
+	}
 	target, err := json.Marshal(httpSpec{HTTPTarget: tg, MaxConcurrent: t.MaxConcurrent})
 	if err != nil {
 		return nil, fmt.Errorf("xtimer: http task %q: encode target: %w", t.Code, err)
@@ -600,6 +611,7 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 		Misfire: string(t.Misfire), MisfireWindowMs: t.MisfireWindow.Milliseconds(), Overlap: string(t.Overlap),
 		EndAtMs: endAtMs, MaxRuns: t.MaxRuns,
 		JitterMs: t.Jitter.Milliseconds(), PauseAfter: t.PauseOnFailure, HTTPTarget: &js,
+		ExcludeDays: exclude, Calendar: t.Calendar,
 	}
 	if t.Paused {
 		row.Status = store.TaskPaused

@@ -59,6 +59,12 @@ const (
 	// are the last of them, and Message carries the note stored with the
 	// task. Sent once per pause, by the replica whose update paused it.
 	EventTaskPaused EventKind = "task.paused"
+	// EventCalendarMissing: a task names a calendar (WithCalendar) its app
+	// does not have, so none of its days is excluded: the fires run. Reason
+	// holds the calendar's name. It is raised as the task's fires are
+	// recorded, at most once a day per task across the replicas (and
+	// damped by AlertWindow), until SetCalendar creates the calendar.
+	EventCalendarMissing EventKind = "calendar.missing"
 )
 
 // Event is one alert. Fields that do not apply to its Kind are zero.
@@ -79,7 +85,8 @@ type Event struct {
 	ExecutionID int64     `json:"execution_id,omitempty"`
 	ScheduledAt time.Time `json:"scheduled_at,omitzero"`
 	Attempt     int       `json:"attempt,omitempty"`
-	// Reason is why a fire was skipped.
+	// Reason is why a fire was skipped; for EventCalendarMissing, the
+	// calendar's name.
 	Reason string `json:"reason,omitempty"`
 	// Error is the last attempt's error.
 	Error string `json:"error,omitempty"`

@@ -229,6 +229,10 @@ type Task struct {
 	// Jitter spreads each fire's start over [0, Jitter) after its nominal
 	// instant (WithJitter); 0 when the task has none.
 	Jitter time.Duration
+	// Exclude are the days the task's fires skip (WithExclude), sorted;
+	// Calendar the app's calendar whose days they skip too (WithCalendar).
+	Exclude  []string
+	Calendar string
 	// Replicas counts the live replicas that can run the task: those that
 	// registered its handler, or every live replica for an HTTP task. While
 	// it is 0 the task's fires wait.
@@ -315,6 +319,8 @@ func toTask(row store.Task, live []store.Replica, zones map[string]*time.Locatio
 		Overlap:     OverlapPolicy(cmp.Or(row.Overlap, string(OverlapAllow))),
 		MaxRuns:     row.MaxRuns,
 		Jitter:      time.Duration(row.JitterMs) * time.Millisecond,
+		Exclude:     store.SplitDays(row.ExcludeDays),
+		Calendar:    row.Calendar,
 	}
 	t.PauseNote, t.PauseOnFailure = row.PauseNote, row.PauseAfter
 	t.MisfireWindow = time.Duration(row.MisfireWindowMs) * time.Millisecond

@@ -113,6 +113,7 @@ func New(s *xtimer.Scheduler, o Options) (http.Handler, error) {
 	mux := http.NewServeMux()
 	c.routeAPI(mux)
 	c.routePages(mux)
+	c.routeCalendars(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasPrefix(r.URL.Path, c.prefix) {
 			writeError(w, r, apiErrorf(http.StatusNotFound, codeNotFound,

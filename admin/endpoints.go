@@ -32,6 +32,9 @@ import (
 //	GET    api/replicas?app=
 //	GET    api/preview?spec=&dialect=&tz=&n=
 //	GET    api/health                 Scheduler.Health: 200 when OK, 503 (same body) when not
+//	GET    api/calendars?app=         the app's exclusion calendars (calendars.go)
+//	GET    api/calendars/{name}?app=  {"name": "holidays", "days": ["2026-12-25", ...]}
+//	PUT    api/calendars/{name}       {"days": [...]}: replaces the days (Scheduler.SetCalendar)
 //
 // TaskEdit, the body of POST api/tasks and PUT api/tasks/{code}
 // (durations in milliseconds; secrets write-only: "" or "••••••" on PUT
@@ -45,7 +48,7 @@ import (
 //	 "timeout_ms": 30000, "max_attempts": 3, "backoff_base_ms": 1000, "backoff_max_ms": 60000,
 //	 "max_concurrent": 16, "overlap": "buffer_one", "jitter_ms": 0, "pause_on_failure": 0,
 //	 "misfire": "run_once", "misfire_window_ms": 3600000, "end_at": null, "max_runs": 0,
-//	 "paused": false}
+//	 "exclude": ["2026-12-25"], "calendar": "holidays", "paused": false}
 //
 // A wrong field answers 400 naming it as the body does ("target.url",
 // "target.headers[2].name", "timeout_ms"); a code taken, or a Go task

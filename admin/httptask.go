@@ -63,6 +63,10 @@ type TaskEdit struct {
 	// Paused creates the task paused; on PUT, when given, it pauses or
 	// resumes the task.
 	Paused *bool `json:"paused"`
+	// Exclude are dates, YYYY-MM-DD in the zone, whose fires are skipped;
+	// Calendar names a calendar of the app whose days are skipped too.
+	Exclude  []string `json:"exclude"`
+	Calendar string   `json:"calendar"`
 }
 
 // HTTPTargetView is the request an HTTP callback task sends, as the
@@ -129,6 +133,7 @@ func (e *TaskEdit) task() xtimer.HTTPTask {
 		PauseOnFailure: e.PauseOnFailure,
 		Misfire:        xtimer.MisfirePolicy(e.Misfire), MisfireWindow: time.Duration(e.MisfireWindowMs) * time.Millisecond,
 		EndAt: derefTime(e.EndAt), MaxRuns: e.MaxRuns,
+		Exclude: e.Exclude, Calendar: e.Calendar,
 	}
 }
 
@@ -236,6 +241,8 @@ func changedFields(before xtimer.HTTPTask, edit *TaskEdit) []string {
 	add("misfire_window_ms", after.MisfireWindow != 0 && before.MisfireWindow != after.MisfireWindow)
 	add("end_at", !before.EndAt.Equal(after.EndAt))
 	add("max_runs", before.MaxRuns != after.MaxRuns)
+	add("exclude", !slices.Equal(before.Exclude, sortedDays(after.Exclude)))
+	add("calendar", before.Calendar != after.Calendar)
 	return out
 }
 
@@ -339,7 +346,10 @@ type taskFormPage struct {
 	Task    xtimer.HTTPTask
 	Headers []xtimer.HTTPHeader // the task's, then empty rows
 	// SuccessCodes is the comma list the input holds.
-	SuccessCodes    string
+	SuccessCodes string
+	// Exclude is the task's excluded days, one a line, as the textarea
+	// holds them.
+	Exclude         string
 	SecretSet       bool
 	Methods         []string
 	Overlaps        []string
@@ -408,6 +418,7 @@ func (c *console) renderTaskForm(w http.ResponseWriter, r *http.Request, title s
 		codes[i] = fmt.Sprint(n)
 	}
 	p.SuccessCodes = strings.Join(codes, ", ")
+	p.Exclude = strings.Join(t.Exclude, "\n")
 	if edit {
 		p.CancelURL = p.TaskURL(c.sopts.App, t.Code)
 	}

@@ -70,6 +70,11 @@ type TaskView struct {
 	EndAt           *time.Time `json:"end_at,omitempty"`
 	MaxRuns         int64      `json:"max_runs"`
 	JitterMs        int64      `json:"jitter_ms"`
+	// Exclude are the days the task's fires skip, YYYY-MM-DD in its zone,
+	// and Calendar the app's calendar whose days they skip too; NextRun
+	// and the next runs leave both out.
+	Exclude  []string `json:"exclude"`
+	Calendar string   `json:"calendar,omitempty"`
 
 	NextRun *time.Time     `json:"next_run,omitempty"`
 	Last    *ExecutionView `json:"last,omitempty"`
@@ -237,7 +242,7 @@ func nextFires(sched xtimer.Schedule, now time.Time, n int, endMs int64) []time.
 
 // taskView builds the view of one stored task; live are the live replicas
 // of its app and last its newest execution, if any.
-func (c *console) taskView(t store.Task, live []store.Replica, last *store.Execution, now time.Time) TaskView {
+func (c *console) taskView(t store.Task, live []store.Replica, last *store.Execution, now time.Time, cals calendarDays) TaskView {
 	spec, dialect, zone := t.Effective()
 	v := TaskView{
 		App: t.App, Code: t.Code, Name: t.Name, Description: t.Description, Owner: t.Owner, Kind: t.Kind,
@@ -246,7 +251,7 @@ func (c *console) taskView(t store.Task, live []store.Replica, last *store.Execu
 		TimeoutMs:  t.TimeoutMs, MaxAttempts: t.MaxAttempts, BackoffBaseMs: t.BackoffBaseMs, BackoffMaxMs: t.BackoffMaxMs,
 		Misfire: t.Misfire, MisfireWindowMs: t.MisfireWindowMs, Overlap: t.Overlap, EndAt: msTime(t.EndAtMs),
 		MaxRuns: t.MaxRuns, JitterMs: t.JitterMs, CreatedAt: time.UnixMilli(t.CreatedMs).UTC(), UpdatedAt: time.UnixMilli(t.UpdatedMs).UTC(),
-		Version: t.Version, PauseNote: t.PauseNote, PauseOnFailure: t.PauseAfter,
+		Version: t.Version, PauseNote: t.PauseNote, PauseOnFailure: t.PauseAfter, Exclude: excludeDays(t), Calendar: t.Calendar,
 	}
 	for _, r := range live {
 		if t.Kind == store.KindHTTP || slices.Contains(r.Handlers, t.Code) {
@@ -260,7 +265,7 @@ func (c *console) taskView(t store.Task, live []store.Replica, last *store.Execu
 	sched, err := t.Schedule()
 	if err != nil {
 		v.ScheduleError = err.Error()
-	} else if next := nextFires(sched, now, 1, t.EndAtMs); len(next) == 1 {
+	} else if next := nextFires(cals.excluding(t, sched), now, 1, t.EndAtMs); len(next) == 1 {
 		v.NextRun = &next[0]
 	}
 	switch {
@@ -305,13 +310,17 @@ func (c *console) taskViews(ctx context.Context, f store.TaskFilter, after strin
 	if err != nil {
 		return nil, "", err
 	}
+	cals, err := c.calendarDays(ctx, f.App, tasks...)
+	if err != nil {
+		return nil, "", err
+	}
 	out := make([]TaskView, len(tasks))
 	for i, t := range tasks {
 		var last *store.Execution
 		if e, ok := lasts[t.Code]; ok {
 			last = &e
 		}
-		out[i] = c.taskView(t, live, last, now)
+		out[i] = c.taskView(t, live, last, now, cals)
 	}
 	return out, next, nil
 }
@@ -336,9 +345,13 @@ func (c *console) taskDetail(ctx context.Context, app, code string) (TaskDetail,
 	if len(recent) > 0 {
 		last = &recent[0]
 	}
-	d := TaskDetail{Task: c.taskView(t, live, last, now), NextRuns: []time.Time{}, Recent: []ExecutionView{}, Actions: []ActionView{}}
+	cals, err := c.calendarDays(ctx, app, t)
+	if err != nil {
+		return TaskDetail{}, err
+	}
+	d := TaskDetail{Task: c.taskView(t, live, last, now, cals), NextRuns: []time.Time{}, Recent: []ExecutionView{}, Actions: []ActionView{}}
 	if sched, schedErr := t.Schedule(); schedErr == nil {
-		d.NextRuns = nextFires(sched, now, 10, t.EndAtMs)
+		d.NextRuns = nextFires(cals.excluding(t, sched), now, 10, t.EndAtMs)
 	}
 	if d.Counts, err = c.st.StatusCounts(ctx, app, code, now.Add(-24*time.Hour).UnixMilli(), now.UnixMilli()+1); err != nil {
 		return TaskDetail{}, err

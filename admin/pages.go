@@ -25,6 +25,8 @@ import (
 //	GET {prefix}executions?app=&task=...  executions, with filters
 //	GET {prefix}executions/{id}           one execution, output and error whole
 //	GET {prefix}replicas?app=             the app's replicas
+//	GET {prefix}calendars?app=            the app's calendars (calendars.go)
+//	GET {prefix}calendars/{name}?app=     one calendar's days, editable
 //	GET {prefix}zone?zone=&back=          sets the display zone (zone.go)
 //	GET {prefix}static/{file}             app.css, app.js, favicon.svg
 
@@ -206,7 +208,7 @@ func (c *console) schedulePage(w http.ResponseWriter, r *http.Request) {
 	}
 	now := c.now()
 	// Without live replicas: this page shows the schedule, not the state.
-	v := c.taskView(t, nil, nil, now)
+	v := c.taskView(t, nil, nil, now, nil)
 	p := &schedulePage{layout: c.layoutFor(r, "tasks", "Schedule of "+v.Code), Task: v,
 		CanSave: !c.opts.ReadOnly && v.App == c.sopts.App}
 	if q.err != nil {

@@ -421,14 +421,16 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 		if probes >= silentProbesPerRound {
 			break
 		}
-		fires := lastFires(t.sched, at, n)
+		// Fires on excluded days are not missed runs: they were not to run.
+		sched := t.runSchedule()
+		fires := lastFires(sched, at, n)
 		if len(fires) < n {
-			a.quiet[t.code] = quietTask{t, t.sched.Next(at)}
+			a.quiet[t.code] = quietTask{t, sched.Next(at)}
 			continue
 		}
 		first, latest := fires[0], fires[n-1]
 		// Until the next fire comes due, these stay its last fires.
-		quiet := quietTask{t, t.sched.Next(latest)}
+		quiet := quietTask{t, sched.Next(latest)}
 		if quiet.until.IsZero() {
 			quiet.until = at.Add(100 * 365 * 24 * time.Hour) // no fire any more
 		}

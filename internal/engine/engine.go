@@ -472,7 +472,7 @@ func (s *Engine) Trigger(ctx context.Context, code string) (store.Execution, *ti
 }
 
 // ScheduleOf returns a task's schedule as stored (console overrides
-// included) and its end, or as registered here when the row is not in
+// included), less the days it excludes, and its end, or as registered here when the row is not in
 // the view yet; ok is false for a task nobody has.
 func (s *Engine) ScheduleOf(code string) (sched cron.Schedule, endAt time.Time, ok bool) {
 	s.view.mu.Lock()
@@ -481,8 +481,11 @@ func (s *Engine) ScheduleOf(code string) (sched cron.Schedule, endAt time.Time, 
 	cfg := s.view.handlers[code]
 	switch {
 	case t != nil && t.sched != nil:
-		return t.sched, t.endAt(), true
+		return t.runSchedule(), t.endAt(), true
 	case cfg != nil:
+		if excl := s.view.calendars.exclusionLocked(cfg.opts.Def); excl != nil {
+			return Excluding(cfg.opts.Sched, excl.excludes), cfg.opts.EndAt, true
+		}
 		return cfg.opts.Sched, cfg.opts.EndAt, true
 	}
 	return nil, time.Time{}, false

@@ -517,6 +517,10 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 			// operator's own runs (manual, retry) are never rescheduled.
 			d.status.skip(r, store.ReasonRescheduled, now)
 			continue
+		case t.excl != nil && (r.Source == store.SourceSchedule || r.Source == store.SourceCatchup) && t.excluded(time.UnixMilli(r.RunTime)):
+			// Recorded before its day was excluded (a calendar edited since).
+			d.status.skip(r, store.ReasonExcluded, now)
+			continue
 		case r.Source == store.SourceSchedule && late > misfireAfter && late > window:
 			d.status.skip(r, store.ReasonMisfire, now)
 			continue

@@ -868,23 +868,28 @@ func (p *planner) record(ctx context.Context, now time.Time, fires []fire) error
 	if err != nil {
 		return err
 	}
-	skipped := map[string]int{}
+	skipped := map[[2]string]int{} // task code and reason → fires
 	for _, r := range inserted {
 		if r.Status == store.StatusScheduled && r.Replica == p.opts.InstanceID {
 			p.fires.arm(r)
 		} else if r.Status == store.StatusSkipped {
-			skipped[r.TaskCode]++
+			skipped[[2]string{r.TaskCode, r.Reason}]++
 		}
 	}
-	for code, n := range skipped { // one line per task, not one per fire of a long outage
-		p.metrics.firesSkipped(code, n)
-		p.log.Info("missed fires recorded skipped", "task", code, "fires", n, "reason", store.ReasonMisfire)
+	for k, n := range skipped { // one line per task, not one per fire of a long outage
+		p.metrics.firesSkipped(k[0], n)
+		if k[1] == store.ReasonExcluded {
+			p.log.Debug("fires on excluded days recorded skipped", "task", k[0], "fires", n, "reason", k[1])
+			continue
+		}
+		p.log.Info("missed fires recorded skipped", "task", k[0], "fires", n, "reason", k[1])
 	}
 	return nil
 }
 
-// rowsFor builds the rows of one task's fires, applying the misfire policy
-// to those already past and WithMaxRuns.
+// rowsFor builds the rows of one task's fires: those on days the task
+// excludes skipped (calendar.go), then the misfire policy applied to
+// those already past, and WithMaxRuns.
 func (p *planner) rowsFor(ctx context.Context, now time.Time, t *taskState, ats []time.Time) ([]store.Execution, error) {
 	owner := ""
 	if p.view.runsHere(t.code) {
@@ -895,18 +900,25 @@ func (p *planner) rowsFor(ctx context.Context, now time.Time, t *taskState, ats 
 			Source: source, Reason: reason, MaxAttempts: max(t.def.MaxAttempts, 1), Replica: owner,
 			PlannedMs: t.plannedStart(p.opts.App, at)}
 	}
+	var rows []store.Execution
 	var missed, onTime []time.Time
+	if t.excl != nil && len(ats) > 0 {
+		p.noteMissingCalendar(t, ats[0])
+	}
 	for _, at := range ats {
-		// Overdue counts from the planned start: a jittered fire is not
-		// late before it (WithJitter).
-		if planned := t.plannedStart(p.opts.App, at); now.Sub(time.UnixMilli(max(planned, at.UnixMilli()))) > misfireAfter {
+		if t.excluded(at) {
+			skip := row(at, store.StatusSkipped, store.SourceSchedule, store.ReasonExcluded)
+			skip.Replica = p.opts.InstanceID
+			rows = append(rows, skip)
+		} else if planned := t.plannedStart(p.opts.App, at); now.Sub(time.UnixMilli(max(planned, at.UnixMilli()))) > misfireAfter {
+			// Overdue counts from the planned start: a jittered fire is
+			// not late before it (WithJitter).
 			missed = append(missed, at)
 		} else {
 			onTime = append(onTime, at)
 		}
 	}
 	window := time.Duration(t.misfireWindowMs()) * time.Millisecond
-	var rows []store.Execution
 	for i, at := range missed {
 		run := false
 		switch t.def.Misfire {

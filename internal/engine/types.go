@@ -236,6 +236,7 @@ const (
 	EventFallbackEntered EventKind = "redis.fallback_entered"
 	EventFallbackLeft    EventKind = "redis.fallback_left"
 	EventTaskPaused      EventKind = "task.paused"
+	EventCalendarMissing EventKind = "calendar.missing"
 )
 
 // Event is one alert, field for field the root's Event (notify.go

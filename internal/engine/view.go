@@ -66,6 +66,9 @@ type view struct {
 	// handlersGen counts the changes to the handlers registered here, for
 	// the heartbeat, which lists them.
 	handlersGen int
+	// calendars are the app's calendars and the tasks' exclusions
+	// (calendar.go).
+	calendars calendarBook
 
 	// The task generation of the last sync that read every version, and
 	// when (syncTasks). The tick loop and Start only.
@@ -111,6 +114,9 @@ type taskState struct {
 	// fires); nil for Go tasks, and for an http task whose stored target
 	// does not decode (it does not fire).
 	http *HTTPSpec
+	// excl is the days the task's fires skip (calendar.go); nil, for most
+	// tasks, when it excludes none.
+	excl *exclusion
 	// since is when this replica adopted the task's schedule, if it changed
 	// (or the task resumed) while the replica ran: the task has no fires
 	// before it, so planning the current minute again never back-fills its
@@ -282,9 +288,11 @@ func canonicalStatus(status string) string {
 func (v *view) adoptTask(row store.Task) {
 	v.mu.Lock()
 	def := v.sharedDefLocked(row.Definition())
+	excl := v.calendars.exclusionLocked(def)
 	v.mu.Unlock()
 	t := new(taskState)
 	*t = v.stateOf(row.Head(), def)
+	t.excl = excl
 	t.sched = v.storedSchedule(row)
 	if row.Kind == store.KindHTTP {
 		var err error
@@ -453,6 +461,9 @@ func (v *view) syncTasks(ctx context.Context) error {
 		return err
 	}
 	now := v.clock.Now()
+	if err := v.syncCalendars(ctx, gen, now); err != nil {
+		return err
+	}
 	if v.synced && gen == v.syncedGen {
 		if now.Sub(v.syncedAt) < fullSyncEvery {
 			return nil
@@ -617,6 +628,7 @@ func (v *view) loadTasks(ctx context.Context, gen int64, registered int) (missin
 			found++
 			t := &slab[i]
 			*t = v.stateOf(*h, r.opts.Def) // h.Code is r.code (intern)
+			t.excl = v.calendars.exclusionLocked(r.opts.Def)
 			if t.over == nil {
 				t.sched = r.opts.Sched
 			} else {

@@ -60,6 +60,9 @@ const (
 	// ReasonCancelled: a later fire of a task whose overlap policy is
 	// cancel_other stopped this run (RequestCancel).
 	ReasonCancelled = "cancelled by next fire"
+	// ReasonExcluded: the fire falls on a day its task excludes
+	// (Task.ExcludeDays, or its Calendar's days), in the task's zone.
+	ReasonExcluded = "excluded"
 )
 
 // Task is one row of xtimer_tasks: the definition of a task as the code
@@ -330,6 +333,9 @@ const (
 	ActionTrigger       = "trigger"
 	ActionSetSchedule   = "set_schedule"
 	ActionResetSchedule = "reset_schedule"
+	// ActionSetCalendar: a calendar's days replaced (xtimer_calendars);
+	// the row's TaskCode is "".
+	ActionSetCalendar = "set_calendar"
 )
 
 // Action is one row of xtimer_actions, the audit log of what operators did
@@ -354,5 +360,5 @@ func (Action) TableName() string { return "xtimer_actions" }
 
 // models lists every table, in migration order.
 func models() []any {
-	return []any{&Task{}, &AppState{}, &Execution{}, &Slot{}, &Replica{}, &Action{}, &Alert{}, &Rollup{}}
+	return []any{&Task{}, &AppState{}, &Execution{}, &Slot{}, &Replica{}, &Action{}, &Alert{}, &Rollup{}, &Calendar{}}
 }

@@ -226,6 +226,8 @@
   if (scheduleForm) editSchedule(scheduleForm);
   var taskForm = document.getElementById('task-form');
   if (taskForm) editTask(taskForm);
+  var calendarForm = document.getElementById('calendar-form');
+  if (calendarForm) editCalendar(calendarForm);
 
   // cronHelper runs the schedule part of a form (the "cron-helper"
   // template): presets, a preview as the user types (the API's own
@@ -454,6 +456,8 @@
       b.end_at = field('end_at').trim() || null;
       b.max_runs = number('max_runs');
       b.pause_on_failure = number('pause_on_failure');
+      b.calendar = field('calendar').trim();
+      b.exclude = days(field('exclude'));
       if (!edit) b.paused = !!(form.elements.paused && form.elements.paused.checked);
       return b;
     }
@@ -467,7 +471,7 @@
     // mark points at the input an error names: a header's field names the
     // row among the non-empty ones the body was built from.
     function mark(e, sent) {
-      var name = e.field.replace(/^(target\.success_codes)\[\d+\]$/, '$1');
+      var name = e.field.replace(/^(target\.success_codes|exclude)\[\d+\]$/, '$1');
       var m = /^target\.headers\[(\d+)\]\.(name|value)$/.exec(name);
       if (m && sent) {
         var i = -1;
@@ -505,6 +509,33 @@
         if (e.field && cron.owns(e)) cron.show(e);
         else if (e.field) mark(e, b);
         sync();
+      });
+    });
+  }
+
+  // days reads a list of dates typed one a line, or separated by commas
+  // or spaces; the API names a wrong one.
+  function days(text) {
+    return text.split(/[\s,]+/).filter(function (d) { return d !== ''; });
+  }
+
+  // editCalendar runs the form of a calendar: the save replaces its days
+  // (PUT api/calendars/{name}), then shows the calendar's page.
+  function editCalendar(form) {
+    var save = document.getElementById('save');
+    if (save) save.disabled = false;
+    form.addEventListener('submit', function (ev) {
+      ev.preventDefault();
+      if (!save || save.disabled) return;
+      var name = form.getAttribute('data-calendar') || form.elements.name.value.trim();
+      var list = days(form.elements.days.value);
+      save.disabled = true;
+      call('PUT', 'calendars/' + encodeURIComponent(name), { days: list }).then(function (json) {
+        try { sessionStorage.setItem(FLASH_KEY, 'Saved calendar ' + name + ': ' + json.data.days.length + ' days.'); } catch (e) { /* no flash */ }
+        location.href = prefix + 'calendars/' + encodeURIComponent(name);
+      }, function (err) {
+        flash('Not saved: ' + err.message, true);
+        save.disabled = false;
       });
     });
   }

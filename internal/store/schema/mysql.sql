@@ -161,3 +161,15 @@ CREATE TABLE IF NOT EXISTS `xtimer_alerts` (
   PRIMARY KEY (`id`),
   UNIQUE INDEX `xtimer_alerts_key` (`app`, `kind`, `subject`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+-- Exclusion calendars, one row per app and name (calendars.go): dates on
+-- which the fires of the tasks naming the calendar are skipped. A write
+-- bumps xtimer_apps.task_gen in its transaction.
+CREATE TABLE IF NOT EXISTS `xtimer_calendars` (
+  `app`        varchar(64)  NOT NULL,
+  `name`       varchar(64)  NOT NULL,
+  `days`       mediumtext   NOT NULL,                         -- YYYY-MM-DD,... sorted (TEXT stops at 64 KiB)
+  `updated_ms` bigint       NOT NULL DEFAULT 0,
+  `version`    bigint       NOT NULL DEFAULT 0,               -- +1 on every write
+  PRIMARY KEY (`app`, `name`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;

@@ -157,3 +157,15 @@ CREATE TABLE IF NOT EXISTS xtimer_alerts (
   PRIMARY KEY (id)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS xtimer_alerts_key ON xtimer_alerts (app, kind, subject);
+
+-- Exclusion calendars, one row per app and name (calendars.go): dates on
+-- which the fires of the tasks naming the calendar are skipped. A write
+-- bumps xtimer_apps.task_gen in its transaction.
+CREATE TABLE IF NOT EXISTS xtimer_calendars (
+  app        varchar(64)  NOT NULL,
+  name       varchar(64)  NOT NULL,
+  days       text         NOT NULL,                         -- YYYY-MM-DD,... sorted
+  updated_ms bigint       NOT NULL DEFAULT 0,
+  version    bigint       NOT NULL DEFAULT 0,               -- +1 on every write
+  PRIMARY KEY (app, name)
+);
