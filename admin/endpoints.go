@@ -137,7 +137,7 @@ var (
 	taskKinds         = []string{store.KindFunc, store.KindHTTP}
 	executionStatuses = []string{store.StatusScheduled, store.StatusRunning, store.StatusRetrying,
 		store.StatusSucceeded, store.StatusFailed, store.StatusTimedOut, store.StatusSkipped}
-	executionSources = []string{store.SourceSchedule, store.SourceManual, store.SourceRetry, store.SourceCatchup}
+	executionSources = []string{store.SourceSchedule, store.SourceManual, store.SourceRetry, store.SourceCatchup, store.SourceBackfill}
 )
 
 // taskQuery reads the task list's filters.

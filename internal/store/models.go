@@ -46,6 +46,10 @@ const (
 	SourceManual   = "manual"
 	SourceRetry    = "retry"
 	SourceCatchup  = "catchup"
+	// SourceBackfill: a past fire an operator asked to run (Backfill). Such
+	// fires run one at a time in run-time order (BackfillState), apart from
+	// the task's scheduled fires.
+	SourceBackfill = "backfill"
 )
 
 // Reasons the store itself writes; the engine may write others.
@@ -303,6 +307,7 @@ const (
 	ActionTrigger       = "trigger"
 	ActionSetSchedule   = "set_schedule"
 	ActionResetSchedule = "reset_schedule"
+	ActionBackfill      = "backfill"
 )
 
 // Action is one row of xtimer_actions, the audit log of what operators did
