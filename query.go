@@ -92,7 +92,7 @@ func (s *Scheduler) executionFilter(f ExecutionFilter) (store.ExecutionFilter, s
 		return store.ExecutionFilter{}, store.Cursor{}, 0, fmt.Errorf("xtimer: ExecutionFilter.%s = %v: %s", field, value, reason)
 	}
 	statuses := []Status{StatusScheduled, StatusRunning, StatusRetrying, StatusSucceeded, StatusFailed, StatusTimedOut, StatusSkipped}
-	sources := []Source{SourceSchedule, SourceManual, SourceCatchUp}
+	sources := []Source{SourceSchedule, SourceManual, SourceCatchUp, SourceBackfill}
 	epoch := time.UnixMilli(0)
 	switch {
 	case textProblem(f.Code, 128) != "":

@@ -163,7 +163,7 @@ func TestExecutionsRefusesABadFilterNamingTheField(t *testing.T) {
 		{ExecutionFilter{After: "1764496800000"}, `xtimer: ExecutionFilter.After = "1764496800000": want the Next of a previous page, or "" for the first page`},
 		{ExecutionFilter{After: "1764496800000.0"}, `xtimer: ExecutionFilter.After = "1764496800000.0": want the Next of a previous page, or "" for the first page`},
 		{ExecutionFilter{Status: "done"}, `xtimer: ExecutionFilter.Status = "done": want one of "scheduled", "running", "retrying", "succeeded", "failed", "timed_out", "skipped"`},
-		{ExecutionFilter{Source: "retry"}, `xtimer: ExecutionFilter.Source = "retry": want one of "schedule", "manual", "catchup"`},
+		{ExecutionFilter{Source: "retry"}, `xtimer: ExecutionFilter.Source = "retry": want one of "schedule", "manual", "catchup", "backfill"`},
 		{ExecutionFilter{Code: "a\x00b"}, `xtimer: ExecutionFilter.Code = "a\x00b": contains a NUL byte`},
 		{ExecutionFilter{From: t0.Add(time.Second), To: t0}, `xtimer: ExecutionFilter.From = 2026-11-30 10:00:01 +0000 UTC: want a time at or before To (2026-11-30 10:00:00 +0000 UTC)`},
 		{ExecutionFilter{To: time.Unix(0, 0).UTC()}, `xtimer: ExecutionFilter.To = 1970-01-01 00:00:00 +0000 UTC: want a time after 1970-01-01 UTC, when run times start`},

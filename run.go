@@ -17,6 +17,9 @@ const (
 	// SourceCatchUp is a fire missed during an outage and run late by the
 	// task's misfire policy.
 	SourceCatchUp Source = "catchup"
+	// SourceBackfill is a past fire recorded by Backfill, run one at a
+	// time in run-time order beside the task's scheduled fires.
+	SourceBackfill Source = "backfill"
 )
 
 // Status is where an execution stands.

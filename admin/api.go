@@ -105,9 +105,12 @@ func asAPIError(err error) *apiError {
 	var spec *xtimer.SpecError
 	var field *xtimer.FieldError
 	var tooBig *http.MaxBytesError
+	var backfill *xtimer.BackfillError
 	switch {
 	case errors.As(err, &e):
 		return e
+	case errors.As(err, &backfill):
+		return &apiError{Status: http.StatusBadRequest, Code: codeInvalid, Field: backfill.Field, Value: backfill.Value, Message: err.Error()}
 	case errors.As(err, &spec):
 		msg := err.Error()
 		if errors.As(err, &field) {

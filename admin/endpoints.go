@@ -27,6 +27,8 @@ import (
 //	POST   api/tasks/{code}/trigger   {}
 //	PUT    api/tasks/{code}/schedule  {"spec": "...", "dialect": "cron|quartz", "zone": "Europe/Paris"}
 //	DELETE api/tasks/{code}/schedule  {}
+//	GET    api/tasks/{code}/backfill?from=&to=   {"fires": n, "new": m} (backfill.go)
+//	POST   api/tasks/{code}/backfill  {"from": "2026-11-30T00:00:00Z", "to": "..."}: {"recorded": n}
 //	GET    api/executions?app=&task=&status=&source=&replica=&from=&to=&after=&limit=
 //	GET    api/executions/{id}
 //	GET    api/replicas?app=
@@ -66,6 +68,7 @@ func (c *console) routeAPI(mux *http.ServeMux) {
 	route(mux, api+"tasks/{code}/resume", map[string]http.HandlerFunc{"POST": c.apiResume})
 	route(mux, api+"tasks/{code}/trigger", map[string]http.HandlerFunc{"POST": c.apiTrigger})
 	route(mux, api+"tasks/{code}/schedule", map[string]http.HandlerFunc{"PUT": c.apiSetSchedule, "DELETE": c.apiResetSchedule})
+	route(mux, api+"tasks/{code}/backfill", map[string]http.HandlerFunc{"GET": c.apiBackfillPreview, "POST": c.apiBackfill})
 	route(mux, api+"executions", map[string]http.HandlerFunc{"GET": c.apiExecutions})
 	route(mux, api+"executions/{id}", map[string]http.HandlerFunc{"GET": c.apiExecution})
 	route(mux, api+"replicas", map[string]http.HandlerFunc{"GET": c.apiReplicas})
@@ -142,7 +145,7 @@ var (
 	taskKinds         = []string{store.KindFunc, store.KindHTTP}
 	executionStatuses = []string{store.StatusScheduled, store.StatusRunning, store.StatusRetrying,
 		store.StatusSucceeded, store.StatusFailed, store.StatusTimedOut, store.StatusSkipped}
-	executionSources = []string{store.SourceSchedule, store.SourceManual, store.SourceRetry, store.SourceCatchup}
+	executionSources = []string{store.SourceSchedule, store.SourceManual, store.SourceRetry, store.SourceCatchup, store.SourceBackfill}
 )
 
 // taskQuery reads the task list's filters.

@@ -269,8 +269,9 @@ var commands = map[string]command{
 			return nil
 		},
 	},
-	"pause":  action("pause", "paused"),
-	"resume": action("resume", "resumed"),
+	"pause":    action("pause", "paused"),
+	"resume":   action("resume", "resumed"),
+	"backfill": backfillCommand,
 	"trigger": {
 		args: []string{"CODE"},
 		run: func(ctx context.Context, c *call) error {

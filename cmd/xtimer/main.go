@@ -88,6 +88,7 @@ Commands:
   pause CODE [-note TEXT]                     pause a task on every replica, saying why
   resume CODE [-note TEXT]                    resume a paused task; the note replaces the pause's
   trigger CODE                                run a task now (a manual run)
+  backfill CODE -from T -to T                 run the past fires of a range that never ran, oldest first
   schedule CODE SPEC [-quartz] [-zone Z]      store a schedule that wins over the code's
   preview SPEC [-n N] [-quartz] [-zone Z]     the next fires of a cron expression
   replicas                                    the replicas of the app

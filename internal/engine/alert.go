@@ -502,8 +502,8 @@ func lastFires(sched cron.Schedule, at time.Time, n int) []time.Time {
 
 // attemptBegan raises EventLate for an attempt starting past the threshold.
 func (a *alerter) attemptBegan(r store.Execution, at time.Time) {
-	if a == nil || a.opts.AlertLateAfter < 0 {
-		return
+	if a == nil || a.opts.AlertLateAfter < 0 || r.Source == store.SourceBackfill {
+		return // a backfilled fire is late by design
 	}
 	if late := at.Sub(time.UnixMilli(attemptDue(r))); late > a.opts.AlertLateAfter {
 		a.raise(Event{Kind: EventLate, Task: r.TaskCode, At: at, ExecutionID: r.ID, ScheduledAt: time.UnixMilli(r.RunTime).UTC(),

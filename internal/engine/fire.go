@@ -62,6 +62,9 @@ type dispatcher struct {
 	// policy is cancel_other, by execution ID: what a later fire of the
 	// task stops (cancelTask, cancelIDs).
 	cancellable map[int64]cancellable
+	// backfills are the backfilled fires this replica owns, by task, one
+	// of each task's armed at a time (backfill.go).
+	backfills map[string]*backfillQueue
 
 	wake chan struct{} // a fire was armed earlier than the dispatcher waits for
 	// lastLead is the lead of the dispatcher's last claim ahead, which the
@@ -92,6 +95,7 @@ type fireStore interface {
 	StartFires(ctx context.Context, app string, ids []int64, replica string, claimMs int64) ([]int64, error)
 	RunningCount(ctx context.Context, app, code string) (int64, error)
 	OverlapState(ctx context.Context, app, code string, runTime, self, graceFrom int64) (store.Overlap, error)
+	BackfillState(ctx context.Context, app, code string, runTime, self int64) (store.Overlap, error)
 	RequestCancel(ctx context.Context, app, code string, self, now int64) (int64, error)
 }
 
@@ -201,6 +205,13 @@ func (h *fireHeap) Pop() any {
 // arm queues a row this replica owns to start at its run time (at once
 // when that has passed).
 func (d *dispatcher) arm(r store.Execution) {
+	if r.Source == store.SourceBackfill {
+		d.mu.Lock()
+		d.armBackfillLocked(r, time.UnixMilli(r.RunTime))
+		d.mu.Unlock()
+		d.poke()
+		return
+	}
 	t, _, _ := d.view.fireTask(r.TaskCode)
 	exact := t != nil && checksOverlap(t.def.Overlap)
 	d.mu.Lock()
@@ -503,6 +514,12 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 	for _, f := range due {
 		r := f.row
 		t, runs, goHandler := d.view.fireTask(r.TaskCode)
+		if r.Source == store.SourceBackfill { // its own order, whatever the task's policies
+			if !d.holdBackfill(ctx, f, t, runs, now) {
+				start, goHandlers = append(start, r), append(goHandlers, goHandler)
+			}
+			continue
+		}
 		late := now.Sub(time.UnixMilli(r.Planned()))
 		window := time.Duration(t.misfireWindowMs()) * time.Millisecond
 		switch {
@@ -597,7 +614,9 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 		d.backlog = nil
 		d.mu.Lock()
 		for _, r := range retry {
-			if !d.armedIDs[r.ID] {
+			if r.Source == store.SourceBackfill {
+				d.armBackfillLocked(r, now.Add(time.Second))
+			} else if !d.armedIDs[r.ID] {
 				d.armedIDs[r.ID] = true
 				d.pushArmedLocked(&armedFire{row: r, due: now.Add(time.Second)})
 			}
@@ -748,7 +767,12 @@ func (s *Engine) startAttempt(r store.Execution, now time.Time) {
 		loc = t.loc()
 	}
 	s.view.mu.Unlock()
-	s.dispatcher.noteRunning(r.TaskCode, 1)
+	// A backfilled fire runs beside the task's others: their overlap
+	// checks leave it out.
+	backfill := r.Source == store.SourceBackfill
+	if !backfill {
+		s.dispatcher.noteRunning(r.TaskCode, 1)
+	}
 	s.attempts.Add(1)
 	run := &Attempt{
 		ID: FireID(s.opts.App, r.TaskCode, r.RunTime), ExecutionID: r.ID, Code: r.TaskCode,
@@ -757,7 +781,7 @@ func (s *Engine) startAttempt(r store.Execution, now time.Time) {
 	}
 	var status atomic.Int64
 	work, submit, timeout := s.attemptWork(r, t, cfg, run, &status)
-	cancellable := t != nil && t.def.Overlap == OverlapCancelOther
+	cancellable := t != nil && t.def.Overlap == OverlapCancelOther && !backfill
 	submit(func() {
 		defer s.attempts.Done()
 		began := s.clock.Now()
@@ -778,7 +802,9 @@ func (s *Engine) startAttempt(r store.Execution, now time.Time) {
 			defer cancel(nil)
 		}
 		out := executor.Call(ctx, s.clock, timeout, work, late)
-		s.dispatcher.noteRunning(r.TaskCode, -1)
+		if !backfill {
+			s.dispatcher.noteRunning(r.TaskCode, -1)
+		}
 		reason := ""
 		if cancellable {
 			s.dispatcher.untrack(r.ID)

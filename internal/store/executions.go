@@ -338,8 +338,8 @@ func (s *Store) fireRows(fires []Execution, claim string) ([]Execution, error) {
 			return nil, fmt.Errorf("store: insert fires: row %d (%s at %d) status %q: want %q or %q",
 				i, f.TaskCode, f.RunTime, f.Status, StatusScheduled, StatusSkipped)
 		case f.Source != "" && f.Source != SourceSchedule && f.Source != SourceManual &&
-			f.Source != SourceRetry && f.Source != SourceCatchup:
-			return nil, fmt.Errorf("store: insert fires: row %d (%s at %d) source %q: want schedule, manual, retry or catchup",
+			f.Source != SourceRetry && f.Source != SourceCatchup && f.Source != SourceBackfill:
+			return nil, fmt.Errorf("store: insert fires: row %d (%s at %d) source %q: want schedule, manual, retry, catchup or backfill",
 				i, f.TaskCode, f.RunTime, f.Source)
 		case len(f.Replica) > 128:
 			return nil, fmt.Errorf("store: insert fires: row %d replica %q: want at most 128 bytes", i, f.Replica)
@@ -554,13 +554,15 @@ func (s *Store) LostExecutions(ctx context.Context, app string, live []string, l
 }
 
 // RunningCount returns how many executions of one task are running
-// anywhere in the fleet, for the overlap policy.
+// anywhere in the fleet, for the overlap policy. Backfilled fires run
+// beside the task's scheduled ones and are not counted (BackfillState).
 func (s *Store) RunningCount(ctx context.Context, app, code string) (int64, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	var n int64
 	err := s.db.WithContext(ctx).Model(&Execution{}).
-		Where("app = ? AND task_code = ? AND (status = ? OR status = ? AND started_ms > 0)", app, code, StatusRunning, StatusScheduled).Count(&n).Error
+		Where("app = ? AND task_code = ? AND (status = ? OR status = ? AND started_ms > 0) AND source <> ?",
+			app, code, StatusRunning, StatusScheduled, SourceBackfill).Count(&n).Error
 	if err != nil {
 		return 0, fmt.Errorf("store: count running executions of task %q: %w", code, err)
 	}
@@ -583,17 +585,24 @@ type Overlap struct {
 // are going and the fires due before runTime that wait to start, leaving
 // the fire with ID self out of both. A run asked to stop at or before
 // graceFrom (Unix ms; negative: none) does not count as going: its
-// replica had the time to stop it, or is gone.
+// replica had the time to stop it, or is gone. Backfilled fires are left
+// out: they wait only for each other (BackfillState).
 func (s *Store) OverlapState(ctx context.Context, app, code string, runTime, self, graceFrom int64) (Overlap, error) {
+	return s.overlapState(ctx, app, code, runTime, self, graceFrom, "<>")
+}
+
+// overlapState is OverlapState over the task's backfilled fires (sourceOp
+// "=") or its other fires ("<>").
+func (s *Store) overlapState(ctx context.Context, app, code string, runTime, self, graceFrom int64, sourceOp string) (Overlap, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	var o Overlap
 	err := s.db.WithContext(ctx).Raw(`SELECT
 		COALESCE(SUM(CASE WHEN (status <> ? OR started_ms > 0) AND (cancel_ms = 0 OR cancel_ms > ?) THEN 1 ELSE 0 END), 0) AS going,
 		COALESCE(SUM(CASE WHEN status = ? AND started_ms = 0 AND run_time < ? THEN 1 ELSE 0 END), 0) AS waiting
-		FROM xtimer_executions WHERE app = ? AND task_code = ? AND status IN ? AND id <> ?`,
+		FROM xtimer_executions WHERE app = ? AND task_code = ? AND status IN ? AND id <> ? AND source `+sourceOp+` ?`,
 		StatusScheduled, graceFrom, StatusScheduled, runTime, app, code,
-		[]string{StatusScheduled, StatusRunning, StatusRetrying}, self).Scan(&o).Error
+		[]string{StatusScheduled, StatusRunning, StatusRetrying}, self, SourceBackfill).Scan(&o).Error
 	if err != nil {
 		return Overlap{}, fmt.Errorf("store: overlap state of task %q: %w", code, err)
 	}
@@ -604,21 +613,21 @@ func (s *Store) OverlapState(ctx context.Context, app, code string, runTime, sel
 // ID self, to stop, at now (Unix ms): a started or running one is marked
 // (cancel_ms), for its replica to cancel the attempt (CancelRequested);
 // one waiting for a retry has no attempt to stop and ends failed at once,
-// reason ReasonCancelled. It returns how many runs it asked or ended.
+// reason ReasonCancelled. It returns how many runs it asked or ended Backfilled fires are never asked.
 func (s *Store) RequestCancel(ctx context.Context, app, code string, self, now int64) (int64, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	var n int64
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		marked := tx.Model(&Execution{}).
-			Where("app = ? AND task_code = ? AND id <> ? AND cancel_ms = 0 AND (status = ? OR status = ? AND started_ms > 0)",
-				app, code, self, StatusRunning, StatusScheduled).
+			Where("app = ? AND task_code = ? AND id <> ? AND cancel_ms = 0 AND (status = ? OR status = ? AND started_ms > 0) AND source <> ?",
+				app, code, self, StatusRunning, StatusScheduled, SourceBackfill).
 			Updates(map[string]any{"cancel_ms": now, "updated_ms": now})
 		if marked.Error != nil {
 			return marked.Error
 		}
 		ended := tx.Model(&Execution{}).
-			Where("app = ? AND task_code = ? AND id <> ? AND status = ?", app, code, self, StatusRetrying).
+			Where("app = ? AND task_code = ? AND id <> ? AND status = ? AND source <> ?", app, code, self, StatusRetrying, SourceBackfill).
 			Updates(map[string]any{"status": StatusFailed, "reason": ReasonCancelled, "cancel_ms": now,
 				"finished_ms": now, "next_attempt_ms": 0, "updated_ms": now})
 		n = marked.RowsAffected + ended.RowsAffected

@@ -46,6 +46,10 @@ const (
 	SourceManual   = "manual"
 	SourceRetry    = "retry"
 	SourceCatchup  = "catchup"
+	// SourceBackfill: a past fire an operator asked to run (Backfill). Such
+	// fires run one at a time in run-time order (BackfillState), apart from
+	// the task's scheduled fires.
+	SourceBackfill = "backfill"
 )
 
 // Reasons the store itself writes; the engine may write others.
@@ -333,6 +337,7 @@ const (
 	ActionTrigger       = "trigger"
 	ActionSetSchedule   = "set_schedule"
 	ActionResetSchedule = "reset_schedule"
+	ActionBackfill      = "backfill"
 	// ActionSetCalendar: a calendar's days replaced (xtimer_calendars);
 	// the row's TaskCode is "".
 	ActionSetCalendar = "set_calendar"

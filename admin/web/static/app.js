@@ -539,4 +539,52 @@
       });
     });
   }
+
+  // Backfill a range (the task page): a preview of the fires the range
+  // holds and how many never ran, then, confirmed, the backfill itself.
+  function backfillRange(form) {
+    var from = form.elements.from.value, to = form.elements.to.value;
+    if (!from || !to) return null;
+    return { from: new Date(from).toISOString(), to: new Date(to).toISOString() };
+  }
+  function backfillPreview(form) {
+    var out = document.getElementById('backfill-preview');
+    var r = backfillRange(form);
+    if (!r) {
+      out.textContent = 'Set both ends of the range.';
+      return Promise.reject(new Error(out.textContent));
+    }
+    var code = form.getAttribute('data-task');
+    var q = '?from=' + encodeURIComponent(r.from) + '&to=' + encodeURIComponent(r.to);
+    return call('GET', 'tasks/' + encodeURIComponent(code) + '/backfill' + q).then(function (json) {
+      var p = json.data;
+      out.textContent = 'The range holds ' + p.fires + ' fire' + (p.fires === 1 ? '' : 's') + '; ' + p.new + ' never ran.';
+      out.setAttribute('data-new', p.new);
+      return { range: r, preview: p, code: code };
+    }, function (err) {
+      out.textContent = err.message;
+      throw err;
+    });
+  }
+  document.addEventListener('click', function (ev) {
+    var b = ev.target.closest ? ev.target.closest('button[data-backfill="preview"]') : null;
+    if (!b) return;
+    ev.preventDefault();
+    backfillPreview(b.form).catch(function () {});
+  });
+  document.addEventListener('submit', function (ev) {
+    var form = ev.target;
+    if (form.id !== 'backfill-form') return;
+    ev.preventDefault();
+    backfillPreview(form).then(function (p) {
+      if (p.preview.new === 0) return;
+      if (!window.confirm('Run ' + p.preview.new + ' past fire' + (p.preview.new === 1 ? '' : 's') + ' of ' + p.code + ', one at a time, oldest first?')) return;
+      return call('POST', 'tasks/' + encodeURIComponent(p.code) + '/backfill', p.range).then(function (json) {
+        flash('Recorded ' + json.data.recorded + ' fires of ' + p.code + ' to backfill.');
+        return refresh();
+      });
+    }).catch(function (err) {
+      flash(form.getAttribute('data-task') + ': ' + err.message, true);
+    });
+  });
 })();
