@@ -71,6 +71,10 @@ type Event struct {
 	App  string    `json:"app"`
 	// Task is the task's code; "" for replica and Redis events.
 	Task string `json:"task,omitempty"`
+	// Owner is the task's owner (WithOwner) as this replica knew it when
+	// the event was raised; "" for a task without one and for replica and
+	// Redis events. RouteByOwner routes on it.
+	Owner string `json:"owner,omitempty"`
 	// Replica is the replica that saw the event, or the lost replica.
 	Replica string    `json:"replica"`
 	At      time.Time `json:"at"`
@@ -139,6 +143,9 @@ func (n *LogNotifier) Notify(ctx context.Context, e Event) error {
 		slog.String("replica", e.Replica), slog.Int64("suppressed", e.Suppressed)}
 	if e.Task != "" {
 		attrs = append(attrs, slog.String("task", e.Task))
+	}
+	if e.Owner != "" {
+		attrs = append(attrs, slog.String("owner", e.Owner))
 	}
 	if e.ExecutionID != 0 {
 		attrs = append(attrs, slog.Int64("execution", e.ExecutionID), slog.Time("run_time", e.ScheduledAt))
