@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/xtimer-go/xtimer/executor"
@@ -77,6 +78,10 @@ type Event struct {
 	App  string    `json:"app"`
 	// Task is the task's code; "" for replica and Redis events.
 	Task string `json:"task,omitempty"`
+	// Owner is the task's owner (WithOwner) as this replica knew it when
+	// the event was raised; "" for a task without one and for replica and
+	// Redis events. RouteByOwner routes on it.
+	Owner string `json:"owner,omitempty"`
 	// Replica is the replica that saw the event, or the lost replica.
 	Replica string    `json:"replica"`
 	At      time.Time `json:"at"`
@@ -147,6 +152,9 @@ func (n *LogNotifier) Notify(ctx context.Context, e Event) error {
 	if e.Task != "" {
 		attrs = append(attrs, slog.String("task", e.Task))
 	}
+	if e.Owner != "" {
+		attrs = append(attrs, slog.String("owner", e.Owner))
+	}
 	if e.ExecutionID != 0 {
 		attrs = append(attrs, slog.Int64("execution", e.ExecutionID), slog.Time("run_time", e.ScheduledAt))
 	}
@@ -189,6 +197,7 @@ type WebhookOptions struct {
 // WebhookNotifier posts alerts as JSON.
 type WebhookNotifier struct {
 	o WebhookOptions
+	p *poster
 }
 
 // NewWebhookNotifier checks o and returns the notifier, or an error naming
@@ -203,30 +212,19 @@ func NewWebhookNotifier(o WebhookOptions) (*WebhookNotifier, error) {
 		return nil, bad("URL", fmt.Sprintf("%q", o.URL), "want an absolute http or https URL")
 	case u.User != nil:
 		return nil, bad("URL", u.Redacted(), "credentials in the URL are refused; send them in Headers")
-	case o.Timeout < 0:
-		return nil, bad("Timeout", o.Timeout, "want 0 (default) or more")
-	case o.Attempts < 0 || o.Attempts > 10:
-		return nil, bad("Attempts", o.Attempts, "want 0 (default) to 10")
 	}
 	for k := range o.Headers {
 		if k == "" || http.CanonicalHeaderKey(k) == "Content-Type" {
 			return nil, bad("Headers", fmt.Sprintf("%q", k), "want a header name other than Content-Type")
 		}
 	}
-	if o.Timeout == 0 {
-		o.Timeout = DefaultWebhookTimeout
+	p, err := newPoster(bad, "webhook", o.URL, o.Timeout, o.Attempts, o.Client)
+	if err != nil {
+		return nil, err
 	}
-	if o.Attempts == 0 {
-		o.Attempts = DefaultWebhookAttempts
-	}
-	if o.Client == nil {
-		o.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	}
-	return &WebhookNotifier{o: o}, nil
+	o.Timeout, o.Attempts, o.Client = p.timeout, p.attempts, p.client
+	return &WebhookNotifier{o: o, p: p}, nil
 }
-
-// errFinal marks a response that retrying will not change.
-var errFinal = errors.New("final")
 
 // Notify posts e, retrying as WebhookOptions.Attempts says.
 func (n *WebhookNotifier) Notify(ctx context.Context, e Event) error {
@@ -234,60 +232,147 @@ func (n *WebhookNotifier) Notify(ctx context.Context, e Event) error {
 	if err != nil {
 		return fmt.Errorf("xtimer: webhook: encode alert %s: %w", e.ID, err)
 	}
+	return n.p.post(ctx, e.ID, func() (postTry, error) {
+		header := map[string]string{}
+		for k, v := range n.o.Headers {
+			header[k] = v
+		}
+		header["X-Xtimer-Alert"] = e.ID
+		header["X-Xtimer-Event"] = string(e.Kind)
+		if n.o.Secret != "" {
+			ts := time.Now().Unix()
+			header["X-Xtimer-Timestamp"] = strconv.FormatInt(ts, 10)
+			header["X-Xtimer-Signature"] = executor.Sign(n.o.Secret, ts, body)
+		}
+		return postTry{url: n.o.URL, body: body, header: header}, nil
+	}, nil)
+}
+
+// poster is the HTTP side of the notifiers that post JSON: the webhook,
+// and the chat notifiers (notify_chat.go). Each try runs under timeout; a
+// network error, a 429 or a 5xx is tried again after a short back-off
+// (0.5s, 1s, 2s...), up to attempts tries; another status is final.
+type poster struct {
+	name     string // "webhook", "slack"...: errors read "xtimer: <name>: alert <id> to <target>: ..."
+	target   string // the URL as errors show it: a chat URL's token is masked
+	timeout  time.Duration
+	attempts int
+	client   *http.Client
+}
+
+// newPoster checks the fields of the posting notifiers' options and
+// applies their defaults; bad names a bad field of the options.
+func newPoster(bad func(field string, value any, reason string) error, name, target string,
+	timeout time.Duration, attempts int, client *http.Client) (*poster, error) {
+	switch {
+	case timeout < 0:
+		return nil, bad("Timeout", timeout, "want 0 (default) or more")
+	case attempts < 0 || attempts > 10:
+		return nil, bad("Attempts", attempts, "want 0 (default) to 10")
+	}
+	if timeout == 0 {
+		timeout = DefaultWebhookTimeout
+	}
+	if attempts == 0 {
+		attempts = DefaultWebhookAttempts
+	}
+	if client == nil {
+		client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	return &poster{name: name, target: target, timeout: timeout, attempts: attempts, client: client}, nil
+}
+
+// postTry is the request of one try, made anew for each: a signature
+// carries the time it was made.
+type postTry struct {
+	url    string
+	body   []byte
+	header map[string]string
+}
+
+// finalError is an outcome that trying again will not change.
+type finalError struct{ err error }
+
+func (e finalError) Error() string { return e.err.Error() }
+func (e finalError) Unwrap() error { return e.err }
+
+// post sends the tries next makes until one is delivered: a 2xx response
+// whose body accepted takes (nil takes any). accepted's errors are final:
+// a service that answered is asked again by the alerter, minutes later.
+func (p *poster) post(ctx context.Context, id string, next func() (postTry, error), accepted func(body []byte) error) error {
 	var last error
-	for attempt := 1; attempt <= n.o.Attempts; attempt++ {
+	for attempt := 1; attempt <= p.attempts; attempt++ {
 		if attempt > 1 {
 			d := time.Duration(float64(250*time.Millisecond<<(attempt-1)) * (0.8 + 0.4*rand.Float64())) //nolint:gosec // G404: jitter, not a secret
 			t := time.NewTimer(d)
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return fmt.Errorf("xtimer: webhook: alert %s: %w (last: %w)", e.ID, ctx.Err(), last)
+				return fmt.Errorf("xtimer: %s: alert %s: %w (last: %w)", p.name, id, ctx.Err(), last)
 			case <-t.C:
 			}
 		}
-		last = n.post(ctx, e, body)
-		if last == nil || errors.Is(last, errFinal) {
+		last = p.try(ctx, next, accepted)
+		if fe := (finalError{}); last == nil || errors.As(last, &fe) {
 			break
 		}
 	}
 	if last != nil {
-		return fmt.Errorf("xtimer: webhook: alert %s to %s: %w", e.ID, n.o.URL, last)
+		return fmt.Errorf("xtimer: %s: alert %s to %s: %w", p.name, id, p.target, last)
 	}
 	return nil
 }
 
-func (n *WebhookNotifier) post(ctx context.Context, e Event, body []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, n.o.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.o.URL, bytes.NewReader(body))
+func (p *poster) try(ctx context.Context, next func() (postTry, error), accepted func(body []byte) error) error {
+	t, err := next()
 	if err != nil {
-		return fmt.Errorf("%w: %w", errFinal, err)
+		return finalError{err}
 	}
-	for k, v := range n.o.Headers {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(t.body))
+	if err != nil {
+		return finalError{errors.New("the request does not build")} // its error would show the URL
+	}
+	for k, v := range t.header {
 		req.Header.Set(k, v)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "xtimer/1")
-	req.Header.Set("X-Xtimer-Alert", e.ID)
-	req.Header.Set("X-Xtimer-Event", string(e.Kind))
-	if n.o.Secret != "" {
-		ts := time.Now().Unix()
-		req.Header.Set("X-Xtimer-Timestamp", strconv.FormatInt(ts, 10))
-		req.Header.Set("X-Xtimer-Signature", executor.Sign(n.o.Secret, ts, body))
-	}
-	resp, err := n.o.Client.Do(req)
+	resp, err := p.client.Do(req)
 	if err != nil {
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			ue.URL = p.target
+		}
 		return err
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		if accepted == nil {
+			return nil
+		}
+		if err := accepted(body); err != nil {
+			return finalError{err}
+		}
 		return nil
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-		return fmt.Errorf("status %d", resp.StatusCode)
+		return fmt.Errorf("status %d%s", resp.StatusCode, bodySnippet(body))
 	default:
-		return fmt.Errorf("%w: status %d", errFinal, resp.StatusCode)
+		return finalError{fmt.Errorf("status %d%s", resp.StatusCode, bodySnippet(body))}
 	}
+}
+
+// bodySnippet is the start of a response body for an error: ": " and
+// its first line, quoted and cut short, or "" for an empty body.
+func bodySnippet(body []byte) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
+	if line == "" {
+		return ""
+	}
+	if len(line) > 200 {
+		line = line[:200] + "..."
+	}
+	return fmt.Sprintf(": %q", strings.ToValidUTF8(line, "\uFFFD"))
 }

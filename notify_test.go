@@ -121,4 +121,8 @@ func TestLogNotifierLogsFailuresAsErrors(t *testing.T) {
 	buf.Reset()
 	require.NoError(t, n.Notify(context.Background(), Event{Kind: EventLate, Message: "late"}))
 	require.Contains(t, buf.String(), "level=WARN")
+	require.NotContains(t, buf.String(), "owner=", "no owner attribute for a task without one")
+	buf.Reset()
+	require.NoError(t, n.Notify(context.Background(), Event{Kind: EventLate, Task: "close-day", Owner: "team-ledger", Message: "late"}))
+	require.Contains(t, buf.String(), "owner=team-ledger")
 }

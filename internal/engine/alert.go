@@ -138,6 +138,9 @@ func (a *alerter) raise(e Event, subject, occurrence string) {
 		e.At = a.clock.Now()
 	}
 	e.At = e.At.UTC()
+	if e.Task != "" && e.Owner == "" {
+		e.Owner = a.ownerOf(e.Task)
+	}
 	k := alertKey{e.Kind, subject}
 	a.mu.Lock()
 	q := a.queue[k]
@@ -160,6 +163,18 @@ func (a *alerter) raise(e Event, subject, occurrence string) {
 }
 
 func (a *alerter) poke() { a.kick.Poke() }
+
+// ownerOf is the owner (WithOwner) of the task code in this replica's
+// view, "" when it has none or the view has no such task. It takes
+// view.mu: raise is never called under it.
+func (a *alerter) ownerOf(code string) string {
+	a.view.mu.Lock()
+	defer a.view.mu.Unlock()
+	if t := a.view.taskLocked(code); t != nil && t.def != nil {
+		return t.def.Owner
+	}
+	return ""
+}
 
 // start starts the sender, which stop ends, and the maintenance round,
 // which stopRounds ends.

@@ -247,6 +247,7 @@ type Event struct {
 	Kind        EventKind     `json:"kind"`
 	App         string        `json:"app"`
 	Task        string        `json:"task,omitempty"`
+	Owner       string        `json:"owner,omitempty"`
 	Replica     string        `json:"replica"`
 	At          time.Time     `json:"at"`
 	ExecutionID int64         `json:"execution_id,omitempty"`
