@@ -871,7 +871,7 @@ func (s *Engine) settle(r store.Execution, at time.Time, err error, timedOut boo
 	s.view.mu.Unlock()
 	switch {
 	case r.Attempt < r.MaxAttempts && t != nil:
-		f.Status = store.StatusRetrying
+		f.Status, f.TimedOut = store.StatusRetrying, timedOut
 		f.NextAttemptMs = at.Add(t.backoff().Delay(r.Attempt, rand.Float64)).UnixMilli()
 	case timedOut:
 		f.Status = store.StatusTimedOut

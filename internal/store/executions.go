@@ -37,6 +37,9 @@ type Result struct {
 	// lateness. Zero keeps the recorded start.
 	StartedMs  int64
 	LatenessMs int64
+	// TimedOut, with StatusRetrying, says the attempt stopped at its
+	// timeout: its row of xtimer_attempts says timed_out, not failed.
+	TimedOut bool
 }
 
 // Finish is one item of FinishAttempts.
@@ -440,6 +443,9 @@ func (s *Store) FinishAttempts(ctx context.Context, finishes []Finish) (oks []bo
 			return fmt.Errorf("store: finish %d attempts: %w", len(finishes), updateErr)
 		}
 		oks = markDone(finishes, func(f Finish) int64 { return f.ID }, done)
+		if err := s.recordAttempts(tx, finishes, oks); err != nil {
+			return fmt.Errorf("store: finish %d attempts: %w", len(finishes), err)
+		}
 		return nil
 	})
 	if err != nil {

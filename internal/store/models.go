@@ -365,5 +365,5 @@ func (Action) TableName() string { return "xtimer_actions" }
 
 // models lists every table, in migration order.
 func models() []any {
-	return []any{&Task{}, &AppState{}, &Execution{}, &Slot{}, &Replica{}, &Action{}, &Alert{}, &Rollup{}, &Calendar{}}
+	return []any{&Task{}, &AppState{}, &Execution{}, &Slot{}, &Replica{}, &Action{}, &Alert{}, &Rollup{}, &Calendar{}, &Attempt{}}
 }
