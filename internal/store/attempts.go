@@ -106,10 +106,11 @@ func deleteAttempts(tx *gorm.DB, ids []int64) error {
 }
 
 // recordAttempts keeps, in tx, the attempts finishes recorded (those whose
-// oks is true; nil oks: all).
+// oks is true; nil oks: all), and counts the new final statuses of
+// executions retried by hand in their days' roll-ups.
 func (s *Store) recordAttempts(tx *gorm.DB, finishes []Finish, oks []bool) error {
 	ids := make([]int64, 0, len(finishes))
-	var timedOut []int64
+	var timedOut, retried []int64
 	for i, f := range finishes {
 		if oks != nil && !oks[i] {
 			continue
@@ -118,6 +119,12 @@ func (s *Store) recordAttempts(tx *gorm.DB, finishes []Finish, oks []bool) error
 		if f.Status == StatusRetrying && f.TimedOut {
 			timedOut = append(timedOut, f.ID)
 		}
+		if f.Retried && f.Status != StatusRetrying {
+			retried = append(retried, f.ID)
+		}
 	}
-	return insertAttempts(tx, ids, timedOut)
+	if err := insertAttempts(tx, ids, timedOut); err != nil {
+		return err
+	}
+	return s.countRetried(tx, retried)
 }

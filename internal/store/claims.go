@@ -345,8 +345,8 @@ func (s *Store) MarkRunning(ctx context.Context, starts []Start) (oks []bool, er
 				ended = append(ended, Finish{ID: st.ID, Attempt: 1, Result: *st.Finish})
 			}
 		}
-		if err := s.recordAttempts(tx, ended, nil); err != nil {
-			return fmt.Errorf("store: mark %d executions running: %w", len(starts), err)
+		if recordErr := s.recordAttempts(tx, ended, nil); recordErr != nil {
+			return fmt.Errorf("store: mark %d executions running: %w", len(starts), recordErr)
 		}
 		return nil
 	})

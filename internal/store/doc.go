@@ -28,6 +28,9 @@
 //	    │                            └──────StartAttempt(n+1)───────────┘
 //	    └──SkipExecution (paused, overlap...)──▶ skipped ◀── retrying
 //
+// RetryExecution (retry.go) moves a failed or timed_out row back to
+// retrying, once, for one more attempt an operator asked for.
+//
 // RequestCancel (overlap policy cancel_other) moves a retrying row
 // straight to failed, and marks a started or running one (cancel_ms) for
 // its replica, which settles it failed when the attempt has stopped.

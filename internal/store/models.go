@@ -341,6 +341,9 @@ const (
 	// ActionSetCalendar: a calendar's days replaced (xtimer_calendars);
 	// the row's TaskCode is "".
 	ActionSetCalendar = "set_calendar"
+	// ActionRetry: a failed or timed_out execution retried by hand
+	// (RetryExecution); Detail names the execution.
+	ActionRetry = "retry"
 )
 
 // Action is one row of xtimer_actions, the audit log of what operators did

@@ -128,7 +128,7 @@ func (s *Store) deleteFinal(ctx context.Context, where string, args []any, fromM
 			lastMs = max(lastMs, r.RunTime)
 			ids[i] = r.ID
 		}
-		if err := deleteAttempts(tx, ids); err != nil {
+		if err = deleteAttempts(tx, ids); err != nil {
 			return err
 		}
 		return s.countDeleted(tx, app, rows)
