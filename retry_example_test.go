@@ -30,11 +30,11 @@ func startFlaky(name string, opts ...xtimer.TaskOption) (*xtimer.Scheduler, int6
 		}
 		return nil
 	}
-	if err := s.Register(code, "0 0 2 * * *", flaky, opts...); err != nil {
+	if err = s.Register(code, "0 0 2 * * *", flaky, opts...); err != nil {
 		log.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := s.Start(ctx); err != nil {
+	if err = s.Start(ctx); err != nil {
 		log.Fatal(err)
 	}
 	e, err := s.Trigger(ctx, code)
