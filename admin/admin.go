@@ -35,7 +35,7 @@ type Options struct {
 	// BasicAuth and BearerToken.
 	Authorize Authorizer
 	// ReadOnly refuses every state-changing request (pause, resume, run
-	// now, schedule edits) with 403 read_only. Defaults to false.
+	// now, retry, schedule edits) with 403 read_only. Defaults to false.
 	ReadOnly bool
 	// MaxBodyBytes bounds a request body. Defaults to DefaultMaxBodyBytes
 	// (64 KiB).

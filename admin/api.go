@@ -131,6 +131,8 @@ func asAPIError(err error) *apiError {
 		return apiErrorf(http.StatusRequestEntityTooLarge, codeTooLarge, "request body over %d bytes", tooBig.Limit)
 	case errors.Is(err, xtimer.ErrTaskNotFound), errors.Is(err, store.ErrNotFound):
 		return apiErrorf(http.StatusNotFound, codeNotFound, "%s", err.Error())
+	case errors.Is(err, xtimer.ErrNotRetryable):
+		return apiErrorf(http.StatusConflict, codeConflict, "%s", err.Error())
 	case errors.Is(err, xtimer.ErrNotHTTPTask):
 		return apiErrorf(http.StatusConflict, codeConflict, "%s: a Go task is defined in code, where it is changed or removed", err.Error())
 	case errors.Is(err, xtimer.ErrDuplicateTask), errors.Is(err, xtimer.ErrNotStarted), errors.Is(err, xtimer.ErrStopped):

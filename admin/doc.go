@@ -7,8 +7,9 @@
 //	}))
 //
 // Without Options.Authorize only loopback clients are served. The pages and
-// the API show tasks, their next fires, executions with their output, and
-// replicas, and let an operator pause, resume, run now and edit a schedule;
+// the API show tasks, their next fires, executions with their output and
+// every attempt, and replicas, and let an operator pause, resume, run now,
+// retry a failed execution and edit a schedule;
 // every action is written to the task's history with the principal who
 // made it. docs/console.md documents the API with curl.
 package admin

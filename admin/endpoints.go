@@ -31,6 +31,8 @@ import (
 //	POST   api/tasks/{code}/backfill  {"from": "2026-11-30T00:00:00Z", "to": "..."}: {"recorded": n}
 //	GET    api/executions?app=&task=&status=&source=&replica=&from=&to=&after=&limit=
 //	GET    api/executions/{id}
+//	GET    api/executions/{id}/attempts  every attempt, oldest first (attempts.go)
+//	POST   api/executions/{id}/retry     {}: one more attempt of a failed or timed_out execution (attempts.go)
 //	GET    api/replicas?app=
 //	GET    api/preview?spec=&dialect=&tz=&n=
 //	GET    api/health                 Scheduler.Health: 200 when OK, 503 (same body) when not
@@ -71,6 +73,7 @@ func (c *console) routeAPI(mux *http.ServeMux) {
 	route(mux, api+"tasks/{code}/backfill", map[string]http.HandlerFunc{"GET": c.apiBackfillPreview, "POST": c.apiBackfill})
 	route(mux, api+"executions", map[string]http.HandlerFunc{"GET": c.apiExecutions})
 	route(mux, api+"executions/{id}", map[string]http.HandlerFunc{"GET": c.apiExecution})
+	c.routeAttempts(mux)
 	route(mux, api+"replicas", map[string]http.HandlerFunc{"GET": c.apiReplicas})
 	route(mux, api+"preview", map[string]http.HandlerFunc{"GET": c.apiPreview})
 	route(mux, api+"health", map[string]http.HandlerFunc{"GET": c.apiHealth})

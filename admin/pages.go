@@ -298,6 +298,10 @@ func (c *console) withTaskZones(ctx context.Context, rows []ExecutionView) {
 type executionPage struct {
 	layout
 	E ExecutionView
+	// Attempts are the execution's attempts (attempts.go); CanRetry shows
+	// the Retry button.
+	Attempts []AttemptView
+	CanRetry bool
 }
 
 func (c *console) executionPage(w http.ResponseWriter, r *http.Request) {
@@ -315,7 +319,13 @@ func (c *console) executionPage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	c.render(w, "execution", &executionPage{layout: c.layoutFor(r, "executions", "Execution "+strconv.FormatInt(id, 10)), E: e})
+	_, attempts, err := c.attemptViews(r.Context(), id)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	c.render(w, "execution", &executionPage{layout: c.layoutFor(r, "executions", "Execution "+strconv.FormatInt(id, 10)), E: e,
+		Attempts: attempts, CanRetry: c.canRetry(e)})
 }
 
 type replicasPage struct {

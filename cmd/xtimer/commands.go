@@ -286,6 +286,24 @@ var commands = map[string]command{
 			return nil
 		},
 	},
+	"retry": {
+		args: []string{"ID"},
+		run: func(ctx context.Context, c *call) error {
+			id, err := strconv.ParseInt(c.args[0], 10, 64)
+			if err != nil || id <= 0 {
+				return usageError(fmt.Sprintf("ID %q: want an execution's number, such as 1042", c.args[0]))
+			}
+			var e executionView
+			if err := c.send(ctx, http.MethodPost, "executions/"+c.args[0]+"/retry", nil, &e); err != nil {
+				return err
+			}
+			if c.output == "json" {
+				return c.json(e)
+			}
+			fmt.Fprintf(c.stdout, "retrying execution %d of %s: attempt %d of %d\n", e.ID, e.Task, e.Attempt+1, e.MaxAttempts)
+			return nil
+		},
+	},
 	"schedule": {
 		args: []string{"CODE", "SPEC"},
 		flags: func(fs *flag.FlagSet, c *call) {

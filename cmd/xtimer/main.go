@@ -7,6 +7,7 @@
 //	xtimer executions -task billing.reconcile -since 24h
 //	xtimer executions -follow             # new executions as they happen
 //	xtimer pause billing.reconcile
+//	xtimer retry 1042                     # one more attempt of a failed execution
 //	xtimer schedule billing.reconcile '0 30 9 * * 1-5' -zone Europe/Paris
 //	xtimer preview '0 0 12 ? * 6L' -quartz -n 5
 //
@@ -88,6 +89,7 @@ Commands:
   pause CODE [-note TEXT]                     pause a task on every replica, saying why
   resume CODE [-note TEXT]                    resume a paused task; the note replaces the pause's
   trigger CODE                                run a task now (a manual run)
+  retry ID                                    one more attempt of a failed or timed_out execution
   backfill CODE -from T -to T                 run the past fires of a range that never ran, oldest first
   schedule CODE SPEC [-quartz] [-zone Z]      store a schedule that wins over the code's
   preview SPEC [-n N] [-quartz] [-zone Z]     the next fires of a cron expression

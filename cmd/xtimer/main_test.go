@@ -151,6 +151,39 @@ func TestTriggerThenReadTheExecution(t *testing.T) {
 	assert.Regexp(t, `(?m)^`+id+`\s+billing\.reconcile\s+\S+ \S+ UTC\s+succeeded\s+manual\s+1/1\s`, out)
 }
 
+// retry gives a failed execution one more attempt; a succeeded one is
+// refused with the API's message.
+func TestRetryAFailedExecution(t *testing.T) {
+	c := newConsole(t)
+	code, out, errOut := c.cli(t, "trigger", "billing.export")
+	require.Equal(t, exitOK, code, errOut)
+	require.Equal(t, "billing.export", <-c.ran)
+	id := strings.Fields(strings.TrimPrefix(out, "triggered billing.export: execution "))[0]
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		status, detail, stderr := c.cli(t, "execution", id)
+		assert.Equal(ct, exitOK, status, stderr)
+		assert.Regexp(ct, `(?m)^Status\s+failed$`, detail)
+	}, 10*time.Second, 20*time.Millisecond)
+
+	code, out, errOut = c.cli(t, "retry", id)
+	require.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, "retrying execution "+id+" of billing.export: attempt 2 of 2\n", out)
+	require.Equal(t, "billing.export", <-c.ran, "the retry runs")
+
+	code, out, errOut = c.cli(t, "trigger", "billing.reconcile")
+	require.Equal(t, exitOK, code, errOut)
+	require.Equal(t, "billing.reconcile", <-c.ran)
+	ok := strings.Fields(strings.TrimPrefix(out, "triggered billing.reconcile: execution "))[0]
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		status, detail, stderr := c.cli(t, "execution", ok)
+		assert.Equal(ct, exitOK, status, stderr)
+		assert.Regexp(ct, `(?m)^Status\s+succeeded$`, detail)
+	}, 10*time.Second, 20*time.Millisecond)
+	code, _, errOut = c.cli(t, "retry", ok)
+	assert.Equal(t, exitAPI, code)
+	assert.Contains(t, errOut, "is succeeded: want failed or timed_out")
+}
+
 func TestExecutionsFollowPrintsNewOnesUntilInterrupted(t *testing.T) {
 	c := newConsole(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -227,6 +260,8 @@ func TestErrorsAndExitCodes(t *testing.T) {
 		{"bad zone", []string{"tasks", "-zone", "Mars/Olympus"}, nil, exitUsage, `-zone "Mars/Olympus"`},
 		{"bad flag", []string{"tasks", "-colour"}, nil, exitUsage, "flag provided but not defined: -colour"},
 		{"bad execution id", []string{"execution", "abc"}, nil, exitUsage, `ID "abc": want an execution's number`},
+		{"bad retry id", []string{"retry", "0"}, nil, exitUsage, `ID "0": want an execution's number`},
+		{"unknown execution retried", []string{"retry", "99999999"}, nil, exitAPI, "execution 99999999"},
 		{"bad server", []string{"tasks", "-server", "ftp://x"}, nil, exitUsage, `-server "ftp://x"`},
 		{"unknown task", []string{"pause", "no.such.task"}, nil, exitAPI, "no.such.task"},
 		{"wrong token", []string{"tasks", "-token", "wrong-token-wrong-token"}, nil, exitAPI, "HTTP 401"},

@@ -852,7 +852,11 @@ func (s *Engine) startAttempt(r store.Execution, now time.Time) {
 // settle decides how an attempt ends: success, a retry by the task's
 // policy, or failure.
 func (s *Engine) settle(r store.Execution, at time.Time, err error, timedOut bool, reason string) store.Finish {
-	f := store.Finish{ID: r.ID, Attempt: r.Attempt, Result: store.Result{Status: store.StatusSucceeded, Reason: reason, FinishedMs: at.UnixMilli()}}
+	f := store.Finish{ID: r.ID, Attempt: r.Attempt, Result: store.Result{Status: store.StatusSucceeded, Reason: reason, FinishedMs: at.UnixMilli()},
+		Retried: r.Reason == store.ReasonRetried}
+	if f.Retried && reason == "" {
+		f.Reason = store.ReasonRetried // retried by hand (Retry): the row keeps saying so
+	}
 	if reason == store.ReasonCancelled {
 		// Stopped by a later fire: failed, whatever the handler returned,
 		// and never retried (the later fire runs instead).
@@ -871,7 +875,7 @@ func (s *Engine) settle(r store.Execution, at time.Time, err error, timedOut boo
 	s.view.mu.Unlock()
 	switch {
 	case r.Attempt < r.MaxAttempts && t != nil:
-		f.Status = store.StatusRetrying
+		f.Status, f.TimedOut = store.StatusRetrying, timedOut
 		f.NextAttemptMs = at.Add(t.backoff().Delay(r.Attempt, rand.Float64)).UnixMilli()
 	case timedOut:
 		f.Status = store.StatusTimedOut

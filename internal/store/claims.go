@@ -339,6 +339,15 @@ func (s *Store) MarkRunning(ctx context.Context, starts []Start) (oks []bool, er
 			return fmt.Errorf("store: mark %d executions running: %w", len(starts), updateErr)
 		}
 		oks = markDone(starts, func(st Start) int64 { return st.ID }, done)
+		var ended []Finish // first attempts that ended before their start was written
+		for i, st := range starts {
+			if oks[i] && st.Finish != nil {
+				ended = append(ended, Finish{ID: st.ID, Attempt: 1, Result: *st.Finish})
+			}
+		}
+		if recordErr := s.recordAttempts(tx, ended, nil); recordErr != nil {
+			return fmt.Errorf("store: mark %d executions running: %w", len(starts), recordErr)
+		}
 		return nil
 	})
 	if err != nil {

@@ -6,8 +6,9 @@
 // # Tables
 //
 // Every table is prefixed xtimer_ and namespaced by an app column, so that
-// several services can share one database: tasks, executions, slots,
-// replicas, actions, alerts, rollups, and apps (the task generation every
+// several services can share one database: tasks, executions, attempts
+// (every attempt that ended, attempts.go), slots, replicas, actions,
+// alerts, rollups, and apps (the task generation every
 // task write bumps, which replicas poll instead of every task's version;
 // see models.go). Migrate creates them with GORM's AutoMigrate;
 // schema/mysql.sql and schema/postgres.sql say the same in plain DDL for
@@ -26,6 +27,9 @@
 //	    │                            │   └──FinishAttempt(retrying)──▶ retrying
 //	    │                            └──────StartAttempt(n+1)───────────┘
 //	    └──SkipExecution (paused, overlap...)──▶ skipped ◀── retrying
+//
+// RetryExecution (retry.go) moves a failed or timed_out row back to
+// retrying, once, for one more attempt an operator asked for.
 //
 // RequestCancel (overlap policy cancel_other) moves a retrying row
 // straight to failed, and marks a started or running one (cancel_ms) for

@@ -37,6 +37,9 @@ type Result struct {
 	// lateness. Zero keeps the recorded start.
 	StartedMs  int64
 	LatenessMs int64
+	// TimedOut, with StatusRetrying, says the attempt stopped at its
+	// timeout: its row of xtimer_attempts says timed_out, not failed.
+	TimedOut bool
 }
 
 // Finish is one item of FinishAttempts.
@@ -44,6 +47,10 @@ type Finish struct {
 	ID      int64
 	Attempt int
 	Result
+	// Retried says the execution was retried by hand (RetryExecution): a
+	// final status is then counted in its day's roll-up if the day was
+	// rolled up, as RetryExecution took the old one out.
+	Retried bool
 }
 
 // fireKey is the identity of a fire within one app.
@@ -440,6 +447,9 @@ func (s *Store) FinishAttempts(ctx context.Context, finishes []Finish) (oks []bo
 			return fmt.Errorf("store: finish %d attempts: %w", len(finishes), updateErr)
 		}
 		oks = markDone(finishes, func(f Finish) int64 { return f.ID }, done)
+		if recordErr := s.recordAttempts(tx, finishes, oks); recordErr != nil {
+			return fmt.Errorf("store: finish %d attempts: %w", len(finishes), recordErr)
+		}
 		return nil
 	})
 	if err != nil {
@@ -626,12 +636,21 @@ func (s *Store) RequestCancel(ctx context.Context, app, code string, self, now i
 		if marked.Error != nil {
 			return marked.Error
 		}
+		waiting := "app = ? AND task_code = ? AND id <> ? AND status = ? AND source <> ?"
+		var retried []int64 // retried by hand: final again, they count in their days' roll-ups
+		if err := tx.Model(&Execution{}).Where(waiting+" AND reason = ?", app, code, self, StatusRetrying, SourceBackfill, ReasonRetried).
+			Pluck("id", &retried).Error; err != nil {
+			return err
+		}
 		ended := tx.Model(&Execution{}).
-			Where("app = ? AND task_code = ? AND id <> ? AND status = ? AND source <> ?", app, code, self, StatusRetrying, SourceBackfill).
+			Where(waiting, app, code, self, StatusRetrying, SourceBackfill).
 			Updates(map[string]any{"status": StatusFailed, "reason": ReasonCancelled, "cancel_ms": now,
 				"finished_ms": now, "next_attempt_ms": 0, "updated_ms": now})
 		n = marked.RowsAffected + ended.RowsAffected
-		return ended.Error
+		if ended.Error != nil {
+			return ended.Error
+		}
+		return s.countRetried(tx, retried)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("store: cancel the runs of task %q: %w", code, err)

@@ -165,7 +165,10 @@ func BenchmarkInsertFires(b *testing.B) {
 // Rows are prepared, and the table analyzed, before the timer starts: b.N
 // batches of each size.
 func BenchmarkStartFires(b *testing.B) {
-	startedMs := t0 + 1000 // any instant: nothing here checks lateness
+	// After every fire's run time (StartFires records the later of the
+	// two as the start, which MarkRunning then matches); nothing here
+	// checks lateness.
+	startedMs := t0 + 365*24*3600*1000
 	eachBenchDB(b, func(b *testing.B, d *benchDB) {
 		for _, n := range []int{1, 100, 3000} {
 			b.Run(fmt.Sprintf("claim/fires=%d", n), func(b *testing.B) {

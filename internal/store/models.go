@@ -341,6 +341,9 @@ const (
 	// ActionSetCalendar: a calendar's days replaced (xtimer_calendars);
 	// the row's TaskCode is "".
 	ActionSetCalendar = "set_calendar"
+	// ActionRetry: a failed or timed_out execution retried by hand
+	// (RetryExecution); Detail names the execution.
+	ActionRetry = "retry"
 )
 
 // Action is one row of xtimer_actions, the audit log of what operators did
@@ -365,5 +368,5 @@ func (Action) TableName() string { return "xtimer_actions" }
 
 // models lists every table, in migration order.
 func models() []any {
-	return []any{&Task{}, &AppState{}, &Execution{}, &Slot{}, &Replica{}, &Action{}, &Alert{}, &Rollup{}, &Calendar{}}
+	return []any{&Task{}, &AppState{}, &Execution{}, &Slot{}, &Replica{}, &Action{}, &Alert{}, &Rollup{}, &Calendar{}, &Attempt{}}
 }

@@ -79,7 +79,8 @@ func (s *Store) DeleteBeyondCount(ctx context.Context, app, code string, keep, l
 // deleteFinal deletes up to limit final executions matching where (whose
 // first argument is the app) and run_time >= fromMs, in run_time order,
 // along the (app, run_time) or (app, task_code, run_time) index, and counts
-// them in their days' roll-ups (rollup.go) in the same transaction. It
+// them in their days' roll-ups (rollup.go) and deletes their attempts
+// (attempts.go) in the same transaction. It
 // returns how many it deleted and the greatest run_time among them.
 // PostgreSQL and SQLite delete the ids a limited sub-select picks and
 // return the rows. MySQL has no RETURNING: the transaction reads the batch
@@ -96,12 +97,14 @@ func (s *Store) deleteFinal(ctx context.Context, where string, args []any, fromM
 		var rows []deletedRow
 		n, lastMs = 0, 0
 		if !mysql {
-			sql := "DELETE FROM xtimer_executions WHERE id IN (" + fmt.Sprintf(pick, "id") + ") RETURNING task_code, run_time, status"
-			if err = tx.Raw(sql, args...).Scan(&rows).Error; err != nil {
+			// status again outside the sub-select: a row that left its
+			// final status meanwhile (Retry) is rechecked and kept.
+			sql := "DELETE FROM xtimer_executions WHERE id IN (" + fmt.Sprintf(pick, "id") + ") AND status IN ? RETURNING id, task_code, run_time, status"
+			if err = tx.Raw(sql, append(args, FinalStatuses)...).Scan(&rows).Error; err != nil {
 				return err
 			}
 		} else {
-			if err = tx.Raw(fmt.Sprintf(pick, "task_code, run_time, status")+" FOR UPDATE", args...).Scan(&rows).Error; err != nil {
+			if err = tx.Raw(fmt.Sprintf(pick, "id, task_code, run_time, status")+" FOR UPDATE", args...).Scan(&rows).Error; err != nil {
 				return err
 			}
 			if len(rows) == 0 {
@@ -120,8 +123,13 @@ func (s *Store) deleteFinal(ctx context.Context, where string, args []any, fromM
 			return nil
 		}
 		lastMs = rows[0].RunTime
-		for _, r := range rows {
+		ids := make([]int64, len(rows))
+		for i, r := range rows {
 			lastMs = max(lastMs, r.RunTime)
+			ids[i] = r.ID
+		}
+		if err = deleteAttempts(tx, ids); err != nil {
+			return err
 		}
 		return s.countDeleted(tx, app, rows)
 	})

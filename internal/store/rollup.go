@@ -174,6 +174,7 @@ func (s *Store) addCounts(tx *gorm.DB, rows []Rollup) error {
 
 // deletedRow is what deleteFinal learns of a row it deletes.
 type deletedRow struct {
+	ID       int64
 	TaskCode string
 	RunTime  int64
 	Status   string

@@ -133,6 +133,33 @@
     });
   });
 
+  // The execution page's Retry: one more attempt of a failed or timed_out
+  // execution (POST api/executions/{id}/retry), then the page follows it.
+  document.addEventListener('click', function (ev) {
+    var b = ev.target.closest ? ev.target.closest('button[data-retry]') : null;
+    if (!b) return;
+    ev.preventDefault();
+    var id = b.getAttribute('data-retry');
+    b.disabled = true;
+    call('POST', 'executions/' + encodeURIComponent(id) + '/retry', {}).then(function () {
+      flash('Retrying execution ' + id + '.');
+      return refresh().then(function () { followStatus(40); });
+    }).catch(function (err) {
+      flash('Execution ' + id + ': ' + err.message, true);
+      b.disabled = false;
+    });
+  });
+
+  // followStatus refreshes the execution page until its status is final,
+  // or gives up after a number of tries.
+  function followStatus(tries) {
+    var el = document.querySelector('main #execution-status');
+    if ((el && FINAL[el.textContent]) || tries <= 0) return;
+    setTimeout(function () {
+      refresh().then(function () { followStatus(tries - 1); }, function () {});
+    }, 800);
+  }
+
   // A click anywhere on an execution row opens it, as its link does.
   document.addEventListener('click', function (ev) {
     if (!ev.target.closest) return;

@@ -173,3 +173,21 @@ CREATE TABLE IF NOT EXISTS `xtimer_calendars` (
   `version`    bigint       NOT NULL DEFAULT 0,               -- +1 on every write
   PRIMARY KEY (`app`, `name`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+-- Every attempt of an execution that ended (attempts.go), written in the
+-- transaction that records the result on the execution's row; deleted
+-- with the execution by retention.
+CREATE TABLE IF NOT EXISTS `xtimer_attempts` (
+  `app`          varchar(64)  NOT NULL,
+  `execution_id` bigint       NOT NULL,                       -- xtimer_executions.id
+  `attempt`      bigint       NOT NULL,                       -- 1 for the first attempt
+  `replica`      varchar(128) NOT NULL DEFAULT '',
+  `started_ms`   bigint       NOT NULL DEFAULT 0,
+  `finished_ms`  bigint       NOT NULL DEFAULT 0,
+  `duration_ms`  bigint       NOT NULL DEFAULT 0,
+  `status`       varchar(16)  NOT NULL,                       -- succeeded failed timed_out
+  `output`       text         NOT NULL,
+  `error`        text         NOT NULL,
+  `http_status`  bigint       NOT NULL DEFAULT 0,
+  PRIMARY KEY (`execution_id`, `attempt`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;

@@ -1,0 +1,130 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"gorm.io/gorm"
+)
+
+// Attempt is one row of xtimer_attempts: how one attempt of an execution
+// ended. FinishAttempts (and MarkRunning, for a first attempt that ended
+// before its start was written) inserts it in the transaction that records
+// the result on the execution's row, from that row, so every attempt that
+// ended is kept, not only the last. deleteFinal deletes an execution's
+// attempts with it.
+//
+// Status is the attempt's own outcome: succeeded, failed or timed_out (an
+// attempt that was retried ended failed or timed_out, while its row went
+// on to retrying).
+type Attempt struct {
+	App         string `gorm:"column:app;size:64;not null"`
+	ExecutionID int64  `gorm:"column:execution_id;primaryKey;autoIncrement:false"`
+	Attempt     int    `gorm:"column:attempt;primaryKey;autoIncrement:false"`
+	Replica     string `gorm:"column:replica;size:128;not null;default:''"`
+	StartedMs   int64  `gorm:"column:started_ms;not null;default:0"`
+	FinishedMs  int64  `gorm:"column:finished_ms;not null;default:0"`
+	DurationMs  int64  `gorm:"column:duration_ms;not null;default:0"`
+	Status      string `gorm:"column:status;size:16;not null"`
+	Output      string `gorm:"column:output;type:text;not null"`
+	Error       string `gorm:"column:error;type:text;not null"`
+	HTTPStatus  int    `gorm:"column:http_status;not null;default:0"`
+}
+
+// TableName is xtimer_attempts, whatever the caller's naming strategy.
+func (Attempt) TableName() string { return "xtimer_attempts" }
+
+// insertAttempts copies, in tx, the attempt that just ended of each
+// execution of ids (rows FinishAttempts or MarkRunning has just updated)
+// into xtimer_attempts: one statement for the batch, not one per attempt.
+// timedOut are those of ids whose row went to retrying after an attempt
+// that timed out; the other retrying rows' attempts failed.
+func insertAttempts(tx *gorm.DB, ids, timedOut []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	status := "CASE WHEN status <> ? THEN status ELSE ? END"
+	args := []any{StatusRetrying, StatusFailed}
+	if len(timedOut) > 0 {
+		status = "CASE WHEN status <> ? THEN status WHEN id IN ? THEN ? ELSE ? END"
+		args = []any{StatusRetrying, timedOut, StatusTimedOut, StatusFailed}
+	}
+	sql := `INSERT INTO xtimer_attempts (app, execution_id, attempt, replica, started_ms, finished_ms, duration_ms,
+		status, output, error, http_status)
+		SELECT app, id, attempt, replica, started_ms, finished_ms, duration_ms, ` + status + `, output, error, http_status
+		FROM xtimer_executions WHERE id IN ?`
+	switch tx.Dialector.Name() {
+	case "mysql":
+		sql += " ON DUPLICATE KEY UPDATE attempt = xtimer_attempts.attempt"
+	case "sqlite":
+	default: // the WHERE tells SQLite's parser that ON starts the upsert
+		sql += " ON CONFLICT DO NOTHING"
+	}
+	if err := tx.Exec(sql, append(args, ids)...).Error; err != nil {
+		return fmt.Errorf("record %d attempts: %w", len(ids), err)
+	}
+	return nil
+}
+
+// Attempts returns execution id and its attempts that ended, in order,
+// followed by the one running now, if any (Status running, from the
+// execution's row). An unknown execution is an error wrapping ErrNotFound.
+func (s *Store) Attempts(ctx context.Context, id int64) (Execution, []Attempt, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	// The row first, then its attempts: an attempt that ends between the
+	// two reads shows once, as ended.
+	var e Execution
+	db := s.db.WithContext(ctx)
+	found, err := takeOne(db.Where("id = ?", id), &e)
+	if err != nil {
+		return Execution{}, nil, fmt.Errorf("store: read the attempts of execution %d: %w", id, err)
+	}
+	if !found {
+		return Execution{}, nil, notFound("execution %d", id)
+	}
+	var out []Attempt
+	if err := db.Where("execution_id = ?", id).Order("attempt").Find(&out).Error; err != nil {
+		return Execution{}, nil, fmt.Errorf("store: read the attempts of execution %d: %w", id, err)
+	}
+	if e.Status == StatusRunning && (len(out) == 0 || out[len(out)-1].Attempt < e.Attempt) {
+		out = append(out, Attempt{App: e.App, ExecutionID: e.ID, Attempt: e.Attempt, Replica: e.Replica,
+			StartedMs: e.StartedMs, Status: StatusRunning})
+	}
+	return e, out, nil
+}
+
+// deleteAttempts deletes, in tx, the attempts of the executions ids.
+func deleteAttempts(tx *gorm.DB, ids []int64) error {
+	for from := 0; from < len(ids); from += insertChunk {
+		chunk := ids[from:min(from+insertChunk, len(ids))]
+		if err := tx.Exec("DELETE FROM xtimer_attempts WHERE execution_id IN ?", chunk).Error; err != nil {
+			return fmt.Errorf("delete the attempts of %d executions: %w", len(chunk), err)
+		}
+	}
+	return nil
+}
+
+// recordAttempts keeps, in tx, the attempts finishes recorded (those whose
+// oks is true; nil oks: all), and counts the new final statuses of
+// executions retried by hand in their days' roll-ups.
+func (s *Store) recordAttempts(tx *gorm.DB, finishes []Finish, oks []bool) error {
+	ids := make([]int64, 0, len(finishes))
+	var timedOut, retried []int64
+	for i, f := range finishes {
+		if oks != nil && !oks[i] {
+			continue
+		}
+		ids = append(ids, f.ID)
+		if f.Status == StatusRetrying && f.TimedOut {
+			timedOut = append(timedOut, f.ID)
+		}
+		if f.Retried && f.Status != StatusRetrying {
+			retried = append(retried, f.ID)
+		}
+	}
+	if err := insertAttempts(tx, ids, timedOut); err != nil {
+		return err
+	}
+	return s.countRetried(tx, retried)
+}
