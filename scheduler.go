@@ -408,7 +408,7 @@ func invoke(ctx context.Context, h any, a *engine.Attempt) error {
 	return h.(Handler)(ctx, &Run{
 		ID: a.ID, ExecutionID: a.ExecutionID, Code: a.Code, ScheduledAt: a.ScheduledAt,
 		Attempt: a.Attempt, MaxAttempts: a.MaxAttempts, Source: Source(a.Source), Replica: a.Replica,
-		out: a.Out,
+		Params: a.Params, out: a.Out,
 	})
 }
 
@@ -599,6 +599,7 @@ func toExecution(r store.Execution, loc *time.Location) Execution {
 		StartedAt: at(r.StartedMs), FinishedAt: at(r.FinishedMs),
 		Lateness: time.Duration(r.LatenessMs) * time.Millisecond, Duration: time.Duration(r.DurationMs) * time.Millisecond,
 		NextAttempt: at(r.NextAttemptMs), Output: r.Output, Error: r.Error,
+		Params: string(r.Params), Note: r.Note,
 	}
 }
 
