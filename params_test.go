@@ -69,10 +69,21 @@ type paramLog struct {
 	raw   map[string][]string
 	bound map[string][]reportParams
 	errs  []error
+	// byID is the parameters of each attempt, per execution.
+	byID map[int64][]string
+	// failFirst makes the first attempt of a manual run fail.
+	failFirst bool
 }
 
 func newParamLog() *paramLog {
-	return &paramLog{raw: map[string][]string{}, bound: map[string][]reportParams{}}
+	return &paramLog{raw: map[string][]string{}, bound: map[string][]reportParams{}, byID: map[int64][]string{}}
+}
+
+// paramsOf returns the parameters each attempt of an execution got.
+func (l *paramLog) paramsOf(id int64) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.byID[id]...)
 }
 
 func (l *paramLog) handle(_ context.Context, run *Run) error {
@@ -83,8 +94,12 @@ func (l *paramLog) handle(_ context.Context, run *Run) error {
 	defer l.mu.Unlock()
 	l.raw[at] = append(l.raw[at], string(run.Params))
 	l.bound[at] = append(l.bound[at], p)
+	l.byID[run.ExecutionID] = append(l.byID[run.ExecutionID], string(run.Params))
 	if err != nil {
 		l.errs = append(l.errs, err)
+	}
+	if l.failFirst && run.Source == SourceManual && run.Attempt == 1 {
+		return errors.New("first attempt fails")
 	}
 	return err
 }

@@ -551,13 +551,10 @@ func (s *Scheduler) ResetSchedule(ctx context.Context, code string) error {
 
 // Trigger records a manual run of a task now (source manual) and returns
 // its execution. It runs here when this replica has the handler, otherwise
-// on a replica that has it, within a second.
+// on a replica that has it, within a second. It is TriggerWith with no
+// options: the run gets the task's parameters.
 func (s *Scheduler) Trigger(ctx context.Context, code string) (Execution, error) {
-	row, loc, err := s.eng.Trigger(ctx, code)
-	if err != nil {
-		return Execution{}, err
-	}
-	return toExecution(row, loc), nil
+	return s.TriggerWith(ctx, code, TriggerOptions{})
 }
 
 // NextRuns returns the next n fire times of a task (1-1000) after now, in
