@@ -3,6 +3,7 @@ package xtimer
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -233,6 +234,9 @@ type Task struct {
 	// Calendar the app's calendar whose days they skip too (WithCalendar).
 	Exclude  []string
 	Calendar string
+	// Params are WithParams' JSON, nil when the task has none. (An HTTP
+	// task's parameters are its body, Target.Body.)
+	Params json.RawMessage
 	// Replicas counts the live replicas that can run the task: those that
 	// registered its handler, or every live replica for an HTTP task. While
 	// it is 0 the task's fires wait.
@@ -323,6 +327,9 @@ func toTask(row store.Task, live []store.Replica, zones map[string]*time.Locatio
 		Calendar:    row.Calendar,
 	}
 	t.PauseNote, t.PauseOnFailure = row.PauseNote, row.PauseAfter
+	if row.Params != "" {
+		t.Params = json.RawMessage(row.Params)
+	}
 	t.MisfireWindow = time.Duration(row.MisfireWindowMs) * time.Millisecond
 	if t.MisfireWindow <= 0 {
 		t.MisfireWindow = DefaultMisfireWindow

@@ -1,6 +1,7 @@
 package xtimer
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/xtimer-go/xtimer/internal/engine"
@@ -71,6 +72,10 @@ type Run struct {
 	Source Source
 	// Replica is the instance running this attempt.
 	Replica string
+	// Params are the run's parameters, JSON: those a manual run was
+	// triggered with (TriggerOptions.Params), else the task's (WithParams)
+	// as they are when the attempt starts; nil for none. Bind decodes them.
+	Params json.RawMessage
 
 	out *engine.Output // nil for a Run made outside a Scheduler: output is dropped
 }
@@ -107,4 +112,10 @@ type Execution struct {
 	NextAttempt time.Time // when a retrying execution runs again
 	Output      string
 	Error       string
+	// Params are the parameters a manual run was triggered with
+	// (TriggerOptions.Params: JSON for a Go task, the body for an HTTP
+	// task); "" when the run has its task's, as they are when it starts.
+	Params string
+	// Note says why a manual run was triggered (TriggerOptions.Note).
+	Note string
 }

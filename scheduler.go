@@ -408,7 +408,7 @@ func invoke(ctx context.Context, h any, a *engine.Attempt) error {
 	return h.(Handler)(ctx, &Run{
 		ID: a.ID, ExecutionID: a.ExecutionID, Code: a.Code, ScheduledAt: a.ScheduledAt,
 		Attempt: a.Attempt, MaxAttempts: a.MaxAttempts, Source: Source(a.Source), Replica: a.Replica,
-		out: a.Out,
+		Params: a.Params, out: a.Out,
 	})
 }
 
@@ -551,13 +551,10 @@ func (s *Scheduler) ResetSchedule(ctx context.Context, code string) error {
 
 // Trigger records a manual run of a task now (source manual) and returns
 // its execution. It runs here when this replica has the handler, otherwise
-// on a replica that has it, within a second.
+// on a replica that has it, within a second. It is TriggerWith with no
+// options: the run gets the task's parameters.
 func (s *Scheduler) Trigger(ctx context.Context, code string) (Execution, error) {
-	row, loc, err := s.eng.Trigger(ctx, code)
-	if err != nil {
-		return Execution{}, err
-	}
-	return toExecution(row, loc), nil
+	return s.TriggerWith(ctx, code, TriggerOptions{})
 }
 
 // NextRuns returns the next n fire times of a task (1-1000) after now, in
@@ -599,6 +596,7 @@ func toExecution(r store.Execution, loc *time.Location) Execution {
 		StartedAt: at(r.StartedMs), FinishedAt: at(r.FinishedMs),
 		Lateness: time.Duration(r.LatenessMs) * time.Millisecond, Duration: time.Duration(r.DurationMs) * time.Millisecond,
 		NextAttempt: at(r.NextAttemptMs), Output: r.Output, Error: r.Error,
+		Params: string(r.Params), Note: r.Note,
 	}
 }
 

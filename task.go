@@ -139,6 +139,7 @@ type taskOpts struct {
 	pauseAfter    int           // WithPauseOnFailure
 	excludeDays   string        // WithExclude: sorted YYYY-MM-DD, comma-separated
 	calendar      string        // WithCalendar
+	params        string        // WithParams: JSON; a string, so that taskOpts stays comparable
 }
 
 func newTaskConfig(code, spec string, h Handler) taskConfig {
@@ -182,7 +183,7 @@ func (c *taskOpts) definition() store.Definition {
 		BackoffBaseMs: c.backoff.Base.Milliseconds(), BackoffMaxMs: c.backoff.Max.Milliseconds(),
 		Misfire: string(c.misfire), MisfireWindowMs: c.misfireWindow.Milliseconds(), Overlap: string(c.overlap),
 		MaxRuns: c.maxRuns, JitterMs: c.jitter.Milliseconds(), PauseAfter: c.pauseAfter,
-		ExcludeDays: c.excludeDays, Calendar: c.calendar,
+		ExcludeDays: c.excludeDays, Calendar: c.calendar, Params: c.params,
 	}
 	if !c.endAt.IsZero() {
 		d.EndAtMs = c.endAt.UnixMilli()

@@ -24,7 +24,7 @@ import (
 //	DELETE api/tasks/{code}           {}: deletes an HTTP callback task
 //	POST   api/tasks/{code}/pause     {}
 //	POST   api/tasks/{code}/resume    {}
-//	POST   api/tasks/{code}/trigger   {}
+//	POST   api/tasks/{code}/trigger   {} or {"params": ..., "note": "..."} (trigger.go)
 //	PUT    api/tasks/{code}/schedule  {"spec": "...", "dialect": "cron|quartz", "zone": "Europe/Paris"}
 //	DELETE api/tasks/{code}/schedule  {}
 //	GET    api/tasks/{code}/backfill?from=&to=   {"fires": n, "new": m} (backfill.go)
@@ -228,21 +228,6 @@ func (c *console) apiResume(w http.ResponseWriter, r *http.Request) {
 			return outcome{}, err
 		}
 		return outcome{detail: o.Note}, c.s.ResumeWith(ctx, code, o)
-	})
-}
-
-func (c *console) apiTrigger(w http.ResponseWriter, r *http.Request) {
-	c.act(w, r, "trigger", &emptyBody{}, func(ctx context.Context, code string) (outcome, error) {
-		e, err := c.s.Trigger(ctx, code)
-		if err != nil {
-			return outcome{}, err
-		}
-		row, err := c.st.Execution(ctx, e.ID)
-		if err != nil {
-			return outcome{}, err
-		}
-		v := executionView(row, "", false)
-		return outcome{status: http.StatusCreated, data: v, detail: "execution " + strconv.FormatInt(e.ID, 10)}, nil
 	})
 }
 

@@ -3,6 +3,7 @@ package admin
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -75,6 +76,9 @@ type TaskView struct {
 	// and the next runs leave both out.
 	Exclude  []string `json:"exclude"`
 	Calendar string   `json:"calendar,omitempty"`
+	// Params are the task's parameters (xtimer.WithParams), JSON; absent
+	// when it has none. An HTTP task's are its body (HTTPTargetView).
+	Params json.RawMessage `json:"params,omitempty"`
 
 	NextRun *time.Time     `json:"next_run,omitempty"`
 	Last    *ExecutionView `json:"last,omitempty"`
@@ -116,6 +120,12 @@ type ExecutionView struct {
 	HTTPStatus int `json:"http_status,omitempty"`
 	// Zone is the task's zone, in which pages show RunTime on hover.
 	Zone string `json:"zone,omitempty"`
+	// Params are the parameters a manual run was triggered with (an HTTP
+	// task's body), as text: one execution has them, lists leave them
+	// out; absent when the run had its task's. Note says why it was
+	// triggered.
+	Params *string `json:"params,omitempty"`
+	Note   string  `json:"note,omitempty"`
 }
 
 // ActionView is one operator action on a task.
@@ -199,10 +209,12 @@ func executionView(r store.Execution, zone string, whole bool) ExecutionView {
 		Replica: r.Replica, RecordedAt: msTime(r.ScheduledMs), StartedAt: msTime(r.StartedMs),
 		FinishedAt: msTime(r.FinishedMs), NextAttempt: msTime(r.NextAttemptMs),
 		LatenessMs: r.LatenessMs, DurationMs: r.DurationMs, ErrorHead: firstLine(r.Error, 200), HTTPStatus: r.HTTPStatus, Zone: zone,
+		Note: r.Note,
 	}
 	if whole {
 		out, errText := r.Output, r.Error
 		v.Output, v.Error = &out, &errText
+		v.Params = paramsView(r.Params)
 	}
 	return v
 }
@@ -252,6 +264,9 @@ func (c *console) taskView(t store.Task, live []store.Replica, last *store.Execu
 		Misfire: t.Misfire, MisfireWindowMs: t.MisfireWindowMs, Overlap: t.Overlap, EndAt: msTime(t.EndAtMs),
 		MaxRuns: t.MaxRuns, JitterMs: t.JitterMs, CreatedAt: time.UnixMilli(t.CreatedMs).UTC(), UpdatedAt: time.UnixMilli(t.UpdatedMs).UTC(),
 		Version: t.Version, PauseNote: t.PauseNote, PauseOnFailure: t.PauseAfter, Exclude: excludeDays(t), Calendar: t.Calendar,
+	}
+	if t.Params != "" {
+		v.Params = json.RawMessage(t.Params)
 	}
 	for _, r := range live {
 		if t.Kind == store.KindHTTP || slices.Contains(r.Handlers, t.Code) {

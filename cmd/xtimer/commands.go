@@ -64,6 +64,8 @@ type executionView struct {
 	Error       *string    `json:"error"`
 	ErrorHead   string     `json:"error_head"`
 	HTTPStatus  int        `json:"http_status"`
+	Params      *string    `json:"params"` // a manual run's own parameters
+	Note        string     `json:"note"`
 }
 
 type taskDetail struct {
@@ -245,6 +247,9 @@ var commands = map[string]command{
 			t.row("Run time", c.time(&e.RunTime))
 			t.row("Status", status)
 			t.row("Source", e.Source)
+			if e.Note != "" {
+				t.row("Note", e.Note)
+			}
 			t.row("Attempt", fmt.Sprintf("%d of %d", e.Attempt, e.MaxAttempts))
 			t.row("Replica", dash(e.Replica))
 			t.row("Started", c.time(e.StartedAt))
@@ -263,6 +268,9 @@ var commands = map[string]command{
 			if e.Error != nil && *e.Error != "" {
 				fmt.Fprintf(c.stdout, "\nError:\n%s\n", strings.TrimRight(*e.Error, "\n"))
 			}
+			if e.Params != nil {
+				fmt.Fprintf(c.stdout, "\nParameters:\n%s\n", strings.TrimRight(*e.Params, "\n"))
+			}
 			if e.Output != nil && *e.Output != "" {
 				fmt.Fprintf(c.stdout, "\nOutput:\n%s\n", strings.TrimRight(*e.Output, "\n"))
 			}
@@ -274,9 +282,20 @@ var commands = map[string]command{
 	"backfill": backfillCommand,
 	"trigger": {
 		args: []string{"CODE"},
+		flags: func(fs *flag.FlagSet, c *call) {
+			c.flag(fs, "params", "", "the run's own parameters: JSON for a Go task, the body of an HTTP task (default the task's)")
+			c.flag(fs, "note", "", "why, stored on the execution and in the task's history (at most 1024 bytes)")
+		},
 		run: func(ctx context.Context, c *call) error {
+			body := map[string]string{} // the params go as text (admin.TriggerBody)
+			if p := c.str("params"); p != "" {
+				body["params"] = p
+			}
+			if note := c.str("note"); note != "" {
+				body["note"] = note
+			}
 			var e executionView
-			if err := c.send(ctx, http.MethodPost, "tasks/"+url.PathEscape(c.args[0])+"/trigger", nil, &e); err != nil {
+			if err := c.send(ctx, http.MethodPost, "tasks/"+url.PathEscape(c.args[0])+"/trigger", body, &e); err != nil {
 				return err
 			}
 			if c.output == "json" {

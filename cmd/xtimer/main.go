@@ -88,7 +88,7 @@ Commands:
   execution ID                                one execution, with its output and error
   pause CODE [-note TEXT]                     pause a task on every replica, saying why
   resume CODE [-note TEXT]                    resume a paused task; the note replaces the pause's
-  trigger CODE                                run a task now (a manual run)
+  trigger CODE [-params JSON] [-note TEXT]    run a task now (a manual run), with its own parameters
   retry ID                                    one more attempt of a failed or timed_out execution
   backfill CODE -from T -to T                 run the past fires of a range that never ran, oldest first
   schedule CODE SPEC [-quartz] [-zone Z]      store a schedule that wins over the code's

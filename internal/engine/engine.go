@@ -423,6 +423,14 @@ func (s *Engine) Registered(code string) bool {
 // task's zone. It runs here when this replica has the handler, otherwise
 // on a replica that has it, within a second.
 func (s *Engine) Trigger(ctx context.Context, code string) (store.Execution, *time.Location, error) {
+	return s.TriggerWith(ctx, code, Manual{})
+}
+
+// TriggerWith is Trigger with the run's own parameters and note (m),
+// recorded on its row: every attempt of it gets those parameters
+// (paramsOf, fire.go). m.Check refuses parameters that do not fit the
+// task before anything is recorded.
+func (s *Engine) TriggerWith(ctx context.Context, code string, m Manual) (store.Execution, *time.Location, error) {
 	s.mu.Lock()
 	state := s.state
 	s.mu.Unlock()
@@ -446,6 +454,11 @@ func (s *Engine) Trigger(ctx context.Context, code string) (store.Execution, *ti
 		t, local = s.view.taskLocked(code), s.view.runsHereLocked(code)
 		s.view.mu.Unlock()
 	}
+	if m.Check != nil {
+		if err := m.Check(t.http); err != nil {
+			return store.Execution{}, nil, err
+		}
+	}
 	owner := ""
 	if local {
 		owner = s.opts.InstanceID
@@ -455,6 +468,7 @@ func (s *Engine) Trigger(ctx context.Context, code string) (store.Execution, *ti
 		rows, err := s.store.InsertFires(ctx, []store.Execution{{
 			App: s.opts.App, TaskCode: code, RunTime: at, Status: store.StatusScheduled,
 			Source: store.SourceManual, MaxAttempts: t.def.MaxAttempts, Replica: owner,
+			Params: store.Params(m.Params), Note: m.Note,
 		}})
 		if err != nil {
 			return store.Execution{}, nil, fmt.Errorf("xtimer: trigger %q: %w", code, err)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
@@ -777,7 +778,7 @@ func (s *Engine) startAttempt(r store.Execution, now time.Time) {
 	run := &Attempt{
 		ID: FireID(s.opts.App, r.TaskCode, r.RunTime), ExecutionID: r.ID, Code: r.TaskCode,
 		ScheduledAt: time.UnixMilli(r.RunTime).In(loc), Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
-		Source: r.Source, Replica: s.opts.InstanceID, Out: NewOutput(s.opts.MaxOutput),
+		Source: r.Source, Replica: s.opts.InstanceID, Out: NewOutput(s.opts.MaxOutput), Params: paramsOf(r, t),
 	}
 	var status atomic.Int64
 	work, submit, timeout := s.attemptWork(r, t, cfg, run, &status)
@@ -847,6 +848,21 @@ func (s *Engine) startAttempt(r store.Execution, now time.Time) {
 		}
 		s.log.Log(context.Background(), level, msg, attrs...)
 	})
+}
+
+// paramsOf is what a handler gets as its attempt's parameters: the row's
+// own (a manual run's override, so a retry of it gets the same), else its
+// task's (WithParams); nil for none. Rows of scheduled fires carry none:
+// recording them writes no parameters, and reading the task's costs no
+// query.
+func paramsOf(r store.Execution, t *taskState) json.RawMessage {
+	switch {
+	case r.Params != "":
+		return json.RawMessage(r.Params)
+	case t != nil && t.def.Params != "":
+		return json.RawMessage(t.def.Params)
+	}
+	return nil
 }
 
 // settle decides how an attempt ends: success, a retry by the task's

@@ -180,6 +180,11 @@ func (s *Engine) httpAttempt(sp *HTTPSpec, r store.Execution, out *Output, statu
 		Execution: r.ID, Task: r.TaskCode, ScheduledAt: time.UnixMilli(r.RunTime), Attempt: r.Attempt,
 		SuccessCodes: sp.SuccessCodes,
 	}
+	if r.Params != "" {
+		// A manual run's override (TriggerWith) replaces the body: an HTTP
+		// task's parameters are its body.
+		call.Body = string(r.Params)
+	}
 	if call.Secret == "" {
 		call.Secret = s.opts.HTTPSigningSecret
 	}

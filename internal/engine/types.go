@@ -69,7 +69,11 @@ type Attempt struct {
 	MaxAttempts int
 	Source      string
 	Replica     string
-	Out         *Output
+	// Params are the fire's parameters: its row's (a manual run's
+	// override, TriggerWith) when it has its own, else its task's
+	// (WithParams) as they are now (paramsOf, fire.go); nil for none.
+	Params json.RawMessage
+	Out    *Output
 }
 
 // FireID names a fire across replicas and attempts.

@@ -149,7 +149,11 @@ func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim st
 					planned[k] = rows[i].PlannedMs
 				}
 			}
-			q, source, err := insertFiresSQL(dialect, codes, runTimes, attempts, planned)
+			var extra []any // a manual run's parameters and note; nil for every other fire
+			if shape.Params != "" || shape.Note != "" {
+				extra = []any{shape.Params, shape.Note}
+			}
+			q, source, err := insertFiresSQL(dialect, codes, runTimes, attempts, planned, extra)
 			if err != nil {
 				return nil, err
 			}
@@ -248,13 +252,19 @@ func appendInserted(mine, rows []Execution, at map[fireKey]int, got []insertedKe
 // jittered, and the column keeps its default), after the 17 values the
 // fires share (app, claim, updated_ms, status, reason, source, attempt,
 // replica, scheduled_ms, started_ms, finished_ms, lateness_ms,
-// duration_ms, http_status, output, error, next_attempt_ms).
-func insertFiresSQL(dialect string, codes []string, runTimes, attempts, planned []int64) (string, []any, error) {
+// duration_ms, http_status, output, error, next_attempt_ms). extra, when
+// not nil, is the params and note the fires share too (a manual run's,
+// TriggerWith): the arguments then carry them as well, and the columns
+// are left out of every other insert.
+func insertFiresSQL(dialect string, codes []string, runTimes, attempts, planned []int64, extra []any) (string, []any, error) {
 	columns := `INSERT INTO xtimer_executions (app, claim, updated_ms, status, reason, source, attempt, replica,
 		scheduled_ms, started_ms, finished_ms, lateness_ms, duration_ms, http_status, output, error, next_attempt_ms,
 		task_code, run_time, max_attempts`
 	if planned != nil {
 		columns += ", planned_ms"
+	}
+	if extra != nil {
+		columns += ", params, note"
 	}
 	columns += ") "
 	switch dialect {
@@ -263,29 +273,40 @@ func insertFiresSQL(dialect string, codes []string, runTimes, attempts, planned 
 			$9::bigint, $10::bigint, $11::bigint, $12::bigint, $13::bigint, $14::bigint, $15::text, $16::text, $17::bigint,
 			f.code, f.run_time, f.max_attempts`
 		const conflict = ` ON CONFLICT DO NOTHING RETURNING id, task_code, run_time`
+		pick, from, source := shared, `
+			FROM unnest($18::text[], $19::bigint[], $20::bigint[]) AS f(code, run_time, max_attempts)`, []any{codes, runTimes, attempts}
 		if planned != nil {
-			return columns + shared + `, f.planned_ms
-				FROM unnest($18::text[], $19::bigint[], $20::bigint[], $21::bigint[]) AS f(code, run_time, max_attempts, planned_ms)` +
-				conflict, []any{codes, runTimes, attempts, planned}, nil
+			pick, from = shared+`, f.planned_ms`, `
+				FROM unnest($18::text[], $19::bigint[], $20::bigint[], $21::bigint[]) AS f(code, run_time, max_attempts, planned_ms)`
+			source = append(source, planned)
 		}
-		return columns + shared + `
-			FROM unnest($18::text[], $19::bigint[], $20::bigint[]) AS f(code, run_time, max_attempts)` +
-			conflict, []any{codes, runTimes, attempts}, nil
+		if extra != nil {
+			n := 18 + len(source)
+			pick += fmt.Sprintf(", $%d::text, $%d::text", n, n+1)
+			source = append(source, extra...)
+		}
+		return columns + pick + from + conflict, source, nil
 	}
 	doc, err := jsonFires(codes, runTimes, attempts, planned)
 	if err != nil {
 		return "", nil, err
 	}
-	const shared = `SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `
+	shared := `SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `
+	// The extra values come between the shared ones and the document, in
+	// the order of their placeholders.
+	source, more := []any{doc}, ""
+	if extra != nil {
+		source, more = append(append([]any{}, extra...), doc), ", ?, ?"
+	}
 	if dialect == "mysql" {
 		cols, pick := "", "f.code, f.run_time, f.max_attempts"
 		if planned != nil {
 			cols, pick = ", planned_ms BIGINT PATH '$[3]'", pick+", f.planned_ms"
 		}
-		return columns + shared + pick + `
+		return columns + shared + pick + more + `
 			FROM JSON_TABLE(?, '$[*]' COLUMNS (code VARCHAR(128) PATH '$[0]', run_time BIGINT PATH '$[1]', max_attempts BIGINT PATH '$[2]'` +
 			cols + `)) AS f
-			ON DUPLICATE KEY UPDATE claim = xtimer_executions.claim`, []any{doc}, nil
+			ON DUPLICATE KEY UPDATE claim = xtimer_executions.claim`, source, nil
 	}
 	// SQLite: "WHERE true" tells its parser that ON starts the upsert, not
 	// a join's constraint.
@@ -293,8 +314,8 @@ func insertFiresSQL(dialect string, codes []string, runTimes, attempts, planned 
 	if planned != nil {
 		pick += `, json_extract(f.value, '$[3]')`
 	}
-	return columns + shared + pick + `
-		FROM json_each(?) AS f WHERE true ON CONFLICT DO NOTHING`, []any{doc}, nil
+	return columns + shared + pick + more + `
+		FROM json_each(?) AS f WHERE true ON CONFLICT DO NOTHING`, source, nil
 }
 
 // jsonFires is a JSON array of [code, run time, attempts allowed] triples,
@@ -352,6 +373,9 @@ func (s *Store) fireRows(fires []Execution, claim string) ([]Execution, error) {
 			return nil, fmt.Errorf("store: insert fires: row %d replica %q: want at most 128 bytes", i, f.Replica)
 		case len(f.Reason) > 64:
 			return nil, fmt.Errorf("store: insert fires: row %d reason %q: want at most 64 bytes", i, f.Reason)
+		case len(f.Note) > MaxNoteBytes:
+			return nil, fmt.Errorf("store: insert fires: row %d (%s at %d) note of %d bytes: want at most %d",
+				i, f.TaskCode, f.RunTime, len(f.Note), MaxNoteBytes)
 		case f.PlannedMs != 0 && f.PlannedMs < f.RunTime:
 			return nil, fmt.Errorf("store: insert fires: row %d (%s at %d) planned_ms %d: want 0 or at least the run time",
 				i, f.TaskCode, f.RunTime, f.PlannedMs)

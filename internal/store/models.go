@@ -106,6 +106,8 @@ type Task struct {
 	// Calendar names a calendar of the app (xtimer_calendars) whose days
 	// the task's fires skip as well; "" for none.
 	Calendar string `gorm:"column:calendar;size:64;not null;default:''"`
+	// Params is the JSON of WithParams, "" (NULL) for none (params.go).
+	Params Params `gorm:"column:params"`
 	// HTTPTarget is the JSON description of the callback of a KindHTTP task.
 	HTTPTarget *string `gorm:"column:http_target;type:text"`
 	// SpecOverride, DialectOverride and TZOverride are console edits; when
@@ -226,6 +228,11 @@ type Execution struct {
 	// PlannedMs is when the fire was planned to start: RunTime plus the
 	// task's jitter offset; 0 means RunTime.
 	PlannedMs int64 `gorm:"column:planned_ms;not null;default:0"`
+	// Params are the parameters a manual run was triggered with (the body
+	// of an HTTP task); "" (NULL) runs with the task's at each attempt.
+	Params Params `gorm:"column:params"`
+	// Note says why a manual run was triggered, as its caller wrote it.
+	Note string `gorm:"column:note;size:1024;not null;default:''"`
 }
 
 // TableName is xtimer_executions, whatever the caller's naming strategy.

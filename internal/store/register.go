@@ -53,6 +53,8 @@ type Definition struct {
 	JitterMs                                          int64
 	PauseAfter                                        int
 	ExcludeDays, Calendar                             string
+	// Params is the JSON of WithParams; "" for none (a NULL column).
+	Params string
 	// HTTPTarget is the JSON description of a KindHTTP task's callback;
 	// HasHTTPTarget tells an empty one from none (a NULL column).
 	HTTPTarget    string
@@ -111,7 +113,7 @@ func TaskFrom(app string, d TaskDef, h TaskHead) Task {
 		TimeoutMs: def.TimeoutMs, MaxAttempts: def.MaxAttempts, BackoffBaseMs: def.BackoffBaseMs, BackoffMaxMs: def.BackoffMaxMs,
 		Misfire: def.Misfire, MisfireWindowMs: def.MisfireWindowMs, Overlap: def.Overlap, EndAtMs: def.EndAtMs, MaxRuns: def.MaxRuns,
 		JitterMs: def.JitterMs, PauseAfter: def.PauseAfter, ExcludeDays: def.ExcludeDays, Calendar: def.Calendar,
-		SpecOverride: h.SpecOverride, DialectOverride: h.DialectOverride, TZOverride: h.TZOverride,
+		Params: Params(def.Params), SpecOverride: h.SpecOverride, DialectOverride: h.DialectOverride, TZOverride: h.TZOverride,
 		CreatedMs: h.CreatedMs, UpdatedMs: h.UpdatedMs, Version: h.Version,
 	}
 	if def.HasHTTPTarget {
@@ -270,7 +272,7 @@ func compareDefs(a, b TaskDef) int { return strings.Compare(a.Code, b.Code) }
 // encodeDefinition appends every field of d, length-prefixed, so that no
 // two definitions encode alike.
 func encodeDefinition(buf []byte, d Definition) []byte {
-	for _, f := range []string{d.Description, d.Owner, d.Kind, d.Spec, d.Dialect, d.TimeZone, d.Misfire, d.Overlap, d.HTTPTarget, d.ExcludeDays, d.Calendar} {
+	for _, f := range []string{d.Description, d.Owner, d.Kind, d.Spec, d.Dialect, d.TimeZone, d.Misfire, d.Overlap, d.HTTPTarget, d.ExcludeDays, d.Calendar, d.Params} {
 		buf = appendField(buf, f)
 	}
 	for _, n := range []int64{d.TimeoutMs, int64(d.MaxAttempts), d.BackoffBaseMs, d.BackoffMaxMs, d.MisfireWindowMs, d.EndAtMs, d.MaxRuns, d.JitterMs, int64(d.PauseAfter)} {
@@ -379,7 +381,7 @@ const scanAllAbove = 4 * insertChunk
 // defColumns are the columns readDefs reads, in its Scan's order.
 const defColumns = "id, code, kind, name, description, owner, spec, dialect, time_zone, timeout_ms, max_attempts, " +
 	"backoff_base_ms, backoff_max_ms, misfire, misfire_window_ms, overlap, end_at_ms, max_runs, jitter_ms, pause_after, " +
-	"exclude_days, calendar, http_target"
+	"exclude_days, calendar, params, http_target"
 
 // readDefs calls found with the index in defs and the stored definition
 // of every row of defs' codes that exists.
@@ -390,14 +392,16 @@ func readDefs(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, foun
 		var row storedDef
 		var code string
 		var target sql.NullString
+		var params Params
 		d := &row.def
 		for rows.Next() {
 			if err := rows.Scan(&row.id, &code, &d.Kind, &d.name, &d.Description, &d.Owner, &d.Spec, &d.Dialect, &d.TimeZone,
 				&d.TimeoutMs, &d.MaxAttempts, &d.BackoffBaseMs, &d.BackoffMaxMs, &d.Misfire, &d.MisfireWindowMs, &d.Overlap,
-				&d.EndAtMs, &d.MaxRuns, &d.JitterMs, &d.PauseAfter, &d.ExcludeDays, &d.Calendar, &target); err != nil {
+				&d.EndAtMs, &d.MaxRuns, &d.JitterMs, &d.PauseAfter, &d.ExcludeDays, &d.Calendar, &params, &target); err != nil {
 				return fmt.Errorf("store: read the tasks of app %q: %w", app, err)
 			}
 			d.HTTPTarget, d.HasHTTPTarget = target.String, target.Valid
+			d.Params = string(params)
 			row.def.Definition = row.def.Definition.withDefaults()
 			if i, ok := index(code); ok {
 				if err := found(i, row); err != nil {
@@ -458,7 +462,7 @@ const insertDefsChunk = 10_000
 // insertColumns are the columns insertDefs writes, in its values' order.
 const insertColumns = "app, code, name, description, owner, kind, spec, dialect, time_zone, status, timeout_ms, max_attempts, " +
 	"backoff_base_ms, backoff_max_ms, misfire, misfire_window_ms, overlap, end_at_ms, max_runs, jitter_ms, pause_after, " +
-	"exclude_days, calendar, http_target, created_ms, updated_ms, version"
+	"exclude_days, calendar, params, http_target, created_ms, updated_ms, version"
 
 // insertDefs inserts the rows of defs[i] for i in missing, at version 1,
 // created now. The tasks that share a definition (and a status, and
@@ -482,7 +486,7 @@ func insertDefs(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, mi
 		}
 		consts := []any{app, d.Description, d.Owner, d.Kind, d.Spec, d.Dialect, d.TimeZone, status,
 			d.TimeoutMs, d.MaxAttempts, d.BackoffBaseMs, d.BackoffMaxMs, d.Misfire, d.MisfireWindowMs, d.Overlap,
-			d.EndAtMs, d.MaxRuns, d.JitterMs, d.PauseAfter, d.ExcludeDays, d.Calendar, d.targetArg(), now, now}
+			d.EndAtMs, d.MaxRuns, d.JitterMs, d.PauseAfter, d.ExcludeDays, d.Calendar, Params(d.Params), d.targetArg(), now, now}
 		idx := byGroup[g]
 		for from := 0; from < len(idx); from += insertDefsChunk {
 			chunk := idx[from:min(from+insertDefsChunk, len(idx))]
@@ -521,16 +525,16 @@ func insertDefsSQL(dialect string, codes, names []string) (string, []any, error)
 	switch dialect {
 	case "postgres":
 		code, name = "c.code", "c.code"
-		from = "unnest($25::text[]) AS c(code)"
+		from = "unnest($26::text[]) AS c(code)"
 		source = []any{codes}
 		if names != nil {
-			name, from = "c.name", "unnest($25::text[], $26::text[]) AS c(code, name)"
+			name, from = "c.name", "unnest($26::text[], $27::text[]) AS c(code, name)"
 			source = append(source, names)
 		}
 		return `INSERT INTO xtimer_tasks (` + insertColumns + `) SELECT $1::text, ` + code + `, ` + name + `,
 			$2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::bigint, $10::bigint, $11::bigint,
 			$12::bigint, $13::text, $14::bigint, $15::text, $16::bigint, $17::bigint, $18::bigint, $19::bigint, $20::text,
-			$21::text, $22::text, $23::bigint, $24::bigint, 1
+			$21::text, $22::text, $23::text, $24::bigint, $25::bigint, 1
 			FROM ` + from, source, nil
 	case "mysql":
 		code, name = "c.code", "c.code"
@@ -557,7 +561,7 @@ func insertDefsSQL(dialect string, codes, names []string) (string, []any, error)
 		source = []any{doc}
 	}
 	return `INSERT INTO xtimer_tasks (` + insertColumns + `) SELECT ?, ` + code + `, ` + name + `,
-		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1 FROM ` + from, source, nil
+		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1 FROM ` + from, source, nil
 }
 
 // jsonRows is a JSON array of the codes, or of [code, name] pairs.
@@ -603,10 +607,10 @@ func updateDefs(ctx context.Context, tx *gorm.DB, defs []TaskDef, changed []int,
 			chunk := pos[from:min(from+insertChunk, len(pos))]
 			set := "description = ?, owner = ?, kind = ?, spec = ?, dialect = ?, time_zone = ?, timeout_ms = ?, max_attempts = ?, " +
 				"backoff_base_ms = ?, backoff_max_ms = ?, misfire = ?, misfire_window_ms = ?, overlap = ?, end_at_ms = ?, max_runs = ?, " +
-				"jitter_ms = ?, pause_after = ?, exclude_days = ?, calendar = ?, http_target = ?, version = version + 1, updated_ms = ?, name = "
+				"jitter_ms = ?, pause_after = ?, exclude_days = ?, calendar = ?, params = ?, http_target = ?, version = version + 1, updated_ms = ?, name = "
 			args := []any{d.Description, d.Owner, d.Kind, d.Spec, d.Dialect, d.TimeZone, d.TimeoutMs, d.MaxAttempts,
 				d.BackoffBaseMs, d.BackoffMaxMs, d.Misfire, d.MisfireWindowMs, d.Overlap, d.EndAtMs, d.MaxRuns,
-				d.JitterMs, d.PauseAfter, d.ExcludeDays, d.Calendar, d.targetArg(), now}
+				d.JitterMs, d.PauseAfter, d.ExcludeDays, d.Calendar, Params(d.Params), d.targetArg(), now}
 			if g.nameIsCode {
 				set += "code"
 			} else {

@@ -614,4 +614,29 @@
       flash(form.getAttribute('data-task') + ': ' + err.message, true);
     });
   });
+
+  // The task page's "Run now…" form: one manual run with the parameters
+  // of its textarea (sent only when changed from the task's own, so that
+  // an unchanged run reads the task's as a scheduled fire does) and a
+  // note. The API takes the text as a JSON string (admin/trigger.go).
+  document.addEventListener('submit', function (ev) {
+    var form = ev.target;
+    if (form.id !== 'trigger-form') return;
+    ev.preventDefault();
+    var code = form.getAttribute('data-task');
+    var params = form.elements.params, note = form.elements.note;
+    var payload = {};
+    if (params && params.value !== params.defaultValue) payload.params = params.value;
+    if (note && note.value.trim()) payload.note = note.value.trim();
+    var b = form.querySelector('button[type="submit"]');
+    if (b) b.disabled = true;
+    call('POST', 'tasks/' + encodeURIComponent(code) + '/trigger', payload).then(function (json) {
+      var id = json && json.data ? json.data.id : '?';
+      flash('Started execution ' + id + ' of ' + code + '.', false, { href: prefix + 'executions/' + id, text: 'Open it' });
+      return refresh().then(function () { follow(id, 40); });
+    }).catch(function (err) {
+      flash(code + ': ' + err.message, true);
+      if (b) b.disabled = false;
+    });
+  });
 })();

@@ -36,6 +36,7 @@ CREATE TABLE IF NOT EXISTS `xtimer_tasks` (
   `pause_after`       bigint       NOT NULL DEFAULT 0,         -- consecutive failures that pause the task; 0 never
   `exclude_days`      varchar(2048) NOT NULL DEFAULT '',       -- YYYY-MM-DD,... in the task's zone
   `calendar`          varchar(64)  NOT NULL DEFAULT '',        -- a calendar of xtimer_calendars
+  `params`            mediumtext   NULL,                      -- JSON of WithParams; NULL none
   `http_target`       text         NULL,                      -- JSON, kind http
   `spec_override`     varchar(255) NULL,                      -- console edits, win until reset
   `dialect_override`  varchar(16)  NULL,
@@ -80,6 +81,8 @@ CREATE TABLE IF NOT EXISTS `xtimer_executions` (
   `updated_ms`      bigint       NOT NULL DEFAULT 0,
   `cancel_ms`       bigint       NOT NULL DEFAULT 0,          -- when a later fire asked this run to stop (cancel_other)
   `planned_ms`      bigint       NOT NULL DEFAULT 0,          -- run_time plus the jitter offset; 0 = run_time
+  `params`        mediumtext   NULL,                      -- a manual run's parameters; NULL: the task's
+  `note`          varchar(1024) NOT NULL DEFAULT '',      -- why a manual run was triggered
   PRIMARY KEY (`id`),
   -- Five indexes, no more: every fire writes its row several times. See
   -- store.Execution for which query each serves.
