@@ -57,13 +57,8 @@ func (c *console) attemptViews(ctx context.Context, id int64) (store.Execution, 
 }
 
 func (c *console) apiAttempts(w http.ResponseWriter, r *http.Request) {
-	if q := newQuery(r); q.err != nil {
-		writeError(w, r, q.err)
-		return
-	}
-	id, err := executionID(r)
-	if err != nil {
-		writeError(w, r, err)
+	id, ok := apiExecutionID(w, r)
+	if !ok {
 		return
 	}
 	_, views, err := c.attemptViews(r.Context(), id)
@@ -82,13 +77,8 @@ func (c *console) apiRetry(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if q := newQuery(r); q.err != nil {
-		writeError(w, r, q.err)
-		return
-	}
-	id, err := executionID(r)
-	if err != nil {
-		writeError(w, r, err)
+	id, ok := apiExecutionID(w, r)
+	if !ok {
 		return
 	}
 	row, err := c.st.Execution(ctx, id)

@@ -372,14 +372,25 @@ func executionID(r *http.Request) (int64, error) {
 	return id, nil
 }
 
-func (c *console) apiExecution(w http.ResponseWriter, r *http.Request) {
+// apiExecutionID reads the execution ID of an API request on
+// executions/{id} (a request with a query string is refused), or answers
+// the error and reports false.
+func apiExecutionID(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	if q := newQuery(r); q.err != nil {
 		writeError(w, r, q.err)
-		return
+		return 0, false
 	}
 	id, err := executionID(r)
 	if err != nil {
 		writeError(w, r, err)
+		return 0, false
+	}
+	return id, true
+}
+
+func (c *console) apiExecution(w http.ResponseWriter, r *http.Request) {
+	id, ok := apiExecutionID(w, r)
+	if !ok {
 		return
 	}
 	v, err := c.executionDetail(r.Context(), id)
