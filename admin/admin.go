@@ -47,6 +47,14 @@ type Options struct {
 	// send state-changing requests besides the console's own, for a console
 	// served behind a proxy on another host name. Defaults to none.
 	TrustedOrigins []string
+	// AllowedHosts are host names ("ops-console.internal"), without a
+	// port, that a console without an authorizer answers to besides
+	// localhost and the loopback addresses. Without an authorizer every
+	// other Host is refused: a page on a domain an attacker points at
+	// 127.0.0.1 (DNS rebinding) is same-origin for the browser and comes
+	// from loopback, and only the Host header tells it apart. Defaults to
+	// none.
+	AllowedHosts []string
 }
 
 func (o Options) withDefaults() Options {
@@ -70,6 +78,11 @@ func (o Options) validate() error {
 		return fmt.Errorf("xtimer/admin: Options.Prefix %q: want a plain path without {}?#%% or spaces", o.Prefix)
 	case o.MaxBodyBytes < 1024:
 		return fmt.Errorf("xtimer/admin: Options.MaxBodyBytes %d: want at least 1024", o.MaxBodyBytes)
+	}
+	for _, h := range o.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, ":/[]@?# \t\r\n") {
+			return fmt.Errorf("xtimer/admin: Options.AllowedHosts %q: want a host name or IPv4 address without scheme, port or path, such as %q", h, "ops-console.internal")
+		}
 	}
 	return nil
 }

@@ -952,7 +952,7 @@ func TestAPITriggerConflictsWithAStoppedScheduler(t *testing.T) {
 	must(s.Register("report.minutely", "* * * * *", func(context.Context, *xtimer.Run) error { return nil }))
 	h, err := New(s, Options{Logger: f.S.Options().Logger})
 	require.NoError(t, err)
-	req := apiReq(t, http.MethodPost, "http://console.test/xtimer/api/tasks/report.minutely/trigger", "{}")
+	req := apiReq(t, http.MethodPost, "http://localhost/xtimer/api/tasks/report.minutely/trigger", "{}")
 	req.RemoteAddr = "127.0.0.1:40000"
 	e = requireAPIError(t, apiServe(t, h, req), 409, codeConflict, "")
 	require.Contains(t, e.Message, "not started")

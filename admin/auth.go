@@ -131,13 +131,60 @@ func principalOf(ctx context.Context) Principal {
 	return p
 }
 
-// loopbackOnly is the authorizer used when none is configured.
-func loopbackOnly(r *http.Request) (Principal, error) {
-	const howto = "the console serves only loopback clients until an authorizer is configured: " +
-		"set admin.Options.Authorize, e.g. admin.BasicAuth(user, password) or admin.BearerToken(token)"
-	if r.Header.Get("Forwarded") != "" || r.Header.Get("X-Forwarded-For") != "" {
-		return Principal{}, fmt.Errorf("%w: the request came through a proxy; %s", ErrForbidden, howto)
+// proxyHeaders are the request headers by which proxies and CDNs pass the
+// client's address on: any of them on a loopback connection says that the
+// connection speaks for someone else.
+var proxyHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-IP", "True-Client-IP",
+	"X-Client-IP", "X-Cluster-Client-IP", "CF-Connecting-IP", "Fastly-Client-IP", "X-Original-Forwarded-For"}
+
+// loopbackOnly returns the authorizer used when none is configured: it
+// serves loopback clients that came through no proxy and named a Host of
+// this machine (localhost, a loopback address, or one of allowed).
+func loopbackOnly(allowed []string) Authorizer {
+	return func(r *http.Request) (Principal, error) {
+		const howto = "the console serves only loopback clients until an authorizer is configured: " +
+			"set admin.Options.Authorize, e.g. admin.BasicAuth(user, password) or admin.BearerToken(token)"
+		for _, h := range proxyHeaders {
+			if r.Header.Get(h) != "" {
+				return Principal{}, fmt.Errorf("%w: the request came through a proxy (%s); %s", ErrForbidden, h, howto)
+			}
+		}
+		p, err := loopbackClient(r, howto)
+		if err == nil && !localHost(r.Host, allowed) {
+			return Principal{}, fmt.Errorf("%w: Host %q is not this console's (a page of another site pointed at this machine?): "+
+				"a console without an authorizer answers to localhost and the loopback addresses; add a name with admin.Options.AllowedHosts, or %s",
+				ErrForbidden, r.Host, howto)
+		}
+		return p, err
 	}
+}
+
+// localHost reports whether host, a request's Host header (with or without
+// a port), names this machine: localhost, a loopback address, or one of
+// allowed (compared without case).
+func localHost(host string, allowed []string) bool {
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	name = strings.TrimSuffix(strings.TrimPrefix(name, "["), "]")
+	if strings.EqualFold(name, "localhost") {
+		return true
+	}
+	if ip := net.ParseIP(name); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	for _, a := range allowed {
+		if strings.EqualFold(name, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// loopbackClient is the principal "local" for a request from a loopback
+// address, ErrForbidden for any other.
+func loopbackClient(r *http.Request, howto string) (Principal, error) {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
@@ -155,7 +202,7 @@ func loopbackOnly(r *http.Request) (Principal, error) {
 func (c *console) guard(next http.Handler) http.Handler {
 	authorize := c.opts.Authorize
 	if authorize == nil {
-		authorize = loopbackOnly
+		authorize = loopbackOnly(c.opts.AllowedHosts)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()

@@ -1,14 +1,19 @@
 package admin
 
 import (
+	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xtimer-go/xtimer"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
 
@@ -31,7 +36,7 @@ func TestAuthLoopbackOnlyByDefault(t *testing.T) {
 		if method != http.MethodGet {
 			body = "{}"
 		}
-		req := apiReq(t, method, "http://console.test/xtimer/"+path, body, headers...)
+		req := apiReq(t, method, "http://localhost/xtimer/"+path, body, headers...)
 		req.RemoteAddr = remote
 		return apiServe(t, h, req)
 	}
@@ -64,7 +69,7 @@ func TestAuthLoopbackOnlyByDefault(t *testing.T) {
 	require.Equal(t, "local", apiData[TaskDetail](t, r).Actions[0].Principal)
 
 	// A path outside the configured prefix says so.
-	req := apiReq(t, http.MethodGet, "http://console.test/elsewhere", "")
+	req := apiReq(t, http.MethodGet, "http://localhost/elsewhere", "")
 	req.RemoteAddr = "127.0.0.1:40000"
 	e = requireAPIError(t, apiServe(t, h, req), 404, codeNotFound, "")
 	require.Contains(t, e.Message, `Options.Prefix "/xtimer/"`)
@@ -304,4 +309,66 @@ func TestOptionsInvalidAreRefused(t *testing.T) {
 	custom := setup(t, fixtureOpts{admin: Options{Prefix: "/ops/cron/"}})
 	require.Equal(t, http.StatusOK, apiGet(t, custom, "api/apps").Status)
 	require.NotPanics(t, func() { Handler(f.S, Options{Prefix: "/ops/cron/", MaxBodyBytes: 1024}) })
+}
+
+// DNS rebinding: a page on a domain its attacker points at 127.0.0.1 is
+// same-origin for the browser and its requests come from loopback, so a
+// console without an authorizer must tell it apart by the Host it names.
+// The audit's request (issue 25), sent to a real listener on loopback, is
+// refused and creates nothing; localhost, the loopback addresses and the
+// names of Options.AllowedHosts are served. Every header by which a proxy
+// passes a client's address on marks the request as someone else's.
+func TestAuthLoopbackRefusesAReboundHostAndProxiedRequests(t *testing.T) {
+	t.Parallel()
+	f := setup(t, fixtureOpts{})
+	h, err := New(f.S, Options{Logger: f.S.Options().Logger, AllowedHosts: []string{"ops-console.internal"}})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle(DefaultPrefix, h)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	send := func(method, path, host, body string, headers ...string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+"/xtimer/"+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Host = host
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = resp.Body.Close() })
+		return resp
+	}
+
+	attack := `{"code":"rebind.task","spec":"0 0 1 1 *","paused":true,"target":{"method":"GET","url":"http://127.0.0.1:9/x"}}`
+	resp := send(http.MethodPost, "api/tasks", "rebind.attacker.example:8080", attack,
+		"Origin", "http://rebind.attacker.example:8080", "Sec-Fetch-Site", "same-origin")
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	var e apiResult
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&e))
+	require.Contains(t, e.Error.Message, `Host "rebind.attacker.example:8080" is not this console's`)
+	require.Contains(t, e.Error.Message, "admin.Options.AllowedHosts")
+	_, err = f.S.HTTPTask(context.Background(), "rebind.task")
+	require.ErrorIs(t, err, xtimer.ErrTaskNotFound, "the attack created nothing")
+	require.Equal(t, http.StatusForbidden, send(http.MethodGet, "api/apps", "rebind.attacker.example", "").StatusCode, "reads too")
+
+	for _, host := range []string{"localhost:8080", "LOCALHOST", "127.0.0.1:8080", "127.0.0.2", "[::1]:8080", "ops-console.internal:8443", "OPS-console.internal"} {
+		require.Equal(t, http.StatusOK, send(http.MethodGet, "api/apps", host, "").StatusCode, host)
+	}
+	for _, host := range []string{"localhost.attacker.example", "127.0.0.1.nip.io", "ops-console.internal.attacker.example", "10.0.0.1"} {
+		require.Equal(t, http.StatusForbidden, send(http.MethodGet, "api/apps", host, "").StatusCode, host)
+	}
+	for _, header := range proxyHeaders {
+		resp := send(http.MethodGet, "api/apps", "localhost", "", header, "203.0.113.5")
+		require.Equal(t, http.StatusForbidden, resp.StatusCode, header)
+	}
+
+	_, err = New(f.S, Options{AllowedHosts: []string{"ops.example.com:8080"}})
+	require.ErrorContains(t, err, `xtimer/admin: Options.AllowedHosts "ops.example.com:8080": want a host name`)
+	_, err = New(f.S, Options{AllowedHosts: []string{"https://ops.example.com"}})
+	require.ErrorContains(t, err, `Options.AllowedHosts "https://ops.example.com"`)
 }
