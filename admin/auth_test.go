@@ -329,8 +329,8 @@ func TestAuthLoopbackRefusesAReboundHostAndProxiedRequests(t *testing.T) {
 	t.Cleanup(srv.Close)
 	send := func(method, path, host, body string, headers ...string) *http.Response {
 		t.Helper()
-		req, err := http.NewRequest(method, srv.URL+"/xtimer/"+path, strings.NewReader(body))
-		require.NoError(t, err)
+		req, reqErr := http.NewRequest(method, srv.URL+"/xtimer/"+path, strings.NewReader(body))
+		require.NoError(t, reqErr)
 		req.Host = host
 		if body != "" {
 			req.Header.Set("Content-Type", "application/json")
@@ -338,8 +338,8 @@ func TestAuthLoopbackRefusesAReboundHostAndProxiedRequests(t *testing.T) {
 		for i := 0; i+1 < len(headers); i += 2 {
 			req.Header.Set(headers[i], headers[i+1])
 		}
-		resp, err := srv.Client().Do(req)
-		require.NoError(t, err)
+		resp, doErr := srv.Client().Do(req)
+		require.NoError(t, doErr)
 		t.Cleanup(func() { _ = resp.Body.Close() })
 		return resp
 	}
