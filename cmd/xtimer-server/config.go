@@ -9,25 +9,29 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/xtimer-go/xtimer"
+	"github.com/xtimer-go/xtimer/admin"
 )
 
 // config is the server's configuration: each field has a flag and an
 // environment variable, and the flag wins.
 type config struct {
-	DB            string   // -db, XTIMER_DB
-	Redis         string   // -redis, XTIMER_REDIS
-	Listen        string   // -listen, XTIMER_LISTEN
-	Token         string   // -token, XTIMER_TOKEN
-	App           string   // -app, XTIMER_APP
-	SigningSecret string   // -signing-secret, XTIMER_SIGNING_SECRET
-	Allow         []string // -allow, XTIMER_ALLOW
-	Instance      string   // -instance, XTIMER_INSTANCE
-	ReadOnly      bool     // -read-only, XTIMER_READ_ONLY
-	Metrics       bool     // -metrics, XTIMER_METRICS
-	AlertWebhook  string   // -alert-webhook, XTIMER_ALERT_WEBHOOK
-	AlertSecret   string   // -alert-secret, XTIMER_ALERT_SECRET
+	DB            string        // -db, XTIMER_DB
+	Redis         string        // -redis, XTIMER_REDIS
+	Listen        string        // -listen, XTIMER_LISTEN
+	Token         string        // -token, XTIMER_TOKEN
+	App           string        // -app, XTIMER_APP
+	SigningSecret string        // -signing-secret, XTIMER_SIGNING_SECRET
+	Allow         []string      // -allow, XTIMER_ALLOW
+	Instance      string        // -instance, XTIMER_INSTANCE
+	ReadOnly      bool          // -read-only, XTIMER_READ_ONLY
+	Metrics       bool          // -metrics, XTIMER_METRICS
+	AlertWebhook  string        // -alert-webhook, XTIMER_ALERT_WEBHOOK
+	AlertSecret   string        // -alert-secret, XTIMER_ALERT_SECRET
+	ReadTimeout   time.Duration // -read-timeout, XTIMER_READ_TIMEOUT
+	IdleTimeout   time.Duration // -idle-timeout, XTIMER_IDLE_TIMEOUT
 }
 
 // Defaults of config.
@@ -72,6 +76,25 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.StringVar(&c.Instance, "instance", env("XTIMER_INSTANCE", ""), "name of this instance in rows and logs; default host-pid-random (env XTIMER_INSTANCE)")
 	fs.StringVar(&c.AlertWebhook, "alert-webhook", env("XTIMER_ALERT_WEBHOOK", ""), "URL that receives alerts (failed, timed out, skipped, late, silent tasks, lost instances) as signed JSON POSTs; empty: alerts are logged (env XTIMER_ALERT_WEBHOOK)")
 	fs.StringVar(&c.AlertSecret, "alert-secret", env("XTIMER_ALERT_SECRET", ""), "HMAC secret that signs the alert webhook's requests (X-Xtimer-Signature) (env XTIMER_ALERT_SECRET)")
+	for _, d := range []struct {
+		dst       *time.Duration
+		flag, env string
+		def       time.Duration
+		help      string
+	}{
+		{&c.ReadTimeout, "read-timeout", "XTIMER_READ_TIMEOUT", admin.ReadTimeout, "longest a client may take to send a whole request, body included"},
+		{&c.IdleTimeout, "idle-timeout", "XTIMER_IDLE_TIMEOUT", admin.IdleTimeout, "idle keep-alive connections are closed after this"},
+	} {
+		def := d.def
+		if v := getenv(d.env); v != "" {
+			parsed, err := time.ParseDuration(v)
+			if err != nil {
+				return config{}, usagef("%s=%q: want a duration such as 30s", d.env, v)
+			}
+			def = parsed
+		}
+		fs.DurationVar(d.dst, d.flag, def, d.help+" (env "+d.env+")")
+	}
 	readOnly := false
 	if v := getenv("XTIMER_READ_ONLY"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -113,6 +136,14 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 func (c config) validate() error {
 	if c.DB == "" {
 		return usagef("-db %q: want mysql://..., postgres://... or a SQLite file path", c.DB)
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"read-timeout", c.ReadTimeout}, {"idle-timeout", c.IdleTimeout}} {
+		if d.v <= 0 || d.v > 10*time.Minute {
+			return usagef("-%s %s: want more than 0 and at most 10m", d.flag, d.v)
+		}
 	}
 	if c.Token != "" && len(c.Token) < minTokenLen {
 		// The value is a secret: say how long it is, not what it is.

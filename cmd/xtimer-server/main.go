@@ -167,7 +167,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	if err != nil {
 		return fmt.Errorf("-listen %q: %w", cfg.Listen, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: min(admin.ReadHeaderTimeout, cfg.ReadTimeout), ReadTimeout: cfg.ReadTimeout,
+		WriteTimeout: admin.WriteTimeout, IdleTimeout: cfg.IdleTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 

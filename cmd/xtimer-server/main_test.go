@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/xtimer-go/xtimer"
+	"github.com/xtimer-go/xtimer/admin"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
 )
 
@@ -344,6 +346,9 @@ func TestServerRefusesBadFlagsWithExitCode2(t *testing.T) {
 		{"metrics from the environment", []string{"-db", sqlite}, []string{"XTIMER_METRICS=sometimes"}, 2,
 			[]string{"XTIMER_METRICS", "sometimes"}},
 		{"unknown flag", []string{"-dsn", sqlite}, nil, 2, []string{"-dsn"}},
+		{"no read timeout", []string{"-db", sqlite, "-read-timeout", "0s"}, nil, 2, []string{"-read-timeout 0s: want more than 0 and at most 10m"}},
+		{"idle timeout too long", []string{"-db", sqlite}, []string{"XTIMER_IDLE_TIMEOUT=1h"}, 2, []string{"-idle-timeout 1h0m0s"}},
+		{"read timeout from the environment", []string{"-db", sqlite}, []string{"XTIMER_READ_TIMEOUT=soon"}, 2, []string{"XTIMER_READ_TIMEOUT", "soon"}},
 		{"alert webhook not http", []string{"-db", sqlite, "-alert-webhook", "smtp://ops@example.com"}, nil, 2,
 			[]string{"-alert-webhook", "smtp://ops@example.com", "http or https"}},
 		{"alert secret without a webhook", []string{"-db", sqlite}, []string{"XTIMER_ALERT_SECRET=s3cret"}, 2,
@@ -358,7 +363,7 @@ func TestServerRefusesBadFlagsWithExitCode2(t *testing.T) {
 			t.Parallel()
 			cmd := exec.Command(bin, c.args...)
 			cmd.Env = append(append(os.Environ(), "XTIMER_TOKEN=", "XTIMER_DB=", "XTIMER_LISTEN=", "XTIMER_REDIS=", "XTIMER_READ_ONLY=", "XTIMER_METRICS=",
-				"XTIMER_ALERT_WEBHOOK=", "XTIMER_ALERT_SECRET="), c.env...)
+				"XTIMER_ALERT_WEBHOOK=", "XTIMER_ALERT_SECRET=", "XTIMER_READ_TIMEOUT=", "XTIMER_IDLE_TIMEOUT="), c.env...)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			done := make(chan error, 1)
@@ -388,33 +393,34 @@ func TestFlagsOverrideEnvironmentOverrideDefaults(t *testing.T) {
 		"XTIMER_DB": "postgres://env@db:5432/xtimer", "XTIMER_REDIS": "env-redis:6379", "XTIMER_LISTEN": "0.0.0.0:9000",
 		"XTIMER_TOKEN": "env-token-0123456789", "XTIMER_APP": "env-app", "XTIMER_SIGNING_SECRET": "env-secret",
 		"XTIMER_ALLOW": "billing.internal, 10.0.0.0/8,", "XTIMER_INSTANCE": "env-instance", "XTIMER_READ_ONLY": "true",
-		"XTIMER_METRICS": "false",
+		"XTIMER_METRICS": "false", "XTIMER_READ_TIMEOUT": "20s", "XTIMER_IDLE_TIMEOUT": "1m",
 	}
 	getenv := func(k string) string { return env[k] }
 	none := func(string) string { return "" }
 
 	c, err := parseConfig(nil, none, io.Discard)
 	require.NoError(t, err)
-	require.Equal(t, config{DB: "./xtimer.db", Listen: "127.0.0.1:8080", App: "platform", Metrics: true}, c, "defaults")
+	require.Equal(t, config{DB: "./xtimer.db", Listen: "127.0.0.1:8080", App: "platform", Metrics: true,
+		ReadTimeout: admin.ReadTimeout, IdleTimeout: admin.IdleTimeout}, c, "defaults")
 
 	c, err = parseConfig(nil, getenv, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, config{
 		DB: "postgres://env@db:5432/xtimer", Redis: "env-redis:6379", Listen: "0.0.0.0:9000", Token: "env-token-0123456789",
 		App: "env-app", SigningSecret: "env-secret", Allow: []string{"billing.internal", "10.0.0.0/8"},
-		Instance: "env-instance", ReadOnly: true, Metrics: false,
+		Instance: "env-instance", ReadOnly: true, Metrics: false, ReadTimeout: 20 * time.Second, IdleTimeout: time.Minute,
 	}, c, "environment")
 
 	c, err = parseConfig([]string{
 		"-db", "flag.db", "-redis", "flag-redis:6379", "-listen", "[::1]:8081", "-token", "flag-token-0123456789",
 		"-app", "flag-app", "-signing-secret", "flag-secret", "-allow", "*.example.com", "-instance", "flag-instance",
-		"-read-only=false", "-metrics",
+		"-read-only=false", "-metrics", "-read-timeout", "5s", "-idle-timeout", "10s",
 	}, getenv, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, config{
 		DB: "flag.db", Redis: "flag-redis:6379", Listen: "[::1]:8081", Token: "flag-token-0123456789",
 		App: "flag-app", SigningSecret: "flag-secret", Allow: []string{"*.example.com"},
-		Instance: "flag-instance", ReadOnly: false, Metrics: true,
+		Instance: "flag-instance", ReadOnly: false, Metrics: true, ReadTimeout: 5 * time.Second, IdleTimeout: 10 * time.Second,
 	}, c, "flags win")
 
 	// An empty flag is a value too: -redis "" turns the environment's off.
@@ -442,7 +448,8 @@ func TestConsoleOffLoopbackNeedsToken(t *testing.T) {
 		{":8080", testToken, true},
 	} {
 		t.Run(fmt.Sprintf("%s token=%t", c.listen, c.token != ""), func(t *testing.T) {
-			err := config{DB: defaultDB, Listen: c.listen, Token: c.token, App: defaultApp}.validate()
+			err := config{DB: defaultDB, Listen: c.listen, Token: c.token, App: defaultApp,
+				ReadTimeout: admin.ReadTimeout, IdleTimeout: admin.IdleTimeout}.validate()
 			if c.ok {
 				require.NoError(t, err)
 				return
@@ -472,4 +479,40 @@ func TestFlagOfNamesTheFlagBehindAnOptionsError(t *testing.T) {
 		require.Equal(t, c.want, flagOf(err), err.Error())
 	}
 	require.Empty(t, flagOf(errors.New("xtimer: Options.App is not an OptionsError")), "only a typed error names a flag")
+}
+
+// A client that sends a request body slowly, or holds an idle keep-alive
+// connection, is cut off by the server's read and idle timeouts instead of
+// holding a connection forever, before any authorizer has seen it (issue
+// 25, hole 3). Short timeouts through the flags; the test waits for the
+// server to close each connection.
+func TestSlowAndIdleClientsAreCutOff(t *testing.T) {
+	t.Parallel()
+	bin := buildServer(t)
+	s := startServer(t, bin, "-db", filepath.Join(t.TempDir(), "xtimer.db"), "-listen", "127.0.0.1:0",
+		"-read-timeout", "300ms", "-idle-timeout", "300ms")
+	addr := strings.TrimPrefix(s.base, "http://")
+	closed := func(conn net.Conn, what string) {
+		t.Helper()
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(30*time.Second)))
+		_, err := io.Copy(io.Discard, conn) // returns when the server closes
+		require.NoError(t, err, "%s: the server did not close the connection", what)
+	}
+
+	slow, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer slow.Close()
+	_, err = io.WriteString(slow, "POST /xtimer/api/tasks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+	require.NoError(t, err)
+	closed(slow, "a body that never comes")
+
+	idle, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer idle.Close()
+	_, err = io.WriteString(idle, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(idle), nil)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	closed(idle, "an idle keep-alive connection")
 }

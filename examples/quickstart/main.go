@@ -243,7 +243,8 @@ func serveConsole(s *xtimer.Scheduler, addr, password string) (string, func(), e
 	mux := http.NewServeMux()
 	mux.Handle("/xtimer/", h)
 	mux.Handle("/", http.RedirectHandler("/xtimer/", http.StatusFound))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: admin.ReadHeaderTimeout, ReadTimeout: admin.ReadTimeout,
+		WriteTimeout: admin.WriteTimeout, IdleTimeout: admin.IdleTimeout}
 	go func() { _ = srv.Serve(ln) }()
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
