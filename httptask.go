@@ -450,7 +450,14 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 		}
 		return nil, &FieldError{Task: t.Code, Field: "target.url", Value: redactedURL(tg.URL), Reason: reason, err: err}
 	}
+	// A stored secret goes only where it went: an edit that changes the
+	// method, scheme, host or port would send the kept secret headers and
+	// the signing secret to a receiver of the editor's choosing (and its
+	// echo into the execution's output), so such an edit keeps none of
+	// them: the secrets it does not send again are cleared.
+	moved := old != nil && !sameDestination(old.Method, old.URL, tg.Method, tg.URL)
 	tg.Headers = slices.Clone(tg.Headers)
+	var cleared []string
 	jsonBody := false
 	for i, h := range tg.Headers {
 		at := fmt.Sprintf("target.headers[%d]", i)
@@ -472,6 +479,10 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 		case len(h.Value) > 8<<10:
 			return nil, bad(at+".value", shorten(shown), "longer than 8 KiB")
 		}
+		if h.Secret && (h.Value == "" || h.Value == Masked) && moved {
+			cleared = append(cleared, h.Name)
+			continue
+		}
 		if h.Secret && (h.Value == "" || h.Value == Masked) {
 			kept := ""
 			if old != nil {
@@ -491,6 +502,11 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 			jsonBody = true
 		}
 	}
+	if cleared != nil {
+		tg.Headers = slices.DeleteFunc(tg.Headers, func(h HTTPHeader) bool {
+			return h.Secret && (h.Value == "" || h.Value == Masked)
+		})
+	}
 	switch {
 	case len(tg.Body) > s.opts.HTTPMaxBody:
 		return nil, bad("target.body", fmt.Sprintf("%d bytes", len(tg.Body)), fmt.Sprintf("at most %d bytes (Options.HTTPMaxBody)", s.opts.HTTPMaxBody))
@@ -507,6 +523,11 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 		}
 	}
 	switch {
+	case moved && (tg.Secret == Masked || tg.Secret == ""):
+		if old.Secret != "" {
+			cleared = append(cleared, "target.secret")
+		}
+		tg.Secret = ""
 	case tg.Secret == Masked || tg.Secret == "" && cur != nil:
 		if old == nil || old.Secret == "" {
 			if tg.Secret == Masked {
@@ -517,6 +538,11 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 		}
 	case !utf8.ValidString(tg.Secret) || strings.ContainsRune(tg.Secret, 0) || len(tg.Secret) > 1024:
 		return nil, bad("target.secret", Masked, "want at most 1024 bytes of UTF-8 text without NUL")
+	}
+
+	if cleared != nil {
+		s.log.Info("http task's stored secrets cleared: its method or destination changed", "task", t.Code,
+			"cleared", cleared, "url", redactedURL(tg.URL))
 	}
 
 	// The policy.
@@ -617,6 +643,30 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 		row.Status = store.TaskPaused
 	}
 	return row, nil
+}
+
+// sameDestination reports whether two requests go to the same place:
+// the same method and the same origin (scheme, host and port, the
+// scheme's default port when none is given).
+func sameDestination(method1, url1, method2, url2 string) bool {
+	if !strings.EqualFold(method1, method2) {
+		return false
+	}
+	a, errA := url.Parse(url1)
+	b, errB := url.Parse(url2)
+	if errA != nil || errB != nil {
+		return false
+	}
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		if strings.EqualFold(u.Scheme, "https") {
+			return "443"
+		}
+		return "80"
+	}
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
 }
 
 // validHeaderName reports whether name is an RFC 9110 token.

@@ -748,3 +748,59 @@ func TestHTTPCallbacksRunOnceAcrossReplicas(t *testing.T) {
 	t.Logf("%d replicas, %d callbacks in %d s: %.0f callbacks/s, lateness at the receiver p50 %s p99 %s, by replica %v",
 		replicas, len(rows), seconds, float64(len(rows))/seconds, p50, p99, perReplica)
 }
+
+// Secret read-back (issue 25, hole 2): an edit that keeps a secret header
+// as the mask but points the task at a receiver the editor runs would have
+// sent the stored secret there, and the signing secret would sign what it
+// sends. A change of method, scheme, host or port keeps no stored secret:
+// the attacker's receiver gets neither the header nor a signature by the
+// task's key. Secrets sent again in the same edit are kept, and an edit
+// of the path on the same origin keeps the stored ones.
+func TestHTTPTaskEditToAnotherOriginKeepsNoStoredSecret(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startHTTP(t, nil)
+	owner, attacker := newReceiver(t, nil), newReceiver(t, nil)
+	task := HTTPTask{Code: "billing.hook", Spec: hourly, Target: HTTPTarget{Method: "POST", URL: owner.URL + "/hook",
+		Headers: []HTTPHeader{{Name: "Authorization", Value: "Bearer s3cret", Secret: true}}, Secret: "task-key"}}
+	require.NoError(t, s.CreateHTTPTask(ctx, task))
+
+	read, err := s.HTTPTask(ctx, "billing.hook")
+	require.NoError(t, err)
+	read.Target.URL = attacker.URL + "/steal" // the mask stays in the header and the secret
+	require.NoError(t, s.UpdateHTTPTask(ctx, read))
+	row := runOnce(t, s, "billing.hook")
+	require.Equal(t, store.StatusSucceeded, row.Status, row.Error)
+	got := attacker.requests()
+	require.Len(t, got, 1)
+	require.Empty(t, got[0].Header.Get("Authorization"), "the stored secret header went to the new origin")
+	require.Empty(t, got[0].Header.Get(HeaderSignature), "the stored signing secret signed for the new origin")
+	require.NotContains(t, row.Output, "s3cret")
+	after, err := s.HTTPTask(ctx, "billing.hook")
+	require.NoError(t, err)
+	require.Empty(t, after.Target.Headers)
+	require.Empty(t, after.Target.Secret)
+
+	// Back to the owner with the secrets given again: kept; then a path
+	// change on the same origin keeps them from the mask.
+	task.Target.URL = owner.URL + "/hook"
+	require.NoError(t, s.UpdateHTTPTask(ctx, task))
+	read, err = s.HTTPTask(ctx, "billing.hook")
+	require.NoError(t, err)
+	read.Target.URL = owner.URL + "/v2"
+	require.NoError(t, s.UpdateHTTPTask(ctx, read))
+	runOnce(t, s, "billing.hook")
+	got = owner.requests()
+	require.Equal(t, "Bearer s3cret", got[len(got)-1].Header.Get("Authorization"))
+	require.NotEmpty(t, got[len(got)-1].Header.Get(HeaderSignature))
+
+	// A method change is a change of destination too.
+	read, err = s.HTTPTask(ctx, "billing.hook")
+	require.NoError(t, err)
+	read.Target.Method = "PUT"
+	require.NoError(t, s.UpdateHTTPTask(ctx, read))
+	after, err = s.HTTPTask(ctx, "billing.hook")
+	require.NoError(t, err)
+	require.Empty(t, after.Target.Headers)
+	require.Empty(t, after.Target.Secret)
+}
