@@ -317,9 +317,12 @@ func cutUTF8(b []byte, n int) []byte {
 
 // checkRedirect follows at most maxRedirects redirects, never from https to
 // http, and checks the name allowlist early; the dialer checks the
-// addresses. On a redirect to another host (not a subdomain), the call's own
-// headers are dropped but for Content-Type and Accept: they may hold
-// credentials meant for the first host, as net/http does for Authorization.
+// addresses. On a redirect to another origin (scheme, host or port: another
+// port of the same host is another service), the call's own headers are
+// dropped but for Content-Type, Accept and User-Agent, and so is the
+// signature: they may hold credentials meant for the first receiver, and a
+// signature would vouch for the call to whoever the redirect names. No
+// redirect carries a Referer: the first URL's query may hold a token.
 func (c *HTTPCaller) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) > maxRedirects {
 		return fmt.Errorf("stopped after %d redirects", maxRedirects)
@@ -340,9 +343,8 @@ func (c *HTTPCaller) checkRedirect(req *http.Request, via []*http.Request) error
 	} else if !c.allow.empty() && len(c.allow.prefixes) == 0 && !c.allow.matchesName(host) {
 		return &forbiddenError{addr: host, reason: "is not in HTTPOptions.Allow"}
 	}
-	first := strings.TrimSuffix(strings.ToLower(via[0].URL.Hostname()), ".")
-	next := strings.TrimSuffix(strings.ToLower(host), ".")
-	if next != first && !strings.HasSuffix(next, "."+first) {
+	req.Header.Del("Referer")
+	if origin(req.URL) != origin(via[0].URL) {
 		names, _ := req.Context().Value(userHeadersKey{}).([]string)
 		for _, n := range names {
 			switch http.CanonicalHeaderKey(n) {
@@ -351,6 +353,21 @@ func (c *HTTPCaller) checkRedirect(req *http.Request, via []*http.Request) error
 				req.Header.Del(n)
 			}
 		}
+		req.Header.Del(headerSignature)
+		req.Header.Del(headerTimestamp)
 	}
 	return nil
+}
+
+// origin is u's scheme, host (lower case, without a trailing dot) and
+// port (the scheme's default when none is given).
+func origin(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	return u.Scheme + "://" + strings.TrimSuffix(strings.ToLower(u.Hostname()), ".") + ":" + port
 }

@@ -384,30 +384,54 @@ func TestHTTPRedirectsKeepMethodAndBodyOn307And308(t *testing.T) {
 		r := <-got
 		require.Equal(t, "PUT", r.method, code)
 		require.Equal(t, "payload", r.body, code)
-		require.Equal(t, "k", r.header.Get("X-Api-Key"), "same host: user headers are kept")
+		require.Empty(t, r.header.Get("X-Api-Key"), "another port: another origin")
 		require.Equal(t, "t", r.header.Get("X-Xtimer-Task"))
 	}
+
+	// Within one origin the call's headers and signature are kept.
+	same := make(chan http.Header, 1)
+	mux := http.NewServeMux()
+	mux.Handle("/", http.RedirectHandler("/moved", http.StatusTemporaryRedirect))
+	mux.HandleFunc("/moved", func(w http.ResponseWriter, r *http.Request) { same <- r.Header.Clone() })
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	c := newCaller(t, HTTPOptions{})
+	_, err := c.Do(t.Context(), HTTPCall{Method: "PUT", URL: srv.URL + "/", Body: "payload", Secret: "s", Headers: [][2]string{{"X-Api-Key", "k"}}, Task: "t"})
+	require.NoError(t, err)
+	h := <-same
+	require.Equal(t, "k", h.Get("X-Api-Key"), "same origin: user headers are kept")
+	require.NotEmpty(t, h.Get("X-Xtimer-Signature"))
 }
 
-func TestHTTPRedirectToAnotherHostDropsTheCallsHeaders(t *testing.T) {
+// A redirect to another origin (another host, or another port of the
+// same host, issue 25's hole 5) carries none of the call's own headers but
+// Content-Type, and no signature: the first receiver's credentials and a
+// signature by the task's key would vouch for the call to whoever the
+// redirect names. No redirect carries a Referer, which would hand on the
+// first URL's query token.
+func TestHTTPRedirectToAnotherOriginDropsTheCallsHeadersAndSignature(t *testing.T) {
 	t.Parallel()
 	target, got := receiver(t, http.StatusOK, "")
 	port := target.URL[strings.LastIndex(target.URL, ":")+1:]
-	srv := httptest.NewServer(http.RedirectHandler("http://localhost:"+port+"/", http.StatusTemporaryRedirect))
-	t.Cleanup(srv.Close)
-	c := newCaller(t, HTTPOptions{})
-	_, err := c.Do(t.Context(), HTTPCall{
-		Method: "POST", URL: srv.URL, Body: "{}", Secret: "s", Task: "t",
-		Headers: [][2]string{{"Content-Type", "application/json"}, {"X-Api-Key", "k"}, {"Authorization", "Bearer b"}},
-	})
-	require.NoError(t, err)
-	r := <-got
-	require.Equal(t, "{}", r.body)
-	require.Equal(t, "application/json", r.header.Get("Content-Type"))
-	require.Empty(t, r.header.Values("X-Api-Key"))
-	require.Empty(t, r.header.Values("Authorization"))
-	require.Equal(t, "t", r.header.Get("X-Xtimer-Task"))
-	require.NotEmpty(t, r.header.Get("X-Xtimer-Signature"))
+	for _, to := range []string{"http://localhost:" + port + "/", target.URL + "/"} {
+		srv := httptest.NewServer(http.RedirectHandler(to, http.StatusTemporaryRedirect))
+		t.Cleanup(srv.Close)
+		c := newCaller(t, HTTPOptions{})
+		_, err := c.Do(t.Context(), HTTPCall{
+			Method: "POST", URL: srv.URL + "/hook?token=q-s3cret", Body: "{}", Secret: "s", Task: "t",
+			Headers: [][2]string{{"Content-Type", "application/json"}, {"X-Api-Key", "k"}, {"Authorization", "Bearer b"}},
+		})
+		require.NoError(t, err)
+		r := <-got
+		require.Equal(t, "{}", r.body, to)
+		require.Equal(t, "application/json", r.header.Get("Content-Type"), to)
+		require.Empty(t, r.header.Values("X-Api-Key"), to)
+		require.Empty(t, r.header.Values("Authorization"), to)
+		require.Equal(t, "t", r.header.Get("X-Xtimer-Task"), to)
+		require.Empty(t, r.header.Get("X-Xtimer-Signature"), to)
+		require.Empty(t, r.header.Get("X-Xtimer-Timestamp"), to)
+		require.Empty(t, r.header.Get("Referer"), to)
+	}
 }
 
 func TestHTTPFollowsAtMostThreeRedirects(t *testing.T) {
