@@ -295,6 +295,8 @@ func TestHTTPRefusesForbiddenAddressesWithoutConnecting(t *testing.T) {
 		"http://[::ffff:169.254.169.254]/":            "169.254.169.254 is link-local (cloud metadata)",
 		"http://0.0.0.0:80/":                          "0.0.0.0 is unspecified",
 		"http://[64:ff9b::a9fe:a9fe]/computeMetadata": "NAT64 of 169.254.169.254",
+		"http://168.63.129.16/machine?comp=goalstate": "168.63.129.16 is a cloud metadata address",
+		"http://[::a9fe:a9fe]/latest/meta-data/":      "IPv4-compatible form of 169.254.169.254",
 	} {
 		resp, err := c.Do(t.Context(), HTTPCall{URL: url})
 		require.ErrorIs(t, err, ErrForbiddenDestination, url)

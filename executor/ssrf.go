@@ -39,6 +39,8 @@ var (
 	awsMetadata     = netip.MustParseAddr("169.254.169.254") // AWS, GCP, Azure, OCI, DigitalOcean…
 	awsMetadataV6   = netip.MustParseAddr("fd00:ec2::254")   // AWS IMDS over IPv6 (inside fd00::/8, which is otherwise private)
 	alibabaMetadata = netip.MustParseAddr("100.100.100.200") // Alibaba Cloud (inside 100.64.0.0/10, CGNAT)
+	azureWireServer = netip.MustParseAddr("168.63.129.16")   // Azure's WireServer: VM agent, health probes, DNS
+	v4Compatible    = netip.MustParsePrefix("::/96")         // deprecated IPv4-compatible IPv6: ::a9fe:a9fe is 169.254.169.254
 	thisNetwork     = netip.MustParsePrefix("0.0.0.0/8")
 	nat64           = netip.MustParsePrefix("64:ff9b::/96") // well-known NAT64 prefix: 64:ff9b::a9fe:a9fe is 169.254.169.254
 )
@@ -55,20 +57,28 @@ func forbiddenReason(ip netip.Addr) string {
 		return "is in 0.0.0.0/8 (this network)"
 	case ip == awsMetadata:
 		return "is link-local (cloud metadata)"
-	case ip == awsMetadataV6, ip == alibabaMetadata:
+	case ip == awsMetadataV6, ip == alibabaMetadata, ip == azureWireServer:
 		return "is a cloud metadata address"
 	case ip.IsLinkLocalUnicast():
 		return "is link-local"
 	case ip.IsMulticast():
 		return "is multicast"
 	case nat64.Contains(ip):
-		b := ip.As16()
-		v4 := netip.AddrFrom4([4]byte(b[12:]))
-		if r := forbiddenReason(v4); r != "" {
-			return r + " (NAT64 of " + v4.String() + ")"
+		if v4 := last4(ip); forbiddenReason(v4) != "" {
+			return forbiddenReason(v4) + " (NAT64 of " + v4.String() + ")"
+		}
+	case v4Compatible.Contains(ip) && !ip.IsLoopback():
+		if v4 := last4(ip); forbiddenReason(v4) != "" {
+			return forbiddenReason(v4) + " (IPv4-compatible form of " + v4.String() + ")"
 		}
 	}
 	return ""
+}
+
+// last4 is the IPv4 address in the last four bytes of an IPv6 address.
+func last4(ip netip.Addr) netip.Addr {
+	b := ip.As16()
+	return netip.AddrFrom4([4]byte(b[12:]))
 }
 
 // allowlist is HTTPOptions.Allow, parsed. A destination passes when its host

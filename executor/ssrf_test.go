@@ -27,6 +27,13 @@ func TestForbiddenReasonRefusesMetadataLinkLocalAndUnspecified(t *testing.T) {
 		"0.1.2.3":                "is in 0.0.0.0/8 (this network)",
 		"224.0.0.1":              "is multicast",
 		"64:ff9b::a9fe:a9fe":     "is link-local (cloud metadata) (NAT64 of 169.254.169.254)",
+		// Issue 25's audit: Azure's WireServer, and the IPv4-compatible
+		// IPv6 forms of the metadata addresses.
+		"168.63.129.16":        "is a cloud metadata address",
+		"::a9fe:a9fe":          "is link-local (cloud metadata) (IPv4-compatible form of 169.254.169.254)",
+		"::169.254.169.254":    "is link-local (cloud metadata) (IPv4-compatible form of 169.254.169.254)",
+		"::6464:64c8":          "is a cloud metadata address (IPv4-compatible form of 100.100.100.200)",
+		"::ffff:168.63.129.16": "is a cloud metadata address",
 		// Allowed by default: receivers on localhost and in the VPC.
 		"127.0.0.1":      "",
 		"::1":            "",
@@ -36,6 +43,7 @@ func TestForbiddenReasonRefusesMetadataLinkLocalAndUnspecified(t *testing.T) {
 		"100.64.0.1":     "",
 		"93.184.216.34":  "",
 		"64:ff9b::a01:1": "",
+		"::a01:1":        "",
 	} {
 		require.Equal(t, want, forbiddenReason(netip.MustParseAddr(ip)), ip)
 	}
