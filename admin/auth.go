@@ -137,10 +137,14 @@ func principalOf(ctx context.Context) Principal {
 var proxyHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-IP", "True-Client-IP",
 	"X-Client-IP", "X-Cluster-Client-IP", "CF-Connecting-IP", "Fastly-Client-IP", "X-Original-Forwarded-For"}
 
-// loopbackOnly returns the authorizer used when none is configured: it
-// serves loopback clients that came through no proxy and named a Host of
-// this machine (localhost, a loopback address, or one of allowed).
-func loopbackOnly(allowed []string) Authorizer {
+// LoopbackOnly is the authorizer a console without Options.Authorize uses
+// (with Options.AllowedHosts), for a service's other endpoints to use
+// alike: it serves clients on a loopback address that came through no
+// proxy (no Forwarded, X-Forwarded-For, X-Real-IP or other client-IP
+// header) and named a Host of this machine (localhost, a loopback
+// address, or one of allowed), as the principal "local"; anyone else gets
+// ErrForbidden saying how to configure an authorizer.
+func LoopbackOnly(allowed ...string) Authorizer {
 	return func(r *http.Request) (Principal, error) {
 		const howto = "the console serves only loopback clients until an authorizer is configured: " +
 			"set admin.Options.Authorize, e.g. admin.BasicAuth(user, password) or admin.BearerToken(token)"
@@ -202,7 +206,7 @@ func loopbackClient(r *http.Request, howto string) (Principal, error) {
 func (c *console) guard(next http.Handler) http.Handler {
 	authorize := c.opts.Authorize
 	if authorize == nil {
-		authorize = loopbackOnly(c.opts.AllowedHosts)
+		authorize = LoopbackOnly(c.opts.AllowedHosts...)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()

@@ -516,3 +516,32 @@ func TestSlowAndIdleClientsAreCutOff(t *testing.T) {
 	_ = resp.Body.Close()
 	closed(idle, "an idle keep-alive connection")
 }
+
+// Without -token, GET /metrics follows the console's loopback rule: a
+// request that came through a proxy (any client-IP header) or names a
+// Host of another site is refused, as the console refuses it (issue 25,
+// hole 4; before, /metrics answered both).
+func TestMetricsWithoutATokenFollowTheConsolesLoopbackRule(t *testing.T) {
+	t.Parallel()
+	bin := buildServer(t)
+	s := startServer(t, bin, "-db", filepath.Join(t.TempDir(), "xtimer.db"), "-listen", "127.0.0.1:0")
+	get := func(host string, headers ...string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, s.base+"/metrics", nil)
+		require.NoError(t, err)
+		if host != "" {
+			req.Host = host
+		}
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusOK, get(""))
+	require.Equal(t, http.StatusForbidden, get("", "X-Forwarded-For", "203.0.113.5"))
+	require.Equal(t, http.StatusForbidden, get("", "X-Real-IP", "203.0.113.5"))
+	require.Equal(t, http.StatusForbidden, get("rebind.attacker.example:8080"))
+}

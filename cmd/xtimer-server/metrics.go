@@ -28,17 +28,18 @@ func newRegistry(db *sql.DB) *prometheus.Registry {
 	return reg
 }
 
-// metricsHandler serves reg in the Prometheus text format. With authorize
-// (the console's, when -token is set) a request needs the same credential
-// as the console: Prometheus sends it with authorization.credentials (a
-// bearer token) or basic_auth (user admin). Without it the listen address
-// is loopback, and only this host reaches it.
+// metricsHandler serves reg in the Prometheus text format, behind the
+// console's guard: with -token (authorize set) a request needs the same
+// credential as the console, which Prometheus sends with
+// authorization.credentials (a bearer token) or basic_auth (user admin);
+// without it, the console's loopback rule (admin.LoopbackOnly): a proxied
+// request, or one naming another Host, is refused like the console's.
 func metricsHandler(reg *prometheus.Registry, authorize admin.Authorizer, log *slog.Logger) http.Handler {
 	h := promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), Registry: reg,
 	}))
 	if authorize == nil {
-		return h
+		authorize = admin.LoopbackOnly()
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := authorize(r); err != nil {
