@@ -316,11 +316,11 @@ func (s *Scheduler) Tasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 // toTask is the Task of a stored row; live are the app's live replicas,
 // their handlers sorted, and zones caches the zones loaded so far.
 func toTask(row store.Task, live []store.Replica, zones map[string]*time.Location) Task {
-	code := optionsOf(row)
 	overrides, err := row.OptionOverrides.Decode()
 	if err != nil { // the engine ignores them too (internal/engine/view.go)
 		overrides = store.OptionOverrides{}
 	}
+	code := overrides.From(row)
 	row = row.WithOptions(overrides)
 	spec, dialect, zone := row.Effective()
 	t := Task{
@@ -358,7 +358,7 @@ func toTask(row store.Task, live []store.Replica, zones map[string]*time.Locatio
 			}
 		}
 	}
-	t.Overrides, t.CodeOptions = overridesOf(overrides), code.only(overrides)
+	t.Overrides, t.CodeOptions = overridesOf(overrides), overridesOf(code)
 	if row.EndAtMs != 0 {
 		loc, ok := zones[t.Zone]
 		if !ok {
@@ -411,64 +411,4 @@ func (s *Scheduler) Replicas(ctx context.Context) ([]Replica, error) {
 		}
 	}
 	return out, nil
-}
-
-// optionsOf is the options of a row's option columns, every field set,
-// with the defaults the Task fields show.
-func optionsOf(row store.Task) TaskOverrides {
-	ms := func(v int64) *time.Duration {
-		d := time.Duration(v) * time.Millisecond
-		return &d
-	}
-	misfire := MisfirePolicy(cmp.Or(row.Misfire, string(MisfireRunOnce)))
-	overlap := OverlapPolicy(cmp.Or(row.Overlap, string(OverlapAllow)))
-	attempts, pauseAfter := max(row.MaxAttempts, 1), row.PauseAfter
-	o := TaskOverrides{
-		Timeout: ms(row.TimeoutMs), MaxAttempts: &attempts, BackoffBase: ms(row.BackoffBaseMs), BackoffMax: ms(row.BackoffMaxMs),
-		Misfire: &misfire, MisfireWindow: ms(row.MisfireWindowMs), Overlap: &overlap, Jitter: ms(row.JitterMs),
-		PauseOnFailure: &pauseAfter,
-	}
-	if row.Params != "" {
-		o.Params = json.RawMessage(row.Params)
-	}
-	if *o.MisfireWindow <= 0 {
-		*o.MisfireWindow = DefaultMisfireWindow
-	}
-	return o
-}
-
-// only keeps of o the fields that set overrides, nil the others.
-func (o TaskOverrides) only(set store.OptionOverrides) TaskOverrides {
-	var out TaskOverrides
-	if set.TimeoutMs != nil {
-		out.Timeout = o.Timeout
-	}
-	if set.MaxAttempts != nil {
-		out.MaxAttempts = o.MaxAttempts
-	}
-	if set.BackoffBaseMs != nil {
-		out.BackoffBase = o.BackoffBase
-	}
-	if set.BackoffMaxMs != nil {
-		out.BackoffMax = o.BackoffMax
-	}
-	if set.Misfire != nil {
-		out.Misfire = o.Misfire
-	}
-	if set.MisfireWindowMs != nil {
-		out.MisfireWindow = o.MisfireWindow
-	}
-	if set.Overlap != nil {
-		out.Overlap = o.Overlap
-	}
-	if set.JitterMs != nil {
-		out.Jitter = o.Jitter
-	}
-	if set.PauseAfter != nil {
-		out.PauseOnFailure = o.PauseOnFailure
-	}
-	if set.Params != nil {
-		out.Params = o.Params
-	}
-	return out
 }

@@ -348,6 +348,11 @@ const (
 	ActionSetSchedule   = "set_schedule"
 	ActionResetSchedule = "reset_schedule"
 	ActionBackfill      = "backfill"
+	// ActionSetOptions and ActionResetOptions: a Go task's option
+	// overrides set or reset (SetOptionOverrides); Detail is their JSON
+	// before → after.
+	ActionSetOptions   = "set_options"
+	ActionResetOptions = "reset_options"
 	// ActionSetCalendar: a calendar's days replaced (xtimer_calendars);
 	// the row's TaskCode is "".
 	ActionSetCalendar = "set_calendar"

@@ -67,6 +67,47 @@ func (o OptionOverrides) Apply(d Definition) Definition {
 	return d
 }
 
+// From returns the values t's option columns hold for the fields o sets,
+// nil for the others: the code's side of o, shown beside it.
+func (o OptionOverrides) From(t Task) OptionOverrides {
+	var out OptionOverrides
+	d := t.Definition()
+	i64 := func(v int64) *int64 { return &v }
+	str := func(v string) *string { return &v }
+	num := func(v int) *int { return &v }
+	if o.TimeoutMs != nil {
+		out.TimeoutMs = i64(d.TimeoutMs)
+	}
+	if o.MaxAttempts != nil {
+		out.MaxAttempts = num(d.MaxAttempts)
+	}
+	if o.BackoffBaseMs != nil {
+		out.BackoffBaseMs = i64(d.BackoffBaseMs)
+	}
+	if o.BackoffMaxMs != nil {
+		out.BackoffMaxMs = i64(d.BackoffMaxMs)
+	}
+	if o.Misfire != nil {
+		out.Misfire = str(d.Misfire)
+	}
+	if o.MisfireWindowMs != nil {
+		out.MisfireWindowMs = i64(d.MisfireWindowMs)
+	}
+	if o.Overlap != nil {
+		out.Overlap = str(d.Overlap)
+	}
+	if o.JitterMs != nil {
+		out.JitterMs = i64(d.JitterMs)
+	}
+	if o.PauseAfter != nil {
+		out.PauseAfter = num(d.PauseAfter)
+	}
+	if o.Params != nil && d.Params != "" {
+		out.Params = json.RawMessage(d.Params)
+	}
+	return out
+}
+
 // OverridesJSON is the JSON of a task's OptionOverrides, "" (NULL) for
 // none. The column is MEDIUMTEXT on MySQL/MariaDB and TEXT elsewhere, as
 // Params', since it may hold 64 KiB of parameters.
