@@ -237,6 +237,14 @@ type Task struct {
 	// Params are WithParams' JSON, nil when the task has none. (An HTTP
 	// task's parameters are its body, Target.Body.)
 	Params json.RawMessage
+	// The options above (Timeout to Jitter, PauseOnFailure and Params)
+	// are those that apply: SetTaskOptions' overrides where it set them,
+	// the code's otherwise. Overrides are the fields SetTaskOptions set
+	// (nil where it set none), and CodeOptions the code's values of those
+	// same fields (nil elsewhere), so that both can be shown side by
+	// side.
+	Overrides   TaskOverrides
+	CodeOptions TaskOverrides
 	// Replicas counts the live replicas that can run the task: those that
 	// registered its handler, or every live replica for an HTTP task. While
 	// it is 0 the task's fires wait.
@@ -308,6 +316,12 @@ func (s *Scheduler) Tasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 // toTask is the Task of a stored row; live are the app's live replicas,
 // their handlers sorted, and zones caches the zones loaded so far.
 func toTask(row store.Task, live []store.Replica, zones map[string]*time.Location) Task {
+	overrides, err := row.OptionOverrides.Decode()
+	if err != nil { // the engine ignores them too (internal/engine/view.go)
+		overrides = store.OptionOverrides{}
+	}
+	code := overrides.From(row)
+	row = row.WithOptions(overrides)
 	spec, dialect, zone := row.Effective()
 	t := Task{
 		Code: row.Code, Name: row.Name, Description: row.Description, Owner: row.Owner, Kind: KindGo,
@@ -344,6 +358,7 @@ func toTask(row store.Task, live []store.Replica, zones map[string]*time.Locatio
 			}
 		}
 	}
+	t.Overrides, t.CodeOptions = overridesOf(overrides), overridesOf(code)
 	if row.EndAtMs != 0 {
 		loc, ok := zones[t.Zone]
 		if !ok {

@@ -106,9 +106,15 @@ func asAPIError(err error) *apiError {
 	var field *xtimer.FieldError
 	var tooBig *http.MaxBytesError
 	var backfill *xtimer.BackfillError
+	var options *xtimer.TaskOverridesError
 	switch {
 	case errors.As(err, &e):
 		return e
+	case errors.As(err, &options):
+		name, value := bodyField(cmp.Or(optionsField[options.Field], options.Field), options.Value)
+		return fieldError(name, value, options.Reason)
+	case errors.Is(err, xtimer.ErrHTTPTaskOptions):
+		return apiErrorf(http.StatusConflict, codeConflict, "%s", err.Error())
 	case errors.As(err, &backfill):
 		return &apiError{Status: http.StatusBadRequest, Code: codeInvalid, Field: backfill.Field, Value: backfill.Value, Message: err.Error()}
 	case errors.As(err, &spec):

@@ -27,6 +27,8 @@ import (
 //	POST   api/tasks/{code}/trigger   {} or {"params": ..., "note": "..."} (trigger.go)
 //	PUT    api/tasks/{code}/schedule  {"spec": "...", "dialect": "cron|quartz", "zone": "Europe/Paris"}
 //	DELETE api/tasks/{code}/schedule  {}
+//	PUT    api/tasks/{code}/options   OptionsEdit: overrides a Go task's options (options.go)
+//	DELETE api/tasks/{code}/options   {}: the code's options again
 //	GET    api/tasks/{code}/backfill?from=&to=   {"fires": n, "new": m} (backfill.go)
 //	POST   api/tasks/{code}/backfill  {"from": "2026-11-30T00:00:00Z", "to": "..."}: {"recorded": n}
 //	GET    api/executions?app=&task=&status=&source=&replica=&from=&to=&after=&limit=
@@ -70,6 +72,7 @@ func (c *console) routeAPI(mux *http.ServeMux) {
 	route(mux, api+"tasks/{code}/resume", map[string]http.HandlerFunc{"POST": c.apiResume})
 	route(mux, api+"tasks/{code}/trigger", map[string]http.HandlerFunc{"POST": c.apiTrigger})
 	route(mux, api+"tasks/{code}/schedule", map[string]http.HandlerFunc{"PUT": c.apiSetSchedule, "DELETE": c.apiResetSchedule})
+	route(mux, api+"tasks/{code}/options", map[string]http.HandlerFunc{"PUT": c.apiSetOptions, "DELETE": c.apiResetOptions})
 	route(mux, api+"tasks/{code}/backfill", map[string]http.HandlerFunc{"GET": c.apiBackfillPreview, "POST": c.apiBackfill})
 	route(mux, api+"executions", map[string]http.HandlerFunc{"GET": c.apiExecutions})
 	route(mux, api+"executions/{id}", map[string]http.HandlerFunc{"GET": c.apiExecution})

@@ -79,6 +79,13 @@ type TaskView struct {
 	// Params are the task's parameters (xtimer.WithParams), JSON; absent
 	// when it has none. An HTTP task's are its body (HTTPTargetView).
 	Params json.RawMessage `json:"params,omitempty"`
+	// The options above (timeout_ms to jitter_ms, pause_on_failure and
+	// params) are those that apply. OptionOverrides are the ones
+	// xtimer.SetTaskOptions (PUT api/tasks/{code}/options) set, in
+	// OptionsEdit's form, and CodeOptions the code's values of the same
+	// fields; both absent when there are none.
+	OptionOverrides json.RawMessage `json:"option_overrides,omitempty"`
+	CodeOptions     json.RawMessage `json:"code_options,omitempty"`
 
 	NextRun *time.Time     `json:"next_run,omitempty"`
 	Last    *ExecutionView `json:"last,omitempty"`
@@ -255,6 +262,10 @@ func nextFires(sched xtimer.Schedule, now time.Time, n int, endMs int64) []time.
 // taskView builds the view of one stored task; live are the live replicas
 // of its app and last its newest execution, if any.
 func (c *console) taskView(t store.Task, live []store.Replica, last *store.Execution, now time.Time, cals calendarDays) TaskView {
+	overrides, code := optionsView(t)
+	if eff, err := t.WithOptionOverrides(); err == nil {
+		t = eff
+	}
 	spec, dialect, zone := t.Effective()
 	v := TaskView{
 		App: t.App, Code: t.Code, Name: t.Name, Description: t.Description, Owner: t.Owner, Kind: t.Kind,
@@ -268,6 +279,7 @@ func (c *console) taskView(t store.Task, live []store.Replica, last *store.Execu
 	if t.Params != "" {
 		v.Params = json.RawMessage(t.Params)
 	}
+	v.OptionOverrides, v.CodeOptions = overrides, code
 	for _, r := range live {
 		if t.Kind == store.KindHTTP || slices.Contains(r.Handlers, t.Code) {
 			v.Replicas++

@@ -149,7 +149,11 @@ func (s *Engine) backfillSchedule(ctx context.Context, code string) (sched cron.
 		if excludes := DaysExcluder(store.SplitDays(row.ExcludeDays), calendar); excludes != nil {
 			sched = Excluding(sched, excludes)
 		}
-		return sched, endAt, max(row.MaxAttempts, 1), nil
+		maxAttempts = row.MaxAttempts
+		if eff, oErr := row.WithOptionOverrides(); oErr == nil { // SetTaskOptions' MaxAttempts
+			maxAttempts = eff.MaxAttempts
+		}
+		return sched, endAt, max(maxAttempts, 1), nil
 	case !errors.Is(err, store.ErrNotFound):
 		return nil, time.Time{}, 0, fmt.Errorf("xtimer: Backfill of %q: read task: %w", code, err)
 	}

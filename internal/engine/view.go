@@ -104,12 +104,16 @@ type taskState struct {
 	code                 string
 	id, version          int64
 	createdMs, updatedMs int64
-	status               string            // store.TaskActive or store.TaskPaused, as stored
-	def                  *store.Definition // shared; defaults applied
-	over                 *override         // the console's schedule overrides; nil when none
-	sched                cron.Schedule     // nil when the stored spec does not parse
-	bucket               int
-	pos                  int // index in view.byBucket[bucket]
+	status               string // store.TaskActive or store.TaskPaused, as stored
+	// def is the definition that applies: the code's, shared by the tasks
+	// defined alike (view.defs), or, for a task with option overrides
+	// (SetTaskOptions), a copy of it with the overridden fields replaced,
+	// its own (withOptionOverrides).
+	def    *store.Definition
+	over   *override     // the console's schedule overrides; nil when none
+	sched  cron.Schedule // nil when the stored spec does not parse
+	bucket int
+	pos    int // index in view.byBucket[bucket]
 	// http is the callback of a task of kind http (every replica runs its
 	// fires); nil for Go tasks, and for an http task whose stored target
 	// does not decode (it does not fire).
@@ -249,14 +253,35 @@ func (v *view) sharedDefLocked(d store.Definition) *store.Definition {
 }
 
 // stateOf is the view of a stored task from its row's head; def is its
-// definition, shared. Its schedule is left to the caller.
+// code's definition, shared, which the head's option overrides replace
+// fields of (withOptionOverrides). Its schedule is left to the caller.
 func (v *view) stateOf(h store.TaskHead, def *store.Definition) taskState {
 	return taskState{
 		code: h.Code, id: h.ID, version: h.Version, createdMs: h.CreatedMs, updatedMs: h.UpdatedMs,
-		status: canonicalStatus(h.Status), def: def,
+		status: canonicalStatus(h.Status), def: v.withOptionOverrides(h.Code, def, h.OptionOverrides),
 		over:   overrideOf(h.SpecOverride, h.DialectOverride, h.TZOverride),
 		bucket: bucketOf(h.Code, v.buckets),
 	}
+}
+
+// withOptionOverrides is the definition that applies to a task whose
+// code defines def and whose row stores the option overrides j: def
+// itself when there are none, so the tasks without overrides keep
+// sharing one definition and the fire path reads t.def as ever; else a
+// copy of def, the task's own, with the overridden fields replaced.
+// Overrides that do not decode are logged and ignored: the code's
+// options apply.
+func (v *view) withOptionOverrides(code string, def *store.Definition, j store.OverridesJSON) *store.Definition {
+	if j == "" {
+		return def
+	}
+	o, err := j.Decode()
+	if err != nil {
+		v.log.Error("stored option overrides do not decode; the code's options apply", "task", code, "err", err)
+		return def
+	}
+	d := o.Apply(*def)
+	return &d
 }
 
 // storedSchedule parses the schedule a stored row names (Task.Schedule);

@@ -115,6 +115,9 @@ type Task struct {
 	SpecOverride    *string `gorm:"column:spec_override;size:255"`
 	DialectOverride *string `gorm:"column:dialect_override;size:16"`
 	TZOverride      *string `gorm:"column:tz_override;size:64"`
+	// OptionOverrides replace some of the code-defined options
+	// (SetTaskOptions, overrides.go); "" (NULL) for none.
+	OptionOverrides OverridesJSON `gorm:"column:option_overrides"`
 	// PauseNote says why the task was last paused or resumed, as the
 	// operator or the engine (pause on failure) wrote it.
 	PauseNote string `gorm:"column:pause_note;size:1024;not null;default:''"`
@@ -345,6 +348,11 @@ const (
 	ActionSetSchedule   = "set_schedule"
 	ActionResetSchedule = "reset_schedule"
 	ActionBackfill      = "backfill"
+	// ActionSetOptions and ActionResetOptions: a Go task's option
+	// overrides set or reset (SetOptionOverrides); Detail is their JSON
+	// before → after.
+	ActionSetOptions   = "set_options"
+	ActionResetOptions = "reset_options"
 	// ActionSetCalendar: a calendar's days replaced (xtimer_calendars);
 	// the row's TaskCode is "".
 	ActionSetCalendar = "set_calendar"

@@ -99,7 +99,8 @@ func (t Task) Definition() Definition { return defOf(&t).Definition }
 // Head is t's TaskHead.
 func (t Task) Head() TaskHead {
 	return TaskHead{ID: t.ID, Code: t.Code, Kind: t.Kind, Status: t.Status, Version: t.Version, CreatedMs: t.CreatedMs,
-		UpdatedMs: t.UpdatedMs, SpecOverride: t.SpecOverride, DialectOverride: t.DialectOverride, TZOverride: t.TZOverride}
+		UpdatedMs: t.UpdatedMs, SpecOverride: t.SpecOverride, DialectOverride: t.DialectOverride, TZOverride: t.TZOverride,
+		OptionOverrides: t.OptionOverrides}
 }
 
 // TaskFrom is the row of a task registered as d whose row has head h:
@@ -114,7 +115,8 @@ func TaskFrom(app string, d TaskDef, h TaskHead) Task {
 		Misfire: def.Misfire, MisfireWindowMs: def.MisfireWindowMs, Overlap: def.Overlap, EndAtMs: def.EndAtMs, MaxRuns: def.MaxRuns,
 		JitterMs: def.JitterMs, PauseAfter: def.PauseAfter, ExcludeDays: def.ExcludeDays, Calendar: def.Calendar,
 		Params: Params(def.Params), SpecOverride: h.SpecOverride, DialectOverride: h.DialectOverride, TZOverride: h.TZOverride,
-		CreatedMs: h.CreatedMs, UpdatedMs: h.UpdatedMs, Version: h.Version,
+		OptionOverrides: h.OptionOverrides,
+		CreatedMs:       h.CreatedMs, UpdatedMs: h.UpdatedMs, Version: h.Version,
 	}
 	if def.HasHTTPTarget {
 		target := def.HTTPTarget

@@ -121,14 +121,17 @@ type TaskHead struct {
 	CreatedMs, UpdatedMs int64
 	// The console's overrides, nil when not set (Task.SpecOverride...).
 	SpecOverride, DialectOverride, TZOverride *string
+	// OptionOverrides are SetTaskOptions' JSON, "" when none
+	// (Task.OptionOverrides).
+	OptionOverrides OverridesJSON
 }
 
 // headsQuery reads what TaskHead holds, in decodeHead's order.
 const headsQuery = `SELECT id, code, kind, status, version, created_ms, updated_ms,
-	spec_override, dialect_override, tz_override FROM xtimer_tasks WHERE app = ?`
+	spec_override, dialect_override, tz_override, option_overrides FROM xtimer_tasks WHERE app = ?`
 
 // TaskHeads calls each with the head of every task of app, in no order,
-// reading ten columns a row instead of Task's twenty-six: a replica of a
+// reading eleven columns a row instead of Task's thirty-four: a replica of a
 // million tasks loads its view with it at Start. intern, when not nil,
 // makes Code from the code's bytes, which are valid during the call only:
 // a caller that holds the codes already (it registered them) returns its
@@ -158,13 +161,14 @@ func (s *Store) TaskHeads(ctx context.Context, app string, intern func(code []by
 	defer rows.Close()
 	var h TaskHead
 	var code, kind, status sql.RawBytes
-	var spec, dialect, zone sql.NullString
+	var spec, dialect, zone, options sql.NullString
 	for rows.Next() {
-		if err := rows.Scan(&h.ID, &code, &kind, &status, &h.Version, &h.CreatedMs, &h.UpdatedMs, &spec, &dialect, &zone); err != nil {
+		if err := rows.Scan(&h.ID, &code, &kind, &status, &h.Version, &h.CreatedMs, &h.UpdatedMs, &spec, &dialect, &zone, &options); err != nil {
 			return fmt.Errorf("store: read the tasks of app %q: %w", app, err)
 		}
 		h.Code, h.Kind, h.Status = intern(code), canonical(kind, KindFunc, KindHTTP), canonical(status, TaskActive, TaskPaused)
 		h.SpecOverride, h.DialectOverride, h.TZOverride = nullableOf(spec), nullableOf(dialect), nullableOf(zone)
+		h.OptionOverrides = OverridesJSON(options.String)
 		if err := each(h); err != nil {
 			return err
 		}
@@ -202,7 +206,7 @@ func (s *Store) pgTaskHeads(ctx context.Context, app string, intern func([]byte)
 		var h TaskHead
 		for rows.Next() {
 			v := rows.RawValues()
-			if len(v) != 10 {
+			if len(v) != 11 {
 				return fmt.Errorf("%d columns", len(v))
 			}
 			for _, i := range []int{0, 1, 2, 3, 4, 5, 6} {
@@ -215,6 +219,7 @@ func (s *Store) pgTaskHeads(ctx context.Context, app string, intern func([]byte)
 			h.CreatedMs, h.UpdatedMs = int64(binaryBE(v[5])), int64(binaryBE(v[6])) //nolint:gosec // G115: see above
 			h.Code, h.Kind, h.Status = intern(v[1]), canonical(v[2], KindFunc, KindHTTP), canonical(v[3], TaskActive, TaskPaused)
 			h.SpecOverride, h.DialectOverride, h.TZOverride = rawNullable(v[7]), rawNullable(v[8]), rawNullable(v[9])
+			h.OptionOverrides = OverridesJSON(v[10]) // NULL: nil, ""
 			if eachErr := each(h); eachErr != nil {
 				return errFromEach{eachErr}
 			}
@@ -478,7 +483,7 @@ func (s *Store) CreateTask(ctx context.Context, t *Task) (Task, error) {
 	now := s.nowMs()
 	row := *t
 	row.ID, row.Version, row.CreatedMs, row.UpdatedMs = 0, 1, now, now
-	row.SpecOverride, row.DialectOverride, row.TZOverride = nil, nil, nil
+	row.SpecOverride, row.DialectOverride, row.TZOverride, row.OptionOverrides = nil, nil, nil, ""
 	if row.Status != TaskPaused {
 		row.Status = TaskActive
 	}
@@ -534,8 +539,8 @@ func duplicateKey(err error) bool {
 }
 
 // ReplaceTask writes t's definition (the columns UpsertTask writes) over
-// the row of its app and code, clears the schedule overrides (the new
-// definition sets the schedule itself), bumps the version and the app's
+// the row of its app and code, clears the schedule and option overrides
+// (the new definition sets them itself), bumps the version and the app's
 // task generation (TaskGen). It keeps the status. It is conditional on the
 // row still being of t's kind at version: a row changed since the caller
 // read it fails with ErrStale, a missing one with ErrNotFound. It returns
@@ -547,7 +552,7 @@ func (s *Store) ReplaceTask(ctx context.Context, t *Task, version int64) (Task, 
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	set := definition(t)
-	set["spec_override"], set["dialect_override"], set["tz_override"] = nil, nil, nil
+	set["spec_override"], set["dialect_override"], set["tz_override"], set["option_overrides"] = nil, nil, nil, nil
 	set["version"] = version + 1
 	set["updated_ms"] = s.nowMs()
 	var stored Task

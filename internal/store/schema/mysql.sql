@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS `xtimer_tasks` (
   `spec_override`     varchar(255) NULL,                      -- console edits, win until reset
   `dialect_override`  varchar(16)  NULL,
   `tz_override`       varchar(64)  NULL,
+  `option_overrides`  mediumtext   NULL,                      -- JSON of SetTaskOptions; NULL none
   `pause_note`        varchar(1024) NOT NULL DEFAULT '',       -- why it was last paused or resumed
   `created_ms`        bigint       NOT NULL DEFAULT 0,
   `updated_ms`        bigint       NOT NULL DEFAULT 0,
