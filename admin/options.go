@@ -1,10 +1,12 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -146,4 +148,30 @@ func optionsView(t store.Task) (overrides, code json.RawMessage) {
 		return nil, nil
 	}
 	return overrides, code
+}
+
+// OptionChange is one overridden option, for the task page: the body's
+// field name, the code's value and the override, as JSON text.
+type OptionChange struct {
+	Field, Code, Override string
+}
+
+// OverriddenOptions lists the task's option overrides beside the code's
+// values, by field name; none when it has none.
+func (v TaskView) OverriddenOptions() []OptionChange {
+	var over, code map[string]json.RawMessage
+	if json.Unmarshal(v.OptionOverrides, &over) != nil {
+		return nil
+	}
+	_ = json.Unmarshal(v.CodeOptions, &code) // absent: the code has no value (params)
+	out := make([]OptionChange, 0, len(over))
+	for field, value := range over {
+		was := "none"
+		if c, ok := code[field]; ok {
+			was = string(c)
+		}
+		out = append(out, OptionChange{Field: field, Code: was, Override: string(value)})
+	}
+	slices.SortFunc(out, func(a, b OptionChange) int { return cmp.Compare(a.Field, b.Field) })
+	return out
 }

@@ -86,3 +86,22 @@ func TestAPITaskOptionsAreRefusedReadOnly(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.OverridesJSON(""), row.OptionOverrides)
 }
+
+// The task page shows each overridden option as the code's value → the
+// override, with a reset, and offers the form to Go tasks only.
+func TestTaskPageShowsOptionOverridesBesideTheCode(t *testing.T) {
+	t.Parallel()
+	f := setup(t, fixtureOpts{})
+	p := pagesGet(t, f, "tasks/billing.reconcile")
+	require.NotContains(t, p.Body, `id="option-overrides"`)
+	require.Contains(t, p.Body, `id="options-form"`)
+	apiData[TaskDetail](t, apiSend(t, f, http.MethodPut, "api/tasks/billing.reconcile/options", `{"max_attempts": 5, "params": {"region": "eu"}}`))
+	p = pagesGet(t, f, "tasks/billing.reconcile")
+	require.Equal(t, http.StatusOK, p.Status)
+	section := pagesSection(t, p.Body, "option-overrides", "</dd>")
+	require.Contains(t, section, `<li><code>max_attempts</code> <span class="muted">3</span> → <strong>5</strong></li>`)
+	require.Contains(t, section, `<li><code>params</code> <span class="muted">none</span> → <strong>{&#34;region&#34;:&#34;eu&#34;}</strong></li>`)
+	require.Contains(t, section, `data-action="reset-options"`)
+	createHook(t, f, "billing.hook")
+	require.NotContains(t, pagesGet(t, f, "tasks/billing.hook").Body, `id="options-form"`)
+}

@@ -13,7 +13,8 @@
   var displayZone = body.getAttribute('data-zone') || 'UTC';
   var FINAL = { succeeded: true, failed: true, timed_out: true, skipped: true };
   var FLASH_KEY = 'xtimer-flash';
-  var DONE = { pause: 'Paused', resume: 'Resumed', reset: 'Reset to the code default the schedule of' };
+  var DONE = { pause: 'Paused', resume: 'Resumed', reset: 'Reset to the code default the schedule of',
+    'reset-options': 'Reset to the code the options of' };
 
   document.documentElement.classList.add('js');
 
@@ -103,6 +104,9 @@
     }
     if (action === 'reset') {
       path += 'schedule';
+      method = 'DELETE';
+    } else if (action === 'reset-options') {
+      path += 'options';
       method = 'DELETE';
     } else if (action === 'pause' || action === 'resume' || action === 'trigger') {
       path += action;
@@ -637,6 +641,36 @@
     }).catch(function (err) {
       flash(code + ': ' + err.message, true);
       if (b) b.disabled = false;
+    });
+  });
+
+  // The task page's "Override options…" form: PUT api/tasks/{code}/options
+  // with the fields filled in; empty ones keep the code's value.
+  document.addEventListener('submit', function (ev) {
+    var form = ev.target;
+    if (!form || form.id !== 'options-form') return;
+    ev.preventDefault();
+    var code = form.getAttribute('data-task');
+    var payload = {};
+    var bad = null;
+    Array.prototype.forEach.call(form.querySelectorAll('[data-field]'), function (el) {
+      var v = el.value.trim();
+      if (!v) return;
+      var name = el.getAttribute('data-field');
+      if (name === 'misfire' || name === 'overlap') {
+        payload[name] = v;
+      } else if (name === 'params') {
+        try { payload.params = JSON.parse(v); } catch (e) { bad = 'params: not valid JSON'; }
+      } else {
+        payload[name] = Number(v);
+      }
+    });
+    if (bad) { flash(code + ': ' + bad, true); return; }
+    call('PUT', 'tasks/' + encodeURIComponent(code) + '/options', payload).then(function () {
+      flash('Overrode the options of ' + code + '.');
+      return refresh();
+    }).catch(function (err) {
+      flash(code + ': ' + err.message, true);
     });
   });
 })();
