@@ -2,10 +2,12 @@ package xtimer_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"github.com/xtimer-go/xtimer"
 )
@@ -46,4 +48,76 @@ func ExampleScheduler_CreateHTTPTask() {
 	fmt.Println(<-called)
 	// Output:
 	// POST /jobs/close-ledger task=example.close-ledger attempt=1
+}
+
+func ExampleHTTPTask_options() {
+	db, closeDB := exampleDB("xtimer-example-httptask-options")
+	defer closeDB()
+	s, err := xtimer.New(xtimer.Options{DB: db, App: "example"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	if err = s.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer s.Stop(ctx)
+
+	// A callback task takes the options a Go task has: here one fire
+	// waits for a slow run, missed fires of an outage all run, the
+	// schedule ends after 30 fires, and starts spread over 20 s.
+	err = s.CreateHTTPTask(ctx, xtimer.HTTPTask{
+		Code: "example.export", Spec: "0 */5 * * * *",
+		Target:  xtimer.HTTPTarget{Method: http.MethodPost, URL: "http://127.0.0.1:9/export"},
+		Overlap: xtimer.OverlapBufferOne, Misfire: xtimer.MisfireRunAll, MaxRuns: 30,
+		Jitter: 20 * time.Second, PauseOnFailure: 3,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	t, err := s.HTTPTask(ctx, "example.export")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(t.Overlap, t.Misfire, t.MisfireWindow, t.MaxRuns, t.Jitter, t.PauseOnFailure)
+	// Output:
+	// buffer_one run_all 1h0m0s 30 20s 3
+}
+
+func ExampleScheduler_DeleteTask() {
+	db, closeDB := exampleDB("xtimer-example-delete")
+	defer closeDB()
+	ctx := context.Background()
+	noop := func(context.Context, *xtimer.Run) error { return nil }
+
+	// The old build registers "example.legacy"; it stops, and the new
+	// build no longer has it.
+	old, err := xtimer.New(xtimer.Options{DB: db, App: "example"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err = old.Register("example.legacy", "0 0 3 * * *", noop); err != nil {
+		log.Fatal(err)
+	}
+	if err = old.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(errors.Is(old.DeleteTask(ctx, "example.legacy"), xtimer.ErrTaskRegistered))
+	if err = old.Stop(ctx); err != nil {
+		log.Fatal(err)
+	}
+
+	s, err := xtimer.New(xtimer.Options{DB: db, App: "example"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err = s.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer s.Stop(ctx)
+	// No live replica registers it: it goes, its history stays.
+	fmt.Println(s.DeleteTask(ctx, "example.legacy"))
+	// Output:
+	// true
+	// <nil>
 }
