@@ -88,7 +88,6 @@ func ExampleScheduler_DeleteTask() {
 	db, closeDB := exampleDB("xtimer-example-delete")
 	defer closeDB()
 	ctx := context.Background()
-	noop := func(context.Context, *xtimer.Run) error { return nil }
 
 	// The old build registers "example.legacy"; it stops, and the new
 	// build no longer has it.
