@@ -895,49 +895,58 @@ func (p *planner) rowsFor(ctx context.Context, now time.Time, t *taskState, ats 
 	if p.view.runsHere(t.code) {
 		owner = p.opts.InstanceID
 	}
-	row := func(at time.Time, status, source, reason string) store.Execution {
-		return store.Execution{App: p.opts.App, TaskCode: t.code, RunTime: at.UnixMilli(), Status: status,
+	// Each fire's planned start is computed once (a jittered task's costs
+	// a Next of its schedule): the row carries it, and overdue counts
+	// from it.
+	type fire struct {
+		at      time.Time
+		planned int64 // store.Execution.PlannedMs: 0 without jitter
+	}
+	row := func(f fire, status, source, reason string) store.Execution {
+		return store.Execution{App: p.opts.App, TaskCode: t.code, RunTime: f.at.UnixMilli(), Status: status,
 			Source: source, Reason: reason, MaxAttempts: max(t.def.MaxAttempts, 1), Replica: owner,
-			PlannedMs: t.plannedStart(p.opts.App, at)}
+			PlannedMs: f.planned}
 	}
 	var rows []store.Execution
-	var missed, onTime []time.Time
+	var missed, onTime []fire
 	if t.excl != nil && len(ats) > 0 {
 		p.noteMissingCalendar(t, ats[0])
 	}
 	for _, at := range ats {
-		if t.excluded(at) {
-			skip := row(at, store.StatusSkipped, store.SourceSchedule, store.ReasonExcluded)
+		f := fire{at, t.plannedStart(p.opts.App, at)}
+		switch {
+		case t.excluded(at):
+			skip := row(f, store.StatusSkipped, store.SourceSchedule, store.ReasonExcluded)
 			skip.Replica = p.opts.InstanceID
 			rows = append(rows, skip)
-		} else if planned := t.plannedStart(p.opts.App, at); now.Sub(time.UnixMilli(max(planned, at.UnixMilli()))) > misfireAfter {
+		case now.Sub(time.UnixMilli(max(f.planned, at.UnixMilli()))) > misfireAfter:
 			// Overdue counts from the planned start: a jittered fire is
 			// not late before it (WithJitter).
-			missed = append(missed, at)
-		} else {
-			onTime = append(onTime, at)
+			missed = append(missed, f)
+		default:
+			onTime = append(onTime, f)
 		}
 	}
 	window := time.Duration(t.misfireWindowMs()) * time.Millisecond
-	for i, at := range missed {
+	for i, f := range missed {
 		run := false
 		switch t.def.Misfire {
 		case MisfireRunAll:
-			run = now.Sub(at) <= window
+			run = now.Sub(f.at) <= window
 		case MisfireSkip:
 		default: // MisfireRunOnce
-			run = i == len(missed)-1 && now.Sub(at) <= window
+			run = i == len(missed)-1 && now.Sub(f.at) <= window
 		}
 		if run {
-			rows = append(rows, row(at, store.StatusScheduled, store.SourceCatchup, ""))
+			rows = append(rows, row(f, store.StatusScheduled, store.SourceCatchup, ""))
 		} else {
-			skip := row(at, store.StatusSkipped, store.SourceSchedule, store.ReasonMisfire)
+			skip := row(f, store.StatusSkipped, store.SourceSchedule, store.ReasonMisfire)
 			skip.Replica = p.opts.InstanceID
 			rows = append(rows, skip)
 		}
 	}
-	for _, at := range onTime {
-		rows = append(rows, row(at, store.StatusScheduled, store.SourceSchedule, ""))
+	for _, f := range onTime {
+		rows = append(rows, row(f, store.StatusScheduled, store.SourceSchedule, ""))
 	}
 	if t.def.MaxRuns > 0 {
 		done, err := p.store.ScheduledRuns(ctx, p.opts.App, t.code)
