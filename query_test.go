@@ -108,7 +108,7 @@ func TestExecutionsPagesThroughTheHistoryNewestFirstOnceEach(t *testing.T) {
 		require.Equal(t, Execution{
 			ID: newestFirst[0].ID, App: s.App(), Code: "pay.a", RunTime: t0.Add(149 * time.Minute).In(paris),
 			PlannedAt: t0.Add(149 * time.Minute).In(paris),
-			Status:    StatusSucceeded, Source: SourceSchedule, Attempt: 1, MaxAttempts: 1,
+			Status:    StatusSucceeded, Source: SourceSchedule, Attempt: 1, MaxAttempts: 1, Shards: 1,
 		}, all[0])
 
 		// A fire recorded after the first page, newer than every row, is

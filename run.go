@@ -56,8 +56,15 @@ type Run struct {
 	// on every attempt and every replica, never reused. Business code that
 	// must not act twice (a payment, a ledger entry) stores it with its
 	// effect and checks it before acting: a retry after a half-finished
-	// attempt then finds its own earlier work.
+	// attempt then finds its own earlier work. A shard of a sharded or
+	// broadcast task (WithShards, WithBroadcast) has its own:
+	// "app/code/run_time_ms/shard".
 	ID string
+	// Shard and Shards say which part of the fire this run is: shard
+	// Shard (0 to Shards-1) of Shards; 0 and 1 for a task that is not
+	// sharded. A sharded handler does the part of the work that is its
+	// own, e.g. the rows whose id modulo Shards is Shard.
+	Shard, Shards int
 	// ExecutionID is the execution row's primary key.
 	ExecutionID int64
 	// Code is the task code.
@@ -105,6 +112,12 @@ type Execution struct {
 	Attempt     int
 	MaxAttempts int
 	Replica     string
+	// Shard and Shards: the row is shard Shard (0 to Shards-1) of its
+	// fire; 0 and 1 for a fire that is not sharded.
+	Shard, Shards int
+	// Broadcast: the row is a shard of a broadcast fire (WithBroadcast),
+	// which runs on its replica or not at all.
+	Broadcast   bool
 	StartedAt   time.Time // zero until started
 	FinishedAt  time.Time // zero until finished
 	Lateness    time.Duration

@@ -406,7 +406,7 @@ func New(opts Options) (*Scheduler, error) {
 // invoke runs a Go task's handler for one attempt of the engine.
 func invoke(ctx context.Context, h any, a *engine.Attempt) error {
 	return h.(Handler)(ctx, &Run{
-		ID: a.ID, ExecutionID: a.ExecutionID, Code: a.Code, ScheduledAt: a.ScheduledAt,
+		ID: a.ID, ExecutionID: a.ExecutionID, Code: a.Code, ScheduledAt: a.ScheduledAt, Shard: a.Shard, Shards: max(a.Shards, 1),
 		Attempt: a.Attempt, MaxAttempts: a.MaxAttempts, Source: Source(a.Source), Replica: a.Replica,
 		Params: a.Params, out: a.Out,
 	})
@@ -593,6 +593,7 @@ func toExecution(r store.Execution, loc *time.Location) Execution {
 		ID: r.ID, App: r.App, Code: r.TaskCode, RunTime: at(r.RunTime), PlannedAt: at(r.Planned()),
 		Status: Status(r.Status), Reason: r.Reason, Source: Source(r.Source),
 		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Replica: r.Replica,
+		Shard: r.Shard, Shards: max(r.Shards, 1), Broadcast: r.Broadcast,
 		StartedAt: at(r.StartedMs), FinishedAt: at(r.FinishedMs),
 		Lateness: time.Duration(r.LatenessMs) * time.Millisecond, Duration: time.Duration(r.DurationMs) * time.Millisecond,
 		NextAttempt: at(r.NextAttemptMs), Output: r.Output, Error: r.Error,

@@ -140,6 +140,8 @@ type taskOpts struct {
 	excludeDays   string        // WithExclude: sorted YYYY-MM-DD, comma-separated
 	calendar      string        // WithCalendar
 	params        string        // WithParams: JSON; a string, so that taskOpts stays comparable
+	shards        int           // WithShards: 0 for none
+	broadcast     bool          // WithBroadcast
 }
 
 func newTaskConfig(code, spec string, h Handler) taskConfig {
@@ -184,6 +186,7 @@ func (c *taskOpts) definition() store.Definition {
 		Misfire: string(c.misfire), MisfireWindowMs: c.misfireWindow.Milliseconds(), Overlap: string(c.overlap),
 		MaxRuns: c.maxRuns, JitterMs: c.jitter.Milliseconds(), PauseAfter: c.pauseAfter,
 		ExcludeDays: c.excludeDays, Calendar: c.calendar, Params: c.params,
+		Shards: c.shards, Broadcast: c.broadcast,
 	}
 	if !c.endAt.IsZero() {
 		d.EndAtMs = c.endAt.UnixMilli()

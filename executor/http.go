@@ -47,6 +47,8 @@ const (
 	headerTask        = "X-Xtimer-Task"
 	headerScheduledAt = "X-Xtimer-Scheduled-At"
 	headerAttempt     = "X-Xtimer-Attempt"
+	headerShard       = "X-Xtimer-Shard"
+	headerShards      = "X-Xtimer-Shards"
 	headerTimestamp   = "X-Xtimer-Timestamp"
 	headerSignature   = "X-Xtimer-Signature"
 )
@@ -158,6 +160,10 @@ type HTTPCall struct {
 	Task        string
 	ScheduledAt time.Time
 	Attempt     int
+	// Shards, when above 0, is how many shards the fire has, and Shard
+	// the call's (0 to Shards-1): they are sent as X-Xtimer-Shard and
+	// X-Xtimer-Shards. Unsharded calls send neither.
+	Shard, Shards int
 	// SuccessCodes are the statuses that count as success; empty means
 	// any 2xx.
 	SuccessCodes []int
@@ -244,6 +250,10 @@ func (c *HTTPCaller) Do(ctx context.Context, call HTTPCall) (HTTPResponse, error
 	req.Header.Set(headerTask, call.Task)
 	req.Header.Set(headerScheduledAt, call.ScheduledAt.UTC().Format(scheduledAtLayout))
 	req.Header.Set(headerAttempt, strconv.Itoa(call.Attempt))
+	if call.Shards > 0 {
+		req.Header.Set(headerShard, strconv.Itoa(call.Shard))
+		req.Header.Set(headerShards, strconv.Itoa(call.Shards))
+	}
 	if call.Secret != "" {
 		ts := time.Now().Unix()
 		req.Header.Set(headerTimestamp, strconv.FormatInt(ts, 10))

@@ -109,17 +109,32 @@ func (s *Engine) Backfill(ctx context.Context, code string, from, to time.Time) 
 		rows[i] = store.Execution{App: s.opts.App, TaskCode: code, RunTime: at.UnixMilli(), Status: store.StatusScheduled,
 			Source: store.SourceBackfill, MaxAttempts: maxAttempts, Replica: owner}
 	}
+	s.view.mu.Lock()
+	t := s.view.taskLocked(code)
+	s.view.mu.Unlock()
+	if t != nil && isSharded(t.def) { // every shard of each fire, dealt as the schedule's are
+		rows = s.planner.shardRows(t, rows, s.clock.Now())
+		for i := range rows {
+			if !running {
+				rows[i].Replica = "" // no live list before Start: a replica that runs it claims them
+			}
+		}
+	}
 	inserted, err := s.store.InsertFires(ctx, rows)
 	if err != nil {
 		return 0, fmt.Errorf("xtimer: Backfill of %q: %w", code, err)
 	}
-	if owner != "" {
-		for _, r := range inserted {
+	recorded := 0 // fires, not shards
+	for _, r := range inserted {
+		if r.Shard == 0 {
+			recorded++
+		}
+		if running && r.Replica == s.opts.InstanceID {
 			s.dispatcher.arm(r)
 		}
 	}
-	s.log.Info("backfill recorded", "task", code, "from", from.UTC(), "to", to.UTC(), "fires", len(fires), "recorded", len(inserted))
-	return len(inserted), nil
+	s.log.Info("backfill recorded", "task", code, "from", from.UTC(), "to", to.UTC(), "fires", len(fires), "recorded", recorded, "rows", len(inserted))
+	return recorded, nil
 }
 
 // backfillSchedule returns the schedule, end and attempts of a task as
@@ -187,7 +202,9 @@ func (d *dispatcher) armBackfillLocked(r store.Execution, due time.Time) {
 		q = &backfillQueue{}
 		d.backfills[r.TaskCode] = q
 	}
-	i, found := slices.BinarySearchFunc(q.waiting, r, func(a, b store.Execution) int { return cmp.Compare(a.RunTime, b.RunTime) })
+	i, found := slices.BinarySearchFunc(q.waiting, r, func(a, b store.Execution) int {
+		return cmp.Or(cmp.Compare(a.RunTime, b.RunTime), cmp.Compare(a.Shard, b.Shard))
+	})
 	if q.armed == r.ID || found {
 		return // armed or queued already: one row, one start
 	}
@@ -235,8 +252,15 @@ func (d *dispatcher) holdBackfill(ctx context.Context, f *armedFire, t *taskStat
 		}
 		if err == nil && o.Going == 0 && o.Waiting == 0 {
 			// The next one's check finds this one going until its final
-			// status: it needs no look before a poll.
-			d.backfillLeft(r, now.Add(bufferPoll))
+			// status: it needs no look before a poll. Unless it is another
+			// shard of the same fire, which runs beside this one.
+			next := now.Add(bufferPoll)
+			d.mu.Lock()
+			if q := d.backfills[r.TaskCode]; q != nil && len(q.waiting) > 0 && q.waiting[0].RunTime == r.RunTime {
+				next = now
+			}
+			d.mu.Unlock()
+			d.backfillLeft(r, next)
 			return false
 		}
 	}

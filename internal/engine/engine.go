@@ -463,22 +463,33 @@ func (s *Engine) TriggerWith(ctx context.Context, code string, m Manual) (store.
 	if local {
 		owner = s.opts.InstanceID
 	}
-	at := s.clock.Now().UnixMilli()
+	now := s.clock.Now()
+	at := now.UnixMilli()
 	for range 10 { // another manual run in the same millisecond: take the next
-		rows, err := s.store.InsertFires(ctx, []store.Execution{{
+		fire := []store.Execution{{
 			App: s.opts.App, TaskCode: code, RunTime: at, Status: store.StatusScheduled,
 			Source: store.SourceManual, MaxAttempts: t.def.MaxAttempts, Replica: owner,
 			Params: store.Params(m.Params), Note: m.Note,
-		}})
+		}}
+		if isSharded(t.def) { // every shard, dealt as the schedule's fires are
+			fire = s.planner.shardRows(t, fire, now)
+		}
+		rows, err := s.store.InsertFires(ctx, fire)
 		if err != nil {
 			return store.Execution{}, nil, fmt.Errorf("xtimer: trigger %q: %w", code, err)
 		}
-		if len(rows) == 1 {
-			if local {
-				s.dispatcher.arm(rows[0])
+		if len(rows) > 0 {
+			for _, r := range rows {
+				switch {
+				case r.Replica != s.opts.InstanceID:
+				case r.Sharded():
+					s.planner.armShard(r)
+				default:
+					s.dispatcher.arm(r)
+				}
 			}
-			s.log.Info("manual run recorded", "task", code, "execution", rows[0].ID)
-			return rows[0], t.loc(), nil
+			s.log.Info("manual run recorded", "task", code, "execution", rows[0].ID, "shards", len(rows))
+			return rows[0], t.loc(), nil // shard 0: InsertFires returns the rows in key order
 		}
 		at++
 	}
@@ -536,10 +547,15 @@ func (s *Engine) pollCancels(ctx context.Context) error {
 }
 
 // WakePending reports whether the dispatcher has been woken and has not
-// run since, or a pause on failure is being checked: a test moving a fake
-// clock waits for it to be false, so that no fire armed now is left
-// unseen, and a task paused for failing is paused before its next fire.
-func (s *Engine) WakePending() bool { return len(s.dispatcher.wake) > 0 || s.pauses.pending() }
+// run since, a pause on failure is being checked, or the status writer
+// holds writes (it batches them over real milliseconds): a test moving a
+// fake clock waits for it to be false, so that no fire armed now is left
+// unseen, a task paused for failing is paused before its next fire, and
+// the next tick reads the rows as the attempts that ended left them (a
+// retry due is there to start).
+func (s *Engine) WakePending() bool {
+	return len(s.dispatcher.wake) > 0 || s.pauses.pending() || s.updates.pending()
+}
 
 // BucketOf is FNV-1a of the code, modulo buckets: every replica, of any
 // version, puts a task in the same bucket.

@@ -58,7 +58,9 @@ type dispatcher struct {
 	// unstarted are the fires claimed ahead and not started when the
 	// dispatcher stopped, for Stop to release.
 	unstarted []int64
-	running   map[string]int // code → attempts running here
+	// running counts the attempts running here, by task and run time:
+	// the shards of one fire (one run time) do not overlap each other.
+	running map[string]map[int64]int
 	// cancellable are the attempts running here of tasks whose overlap
 	// policy is cancel_other, by execution ID: what a later fire of the
 	// task stops (cancelTask, cancelIDs).
@@ -94,10 +96,10 @@ type fireView interface {
 // fireStore is the part of the store the dispatcher calls.
 type fireStore interface {
 	StartFires(ctx context.Context, app string, ids []int64, replica string, claimMs int64) ([]int64, error)
-	RunningCount(ctx context.Context, app, code string) (int64, error)
+	RunningCount(ctx context.Context, app, code string, runTime int64) (int64, error)
 	OverlapState(ctx context.Context, app, code string, runTime, self, graceFrom int64) (store.Overlap, error)
 	BackfillState(ctx context.Context, app, code string, runTime, self int64) (store.Overlap, error)
-	RequestCancel(ctx context.Context, app, code string, self, now int64) (int64, error)
+	RequestCancel(ctx context.Context, app, code string, self, runTime, now int64) (int64, error)
 }
 
 // fireStatus is the part of the status writer (status.go) the dispatcher
@@ -121,7 +123,7 @@ func newDispatcher(s *Engine) *dispatcher {
 	return &dispatcher{
 		clock: s.clock, log: s.log, app: s.opts.App, replica: s.opts.InstanceID, workers: s.opts.Workers,
 		view: &s.view, store: s.store, status: s.updates, pool: s.pool, start: s.startAttempt, noteDB: s.noteDB,
-		armedIDs: map[int64]bool{}, armedAt: map[int64]int{}, running: map[string]int{}, wake: make(chan struct{}, 1),
+		armedIDs: map[int64]bool{}, armedAt: map[int64]int{}, running: map[string]map[int64]int{}, wake: make(chan struct{}, 1),
 		cancellable: map[int64]cancellable{},
 	}
 }
@@ -134,12 +136,37 @@ func (d *dispatcher) poke() {
 	}
 }
 
-// noteRunning counts an attempt of a task starting here (delta 1) or
-// ending (-1): a task that forbids overlap checks the count (dispatch).
-func (d *dispatcher) noteRunning(code string, delta int) {
+// noteRunning counts an attempt of a task's fire at runTime starting here
+// (delta 1) or ending (-1): a task that forbids overlap checks the count
+// (dispatch).
+func (d *dispatcher) noteRunning(code string, runTime int64, delta int) {
 	d.mu.Lock()
-	d.running[code] += delta
-	d.mu.Unlock()
+	defer d.mu.Unlock()
+	byTime := d.running[code]
+	if byTime == nil {
+		byTime = map[int64]int{}
+		d.running[code] = byTime
+	}
+	if byTime[runTime] += delta; byTime[runTime] <= 0 {
+		delete(byTime, runTime)
+	}
+	if len(byTime) == 0 {
+		delete(d.running, code)
+	}
+}
+
+// runningBesides counts the attempts of task code running here for fires
+// other than the one at runTime (whose other shards do not overlap it).
+func (d *dispatcher) runningBesides(code string, runTime int64) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for at, c := range d.running[code] {
+		if at != runTime {
+			n += c
+		}
+	}
+	return n
 }
 
 // takeUnstarted returns the fires the dispatcher claimed and never
@@ -246,15 +273,16 @@ var errCancelledByNextFire = errors.New("xtimer: cancelled by the next fire of t
 
 // cancellable is an attempt a later fire may stop.
 type cancellable struct {
-	code   string
-	cancel context.CancelCauseFunc
+	code    string
+	runTime int64
+	cancel  context.CancelCauseFunc
 }
 
-// track makes the attempt of execution id, of task code, one a later fire
-// may stop; untrack forgets it once it ended.
-func (d *dispatcher) track(id int64, code string, cancel context.CancelCauseFunc) {
+// track makes the attempt of execution id, of task code's fire at
+// runTime, one a later fire may stop; untrack forgets it once it ended.
+func (d *dispatcher) track(id int64, code string, runTime int64, cancel context.CancelCauseFunc) {
 	d.mu.Lock()
-	d.cancellable[id] = cancellable{code, cancel}
+	d.cancellable[id] = cancellable{code, runTime, cancel}
 	d.mu.Unlock()
 }
 
@@ -264,12 +292,13 @@ func (d *dispatcher) untrack(id int64) {
 	d.mu.Unlock()
 }
 
-// cancelTask stops the attempts of task code running here.
-func (d *dispatcher) cancelTask(code string) {
+// cancelTask stops the attempts of task code running here but those of
+// its fire at runTime (the other shards of the fire that asks).
+func (d *dispatcher) cancelTask(code string, runTime int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, c := range d.cancellable {
-		if c.code == code {
+		if c.code == code && c.runTime != runTime {
 			c.cancel(errCancelledByNextFire)
 		}
 	}
@@ -547,10 +576,8 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 			continue
 		}
 		if t.def.Overlap == OverlapForbid {
-			d.mu.Lock()
-			running := d.running[r.TaskCode]
-			d.mu.Unlock()
-			n, err := d.store.RunningCount(ctx, d.app, r.TaskCode)
+			running := d.runningBesides(r.TaskCode, r.RunTime)
+			n, err := d.store.RunningCount(ctx, d.app, r.TaskCode, r.RunTime)
 			if err != nil || n > 0 || running > 0 {
 				// Unknown counts as overlapping: forbid means never two at once.
 				d.status.skip(r, store.ReasonOverlap, now)
@@ -668,9 +695,7 @@ const (
 // two runs at once, and nothing dropped for a database hiccup.
 func (d *dispatcher) buffer(ctx context.Context, f *armedFire, policy string, now time.Time) bool {
 	r := f.row
-	d.mu.Lock()
-	here := d.running[r.TaskCode]
-	d.mu.Unlock()
+	here := d.runningBesides(r.TaskCode, r.RunTime)
 	graceFrom := int64(-1)
 	if policy == OverlapCancelOther {
 		// The attempts it stopped here are the rows' to count: one whose
@@ -685,8 +710,8 @@ func (d *dispatcher) buffer(ctx context.Context, f *armedFire, policy string, no
 		d.status.skip(r, store.ReasonOverlap, now)
 		return true
 	case err == nil && policy == OverlapCancelOther && o.Waiting == 0:
-		d.cancelTask(r.TaskCode)
-		if _, err = d.store.RequestCancel(ctx, d.app, r.TaskCode, r.ID, now.UnixMilli()); err == nil && !f.buffered {
+		d.cancelTask(r.TaskCode, r.RunTime)
+		if _, err = d.store.RequestCancel(ctx, d.app, r.TaskCode, r.ID, r.RunTime, now.UnixMilli()); err == nil && !f.buffered {
 			d.log.Info("fire asks the runs of its task to stop (overlap policy cancel_other)", "task", r.TaskCode, "execution", r.ID)
 		}
 	}
@@ -772,11 +797,11 @@ func (s *Engine) startAttempt(r store.Execution, now time.Time) {
 	// checks leave it out.
 	backfill := r.Source == store.SourceBackfill
 	if !backfill {
-		s.dispatcher.noteRunning(r.TaskCode, 1)
+		s.dispatcher.noteRunning(r.TaskCode, r.RunTime, 1)
 	}
 	s.attempts.Add(1)
 	run := &Attempt{
-		ID: FireID(s.opts.App, r.TaskCode, r.RunTime), ExecutionID: r.ID, Code: r.TaskCode,
+		ID: RunID(s.opts.App, r), ExecutionID: r.ID, Code: r.TaskCode, Shard: r.Shard, Shards: r.Shards,
 		ScheduledAt: time.UnixMilli(r.RunTime).In(loc), Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
 		Source: r.Source, Replica: s.opts.InstanceID, Out: NewOutput(s.opts.MaxOutput), Params: paramsOf(r, t),
 	}
@@ -799,12 +824,12 @@ func (s *Engine) startAttempt(r store.Execution, now time.Time) {
 		if cancellable {
 			var cancel context.CancelCauseFunc
 			ctx, cancel = context.WithCancelCause(ctx)
-			s.dispatcher.track(r.ID, r.TaskCode, cancel)
+			s.dispatcher.track(r.ID, r.TaskCode, r.RunTime, cancel)
 			defer cancel(nil)
 		}
 		out := executor.Call(ctx, s.clock, timeout, work, late)
 		if !backfill {
-			s.dispatcher.noteRunning(r.TaskCode, -1)
+			s.dispatcher.noteRunning(r.TaskCode, r.RunTime, -1)
 		}
 		reason := ""
 		if cancellable {

@@ -81,6 +81,17 @@ type planner struct {
 	beatHandlersAt time.Time
 	beatGen        int
 	publish        chan struct{} // a big handler list is due (publishHandlers)
+	// The replicas that run each sharded task, as of the live list
+	// hostsLive, the sharded tasks of generation hostsGen, read at hostsAt
+	// (refreshHosts); dead holds, until when, the replicas found gone
+	// (ownerDead); shardArmed the shards armed here, by ID, with their
+	// planned starts (armShard). shard.go.
+	hosts      map[string][]string
+	hostsLive  []string
+	hostsGen   int
+	hostsAt    time.Time
+	dead       map[string]time.Time
+	shardArmed map[int64]int64
 
 	// replanAt, if set, is when plan wants a tick before the next regular
 	// one (startShareWait). Tick loop only.
@@ -119,6 +130,7 @@ func newPlanner(s *Engine) *planner {
 		clock: s.clock, log: s.log, opts: s.opts, store: s.store, keeper: s.keeper, view: &s.view, fires: s.dispatcher,
 		pool: s.pool, metrics: s.metrics, alerts: s.alerts, pauses: s.pauses, health: &s.health, host: s,
 		slots: map[slotKey]*slotState{}, publish: make(chan struct{}, 1),
+		hostsGen: -1, dead: map[string]time.Time{}, shardArmed: map[int64]int64{},
 	}
 }
 
@@ -167,7 +179,7 @@ func (p *planner) refreshLive(ctx context.Context, now time.Time) error {
 	p.mu.Lock()
 	p.live = ids
 	p.mu.Unlock()
-	return nil
+	return p.refreshHosts(ctx, now, ids)
 }
 
 // BigHandlerList is the size past which a replica writes its handlers'
@@ -295,6 +307,9 @@ func (p *planner) tick(ctx context.Context, now time.Time) {
 	}
 	if err == nil {
 		err = p.claimFires(ctx, now)
+	}
+	if err == nil {
+		err = p.watchShards(ctx, now)
 	}
 	if err == nil {
 		err = p.pickRetries(ctx, now)
@@ -871,7 +886,11 @@ func (p *planner) record(ctx context.Context, now time.Time, fires []fire) error
 	skipped := map[[2]string]int{} // task code and reason → fires
 	for _, r := range inserted {
 		if r.Status == store.StatusScheduled && r.Replica == p.opts.InstanceID {
-			p.fires.arm(r)
+			if r.Sharded() {
+				p.armShard(r)
+			} else {
+				p.fires.arm(r)
+			}
 		} else if r.Status == store.StatusSkipped {
 			skipped[[2]string{r.TaskCode, r.Reason}]++
 		}
@@ -964,6 +983,9 @@ func (p *planner) rowsFor(ctx context.Context, now time.Time, t *taskState, ats 
 			}
 		}
 		rows = kept
+	}
+	if isSharded(t.def) {
+		rows = p.shardRows(t, rows, now)
 	}
 	return rows, nil
 }

@@ -30,18 +30,21 @@ type lockKeeper struct {
 	log     *slog.Logger
 	metrics *metrics
 	app     string
+	replica string // this replica's ID, whose liveness lock it holds (shard.go)
 
 	mu   sync.Mutex
 	held map[slotKey]Lock
 	lost map[slotKey]time.Time // given up since the last takeLost, and when
+	self Lock                  // the liveness lock (keepSelf); nil while not held
 }
 
 func newLockKeeper(s *Engine) *lockKeeper {
 	return &lockKeeper{locker: s.locker, clock: s.clock, log: s.log, metrics: s.metrics, app: s.opts.App,
-		held: map[slotKey]Lock{}, lost: map[slotKey]time.Time{}}
+		replica: s.opts.InstanceID, held: map[slotKey]Lock{}, lost: map[slotKey]time.Time{}}
 }
 
 func (k *lockKeeper) start() error {
+	k.keepSelf(context.Background())
 	return k.Base.Start(context.Background(), startstop.Every(k.clock, lockRefreshEvery, k.keep))
 }
 
@@ -97,6 +100,7 @@ func (k *lockKeeper) takeLost() map[slotKey]time.Time {
 
 // keep refreshes every lock held, and releases those of minutes over.
 func (k *lockKeeper) keep(ctx context.Context, now time.Time) {
+	k.keepSelf(ctx)
 	cur := now.Unix() / 60
 	k.mu.Lock()
 	held := maps.Clone(k.held)
@@ -138,10 +142,13 @@ func (k *lockKeeper) drop(s slotKey, lock Lock, lostAt time.Time) {
 // releaseAll releases every lock held, at Stop.
 func (k *lockKeeper) releaseAll(ctx context.Context) {
 	k.mu.Lock()
-	held := k.held
-	k.held = map[slotKey]Lock{}
+	held, self := k.held, k.self
+	k.held, k.self = map[slotKey]Lock{}, nil
 	k.mu.Unlock()
 	for _, l := range held {
 		_ = l.Release(ctx)
+	}
+	if self != nil {
+		_ = self.Release(ctx)
 	}
 }

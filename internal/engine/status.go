@@ -76,6 +76,21 @@ func (q *statusWriter) skip(r store.Execution, reason string, at time.Time) {
 
 func (q *statusWriter) poke() { q.kick.Poke() }
 
+// pending reports whether writes are queued or being written.
+func (q *statusWriter) pending() bool {
+	q.mu.Lock()
+	queued := len(q.starts)+len(q.finishes)+len(q.skips) > 0
+	q.mu.Unlock()
+	if queued {
+		return true
+	}
+	if !q.flushing.TryLock() {
+		return true
+	}
+	q.flushing.Unlock()
+	return false
+}
+
 func (q *statusWriter) start() error {
 	return q.Base.Start(context.Background(), startstop.Loop{Run: q.loop})
 }

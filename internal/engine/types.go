@@ -61,14 +61,16 @@ type Invoker func(ctx context.Context, handler any, a *Attempt) error
 // Attempt is one attempt of a fire as the handler sees it: the root's Run
 // is made of it.
 type Attempt struct {
-	ID          string // app/code/run time in Unix ms: the same on every replica and attempt
+	ID          string // app/code/run time in Unix ms (and /shard for a shard): the same on every replica and attempt
 	ExecutionID int64
 	Code        string
 	ScheduledAt time.Time
-	Attempt     int
-	MaxAttempts int
-	Source      string
-	Replica     string
+	// Shard and Shards: the row's shard of its fire; 0 and 0 unsharded.
+	Shard, Shards int
+	Attempt       int
+	MaxAttempts   int
+	Source        string
+	Replica       string
 	// Params are the fire's parameters: its row's (a manual run's
 	// override, TriggerWith) when it has its own, else its task's
 	// (WithParams) as they are now (paramsOf, fire.go); nil for none.
@@ -79,6 +81,16 @@ type Attempt struct {
 // FireID names a fire across replicas and attempts.
 func FireID(app, code string, runTimeMs int64) string {
 	return app + "/" + code + "/" + strconv.FormatInt(runTimeMs, 10)
+}
+
+// RunID names the run of row r: its fire (FireID), and its shard when r
+// is a shard of a sharded or broadcast fire.
+func RunID(app string, r store.Execution) string {
+	id := FireID(app, r.TaskCode, r.RunTime)
+	if r.Sharded() {
+		id += "/" + strconv.Itoa(r.Shard)
+	}
+	return id
 }
 
 // Output is the output an attempt attaches to its row, capped: what goes

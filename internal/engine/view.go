@@ -69,6 +69,10 @@ type view struct {
 	// calendars are the app's calendars and the tasks' exclusions
 	// (calendar.go).
 	calendars calendarBook
+	// sharded holds the codes of the sharded and broadcast tasks, and
+	// shardGen counts its changes (shard.go).
+	sharded  map[string]bool
+	shardGen int
 
 	// The task generation of the last sync that read every version, and
 	// when (syncTasks). The tick loop and Start only.
@@ -90,6 +94,7 @@ func (v *view) init(s *Engine) {
 	buckets := s.opts.Buckets
 	v.handlers, v.others = map[string]*registration{}, map[string]*taskState{}
 	v.byBucket, v.defs = make([][]*taskState, buckets), map[store.Definition]*store.Definition{}
+	v.sharded = map[string]bool{}
 	v.bucketFrom, v.bucketQuiet = make([]int64, buckets), make([]quietSpan, buckets)
 	for b := range v.bucketFrom {
 		v.bucketFrom[b] = math.MaxInt64
@@ -429,6 +434,7 @@ func (v *view) setTaskLocked(t, old *taskState) {
 func (v *view) placeLocked(t, old *taskState) {
 	v.bucketFrom[t.bucket] = min(v.bucketFrom[t.bucket], t.firesFrom())
 	v.bucketQuiet[t.bucket] = quietSpan{} // t may fire in it
+	v.noteShardedLocked(t.code, t)
 	if old == nil || (old.http == nil) != (t.http == nil) {
 		v.codesGen++
 	}
@@ -461,6 +467,7 @@ func (v *view) dropTaskLocked(code string) {
 	v.byBucket[t.bucket] = in[:len(in)-1]
 	v.viewSums.remove(t)
 	v.codesGen++
+	v.noteShardedLocked(code, nil)
 }
 
 // scheduleChanged reports whether two states of a task name different

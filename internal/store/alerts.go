@@ -235,7 +235,7 @@ func (s *Store) AlertRetryAt(ctx context.Context, id int64, replica string, atMs
 
 // StatusesSince returns the statuses of up to limit executions of a task
 // of app run at or after fromMs, in run-time order. It reads along
-// xtimer_executions_fire from fromMs on: the fires of the window, not the
+// xtimer_executions_shard from fromMs on: the fires of the window, not the
 // task's history.
 func (s *Store) StatusesSince(ctx context.Context, app, code string, fromMs int64, limit int) ([]string, error) {
 	ctx, cancel := s.ctx(ctx)

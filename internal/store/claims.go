@@ -44,7 +44,10 @@ func (s *Store) ClaimFires(ctx context.Context, app, replica string, codes CodeS
 	case len(codes.Codes) > 0:
 		q = q.Where("task_code NOT IN ?", codes.Codes)
 	}
-	orphan := s.db.Where("run_time <= ?", orphanBeforeMs)
+	// A broadcast shard runs on its replica or not at all: it is never
+	// an orphan to claim (TakeOverShards skips it when its replica is
+	// gone), though one recorded with nobody to deal it to is unowned.
+	orphan := s.db.Where("run_time <= ? AND broadcast = ?", orphanBeforeMs, false)
 	if len(live) > 0 {
 		orphan = orphan.Where("replica NOT IN ?", live)
 	}
@@ -72,15 +75,24 @@ func (s *Store) ClaimFires(ctx context.Context, app, replica string, codes CodeS
 
 // ReleaseFires gives up the scheduled first attempts replica recorded but
 // has not started (a graceful stop), so that another replica claims them
-// with ClaimFires when they are due. It returns how many it released.
+// with ClaimFires when they are due. It returns how many it released. Its
+// broadcast shards, which no other replica may run, are recorded
+// skipped, reason ReasonReplicaLost, instead.
 func (s *Store) ReleaseFires(ctx context.Context, app, replica string) (int64, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	var n int64
 	err := s.rowTx(ctx, func(tx *gorm.DB) error {
-		res := tx.Model(&Execution{}).
-			Where("app = ? AND replica = ? AND status = ? AND attempt = 0 AND started_ms = 0", app, replica, StatusScheduled).
-			UpdateColumns(map[string]any{"replica": "", "updated_ms": s.nowMs()})
+		now := s.nowMs()
+		unstarted := func() *gorm.DB {
+			return tx.Model(&Execution{}).
+				Where("app = ? AND replica = ? AND status = ? AND attempt = 0 AND started_ms = 0", app, replica, StatusScheduled)
+		}
+		if res := unstarted().Where("broadcast = ?", true).
+			UpdateColumns(map[string]any{"status": StatusSkipped, "reason": ReasonReplicaLost, "finished_ms": now, "updated_ms": now}); res.Error != nil {
+			return res.Error
+		}
+		res := unstarted().UpdateColumns(map[string]any{"replica": "", "updated_ms": now})
 		n = res.RowsAffected
 		return res.Error
 	})
@@ -114,13 +126,14 @@ func (s *Store) UnclaimFires(ctx context.Context, app, replica string, ids []int
 }
 
 // ScheduledRuns counts the fires of one task that its schedule created
-// (sources schedule and catchup, skipped ones included), for WithMaxRuns.
+// (sources schedule and catchup, skipped ones excluded), for WithMaxRuns:
+// fires, not shards (shard 0 stands for its fire).
 func (s *Store) ScheduledRuns(ctx context.Context, app, code string) (int64, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	var n int64
 	err := s.db.WithContext(ctx).Model(&Execution{}).
-		Where("app = ? AND task_code = ? AND source IN ? AND status <> ?", app, code, []string{SourceSchedule, SourceCatchup}, StatusSkipped).
+		Where("app = ? AND task_code = ? AND source IN ? AND status <> ? AND shard = 0", app, code, []string{SourceSchedule, SourceCatchup}, StatusSkipped).
 		Count(&n).Error
 	if err != nil {
 		return 0, fmt.Errorf("store: count runs of task %q: %w", code, err)
@@ -218,7 +231,9 @@ func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica
 // the caller has just won the slot's lock after its owner stopped
 // refreshing it (killed, frozen, cut off). The old owner can no longer
 // start them: StartFires checks the owner. It returns the fires taken and
-// the replicas that held them.
+// the replicas that held them. Shards are left alone: they belong to the
+// replicas they were dealt to, not to the slot, and move only when their
+// own replica is gone (TakeOverShards).
 func (s *Store) TakeOverFires(ctx context.Context, app string, codes []string, fromMs, toMs int64, replica string) (rows []Execution, from []string, err error) {
 	if len(codes) == 0 {
 		return nil, nil, nil
@@ -238,8 +253,8 @@ func (s *Store) TakeOverFires(ctx context.Context, app string, codes []string, f
 		for i := 0; i < len(codes); i += insertChunk {
 			q := func() *gorm.DB {
 				return tx.Model(&Execution{}).
-					Where("app = ? AND task_code IN ? AND run_time >= ? AND run_time < ? AND status = ? AND attempt = 0 AND started_ms = 0 AND replica <> ?",
-						app, codes[i:min(i+insertChunk, len(codes))], fromMs, toMs, StatusScheduled, replica)
+					Where("app = ? AND task_code IN ? AND run_time >= ? AND run_time < ? AND status = ? AND attempt = 0 AND started_ms = 0 AND replica <> ? AND shards = 0 AND broadcast = ?",
+						app, codes[i:min(i+insertChunk, len(codes))], fromMs, toMs, StatusScheduled, replica, false)
 			}
 			var owners []string
 			if err = q().Distinct("replica").Pluck("replica", &owners).Error; err != nil {

@@ -153,7 +153,7 @@ func (s *Store) StatusCounts(ctx context.Context, app, code string, fromMs, toMs
 // execution of that task with the greatest run_time <= beforeMs, whatever
 // its status. Codes without one are absent from the map.
 //
-// Each code costs one backward probe of xtimer_executions_fire; lastChunk
+// Each code costs one backward probe of xtimer_executions_shard; lastChunk
 // codes go to the server in one statement, whose text depends only on how
 // many codes it carries. A GROUP BY MAX would read every row of the tasks
 // (PostgreSQL has no loose index scan, MariaDB none under a run_time
@@ -205,7 +205,7 @@ func lastQuery(dialect, app string, codes []string, beforeMs int64) (string, []a
 		for i, c := range codes {
 			// Parenthesized, not derived tables: MariaDB materializes each
 			// derived table, a temporary table for every code.
-			parts[i] = "(SELECT * FROM xtimer_executions FORCE INDEX (xtimer_executions_fire)" +
+			parts[i] = "(SELECT * FROM xtimer_executions FORCE INDEX (xtimer_executions_shard)" +
 				" WHERE app = ? AND task_code = ? AND run_time <= ? ORDER BY run_time DESC LIMIT 1)"
 			args = append(args, app, c, beforeMs)
 		}

@@ -53,10 +53,12 @@ type Finish struct {
 	Retried bool
 }
 
-// fireKey is the identity of a fire within one app.
+// fireKey is the identity of a fire's row within one app: the fire, and
+// the shard (0 for an unsharded fire).
 type fireKey struct {
 	code    string
 	runTime int64
+	shard   int
 }
 
 // InsertFires records fires and returns exactly the rows that this call
@@ -124,12 +126,12 @@ func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim st
 	}
 	order, byShape := groupBy(items, func(i int) Execution {
 		shape := rows[i]
-		shape.TaskCode, shape.RunTime, shape.MaxAttempts, shape.PlannedMs = "", 0, 0, 0
+		shape.TaskCode, shape.RunTime, shape.MaxAttempts, shape.PlannedMs, shape.Shard = "", 0, 0, 0, 0
 		return shape
 	})
 	at := make(map[fireKey]int, len(rows)) // rows' index by key, for what the database answers
 	for i, r := range rows {
-		at[fireKey{r.TaskCode, r.RunTime}] = i
+		at[fireKey{r.TaskCode, r.RunTime, r.Shard}] = i
 	}
 	mine := make([]Execution, 0, len(rows))
 	for _, shape := range order {
@@ -137,23 +139,32 @@ func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim st
 		for from := 0; from < len(idx); from += insertFiresChunk {
 			chunk := idx[from:min(from+insertFiresChunk, len(idx))]
 			codes, runTimes, attempts := make([]string, len(chunk)), make([]int64, len(chunk)), make([]int64, len(chunk))
-			var planned []int64 // nil unless a fire of the chunk is jittered
 			for k, i := range chunk {
 				codes[k], runTimes[k], attempts[k] = rows[i].TaskCode, rows[i].RunTime, int64(rows[i].MaxAttempts)
-				if rows[i].PlannedMs != 0 && planned == nil {
-					planned = make([]int64, len(chunk))
+			}
+			// The columns only some fires need join the statement only for
+			// the chunks that hold such a fire: a jittered one's planned
+			// start, a shard's index.
+			var perRow []rowColumn
+			for _, c := range []struct {
+				name string
+				of   func(Execution) int64
+			}{
+				{"planned_ms", func(r Execution) int64 { return r.PlannedMs }},
+				{"shard", func(r Execution) int64 { return int64(r.Shard) }},
+			} {
+				if col, ok := optionalColumn(c.name, chunk, rows, c.of); ok {
+					perRow = append(perRow, col)
 				}
 			}
-			if planned != nil {
-				for k, i := range chunk {
-					planned[k] = rows[i].PlannedMs
-				}
+			var shared []sharedColumn
+			if shape.Shards != 0 || shape.Broadcast { // the fire's shards
+				shared = append(shared, sharedColumn{"shards", "bigint", shape.Shards}, sharedColumn{"broadcast", "boolean", shape.Broadcast})
 			}
-			var extra []any // a manual run's parameters and note; nil for every other fire
-			if shape.Params != "" || shape.Note != "" {
-				extra = []any{shape.Params, shape.Note}
+			if shape.Params != "" || shape.Note != "" { // a manual run's parameters and note
+				shared = append(shared, sharedColumn{"params", "text", shape.Params}, sharedColumn{"note", "text", shape.Note})
 			}
-			q, source, err := insertFiresSQL(dialect, codes, runTimes, attempts, planned, extra)
+			q, source, err := insertFiresSQL(dialect, codes, runTimes, attempts, perRow, shared)
 			if err != nil {
 				return nil, err
 			}
@@ -191,7 +202,7 @@ func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim st
 			}
 			minRun, maxRun = min(minRun, rows[to].RunTime), max(maxRun, rows[to].RunTime)
 		}
-		q := "SELECT id, task_code, run_time FROM xtimer_executions WHERE app = ? AND task_code IN (" + placeholders(len(codes)) +
+		q := "SELECT id, task_code, run_time, shard FROM xtimer_executions WHERE app = ? AND task_code IN (" + placeholders(len(codes)) +
 			") AND run_time BETWEEN ? AND ? AND claim = ?"
 		args := append(append([]any{rows[from].App}, codes...), minRun, maxRun, claim)
 		got, err := scanFireKeys(tx.Statement.ConnPool.QueryContext(ctx, q, args...))
@@ -214,7 +225,7 @@ type insertedKey struct {
 	fireKey
 }
 
-// scanFireKeys reads the (id, task_code, run_time) rows of a query.
+// scanFireKeys reads the (id, task_code, run_time, shard) rows of a query.
 func scanFireKeys(rs *sql.Rows, err error) ([]insertedKey, error) {
 	if err != nil {
 		return nil, err
@@ -223,7 +234,7 @@ func scanFireKeys(rs *sql.Rows, err error) ([]insertedKey, error) {
 	var keys []insertedKey
 	for rs.Next() {
 		var k insertedKey
-		if err := rs.Scan(&k.id, &k.code, &k.runTime); err != nil {
+		if err := rs.Scan(&k.id, &k.code, &k.runTime, &k.shard); err != nil {
 			return nil, err
 		}
 		keys = append(keys, k)
@@ -246,81 +257,111 @@ func appendInserted(mine, rows []Execution, at map[fireKey]int, got []insertedKe
 	return mine
 }
 
+// rowColumn is a column whose value differs from fire to fire, beyond
+// the task code, run time and attempts allowed that every insert carries.
+type rowColumn struct {
+	name   string
+	values []int64
+}
+
+// sharedColumn is a column that all the fires of one statement share,
+// beyond the 17 every insert carries; pgType is its PostgreSQL type.
+type sharedColumn struct {
+	name, pgType string
+	value        any
+}
+
+// optionalColumn is the column name of the rows of chunk, when at least
+// one of them has a value other than 0 there (of reads it); ok is false
+// when none has, and the column keeps its default.
+func optionalColumn(name string, chunk []int, rows []Execution, of func(Execution) int64) (col rowColumn, ok bool) {
+	for k, i := range chunk {
+		if of(rows[i]) == 0 {
+			continue
+		}
+		values := make([]int64, len(chunk))
+		for k2, i2 := range chunk[k:] {
+			values[k+k2] = of(rows[i2])
+		}
+		return rowColumn{name, values}, true
+	}
+	return rowColumn{}, false
+}
+
 // insertFiresSQL is insertFireRows' statement on one dialect, and the
 // arguments that carry the fires' task codes, run times and attempts
-// allowed (and planned starts, unless planned is nil: no fire is
-// jittered, and the column keeps its default), after the 17 values the
-// fires share (app, claim, updated_ms, status, reason, source, attempt,
-// replica, scheduled_ms, started_ms, finished_ms, lateness_ms,
-// duration_ms, http_status, output, error, next_attempt_ms). extra, when
-// not nil, is the params and note the fires share too (a manual run's,
-// TriggerWith): the arguments then carry them as well, and the columns
-// are left out of every other insert.
-func insertFiresSQL(dialect string, codes []string, runTimes, attempts, planned []int64, extra []any) (string, []any, error) {
+// allowed (and the perRow columns), after the 17 values the fires share
+// (app, claim, updated_ms, status, reason, source, attempt, replica,
+// scheduled_ms, started_ms, finished_ms, lateness_ms, duration_ms,
+// http_status, output, error, next_attempt_ms). The shared columns (a
+// sharded fire's shards, a manual run's params and note) come after them
+// in the arguments; the columns of neither list keep their defaults.
+func insertFiresSQL(dialect string, codes []string, runTimes, attempts []int64, perRow []rowColumn, shared []sharedColumn) (string, []any, error) {
 	columns := `INSERT INTO xtimer_executions (app, claim, updated_ms, status, reason, source, attempt, replica,
 		scheduled_ms, started_ms, finished_ms, lateness_ms, duration_ms, http_status, output, error, next_attempt_ms,
 		task_code, run_time, max_attempts`
-	if planned != nil {
-		columns += ", planned_ms"
+	for _, c := range perRow {
+		columns += ", " + c.name
 	}
-	if extra != nil {
-		columns += ", params, note"
+	for _, c := range shared {
+		columns += ", " + c.name
 	}
 	columns += ") "
 	switch dialect {
 	case "postgres":
-		const shared = `SELECT $1::text, $2::text, $3::bigint, $4::text, $5::text, $6::text, $7::bigint, $8::text,
+		pick := `SELECT $1::text, $2::text, $3::bigint, $4::text, $5::text, $6::text, $7::bigint, $8::text,
 			$9::bigint, $10::bigint, $11::bigint, $12::bigint, $13::bigint, $14::bigint, $15::text, $16::text, $17::bigint,
 			f.code, f.run_time, f.max_attempts`
-		const conflict = ` ON CONFLICT DO NOTHING RETURNING id, task_code, run_time`
-		pick, from, source := shared, `
-			FROM unnest($18::text[], $19::bigint[], $20::bigint[]) AS f(code, run_time, max_attempts)`, []any{codes, runTimes, attempts}
-		if planned != nil {
-			pick, from = shared+`, f.planned_ms`, `
-				FROM unnest($18::text[], $19::bigint[], $20::bigint[], $21::bigint[]) AS f(code, run_time, max_attempts, planned_ms)`
-			source = append(source, planned)
+		arrays, names, source := "$18::text[], $19::bigint[], $20::bigint[]", "code, run_time, max_attempts", []any{codes, runTimes, attempts}
+		for _, c := range perRow {
+			source = append(source, c.values)
+			arrays += fmt.Sprintf(", $%d::bigint[]", 17+len(source))
+			names += ", " + c.name
+			pick += ", f." + c.name
 		}
-		if extra != nil {
-			n := 18 + len(source)
-			pick += fmt.Sprintf(", $%d::text, $%d::text", n, n+1)
-			source = append(source, extra...)
+		for _, c := range shared {
+			source = append(source, c.value)
+			pick += fmt.Sprintf(", $%d::%s", 17+len(source), c.pgType)
 		}
-		return columns + pick + from + conflict, source, nil
+		return columns + pick + `
+			FROM unnest(` + arrays + `) AS f(` + names + `) ON CONFLICT DO NOTHING RETURNING id, task_code, run_time, shard`, source, nil
 	}
-	doc, err := jsonFires(codes, runTimes, attempts, planned)
+	doc, err := jsonFires(codes, runTimes, attempts, perRow)
 	if err != nil {
 		return "", nil, err
 	}
-	shared := `SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `
-	// The extra values come between the shared ones and the document, in
-	// the order of their placeholders.
-	source, more := []any{doc}, ""
-	if extra != nil {
-		source, more = append(append([]any{}, extra...), doc), ", ?, ?"
+	// The shared values come between the 17 and the document, in the
+	// order of their placeholders.
+	pickShared, source := "", []any{}
+	for _, c := range shared {
+		pickShared += ", ?"
+		source = append(source, c.value)
 	}
+	source = append(source, doc)
+	const common = `SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `
 	if dialect == "mysql" {
-		cols, pick := "", "f.code, f.run_time, f.max_attempts"
-		if planned != nil {
-			cols, pick = ", planned_ms BIGINT PATH '$[3]'", pick+", f.planned_ms"
+		cols, pick := "code VARCHAR(128) PATH '$[0]', run_time BIGINT PATH '$[1]', max_attempts BIGINT PATH '$[2]'", "f.code, f.run_time, f.max_attempts"
+		for i, c := range perRow {
+			cols += fmt.Sprintf(", %s BIGINT PATH '$[%d]'", c.name, 3+i)
+			pick += ", f." + c.name
 		}
-		return columns + shared + pick + more + `
-			FROM JSON_TABLE(?, '$[*]' COLUMNS (code VARCHAR(128) PATH '$[0]', run_time BIGINT PATH '$[1]', max_attempts BIGINT PATH '$[2]'` +
-			cols + `)) AS f
+		return columns + common + pick + pickShared + `
+			FROM JSON_TABLE(?, '$[*]' COLUMNS (` + cols + `)) AS f
 			ON DUPLICATE KEY UPDATE claim = xtimer_executions.claim`, source, nil
 	}
 	// SQLite: "WHERE true" tells its parser that ON starts the upsert, not
 	// a join's constraint.
 	pick := `json_extract(f.value, '$[0]'), json_extract(f.value, '$[1]'), json_extract(f.value, '$[2]')`
-	if planned != nil {
-		pick += `, json_extract(f.value, '$[3]')`
+	for i := range perRow {
+		pick += fmt.Sprintf(", json_extract(f.value, '$[%d]')", 3+i)
 	}
-	return columns + shared + pick + more + `
+	return columns + common + pick + pickShared + `
 		FROM json_each(?) AS f WHERE true ON CONFLICT DO NOTHING`, source, nil
 }
 
-// jsonFires is a JSON array of [code, run time, attempts allowed] triples,
-// or of quadruples with the planned start when planned is not nil.
-func jsonFires(codes []string, runTimes, attempts, planned []int64) (string, error) {
+// jsonFires is a JSON array of [code, run time, attempts allowed]
+// triples, each followed by the fire's values of the perRow columns.
+func jsonFires(codes []string, runTimes, attempts []int64, perRow []rowColumn) (string, error) {
 	b := make([]byte, 0, len(codes)*40)
 	b = append(b, '[')
 	for i, code := range codes {
@@ -337,9 +378,9 @@ func jsonFires(codes []string, runTimes, attempts, planned []int64) (string, err
 		b = strconv.AppendInt(b, runTimes[i], 10)
 		b = append(b, ',')
 		b = strconv.AppendInt(b, attempts[i], 10)
-		if planned != nil {
+		for _, c := range perRow {
 			b = append(b, ',')
-			b = strconv.AppendInt(b, planned[i], 10)
+			b = strconv.AppendInt(b, c.values[i], 10)
 		}
 		b = append(b, ']')
 	}
@@ -379,8 +420,11 @@ func (s *Store) fireRows(fires []Execution, claim string) ([]Execution, error) {
 		case f.PlannedMs != 0 && f.PlannedMs < f.RunTime:
 			return nil, fmt.Errorf("store: insert fires: row %d (%s at %d) planned_ms %d: want 0 or at least the run time",
 				i, f.TaskCode, f.RunTime, f.PlannedMs)
+		case f.Shards < 0 || f.Shard < 0 || (f.Shards > 0 && f.Shard >= f.Shards) || (f.Shards == 0 && f.Shard != 0):
+			return nil, fmt.Errorf("store: insert fires: row %d (%s at %d) shard %d of %d: want 0 <= shard < shards, or both 0",
+				i, f.TaskCode, f.RunTime, f.Shard, f.Shards)
 		}
-		k := fireKey{f.TaskCode, f.RunTime}
+		k := fireKey{f.TaskCode, f.RunTime, f.Shard}
 		if seen[k] {
 			continue
 		}
@@ -401,7 +445,7 @@ func (s *Store) fireRows(fires []Execution, claim string) ([]Execution, error) {
 }
 
 func compareFires(a, b Execution) int {
-	return cmp.Or(cmp.Compare(a.TaskCode, b.TaskCode), cmp.Compare(a.RunTime, b.RunTime))
+	return cmp.Or(cmp.Compare(a.TaskCode, b.TaskCode), cmp.Compare(a.RunTime, b.RunTime), cmp.Compare(a.Shard, b.Shard))
 }
 
 // StartAttempt moves an execution from scheduled or retrying to running
@@ -590,13 +634,13 @@ func (s *Store) LostExecutions(ctx context.Context, app string, live []string, l
 // RunningCount returns how many executions of one task are running
 // anywhere in the fleet, for the overlap policy. Backfilled fires run
 // beside the task's scheduled ones and are not counted (BackfillState).
-func (s *Store) RunningCount(ctx context.Context, app, code string) (int64, error) {
+func (s *Store) RunningCount(ctx context.Context, app, code string, runTime int64) (int64, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	var n int64
 	err := s.db.WithContext(ctx).Model(&Execution{}).
-		Where("app = ? AND task_code = ? AND (status = ? OR status = ? AND started_ms > 0) AND source <> ?",
-			app, code, StatusRunning, StatusScheduled, SourceBackfill).Count(&n).Error
+		Where("app = ? AND task_code = ? AND (status = ? OR status = ? AND started_ms > 0) AND source <> ? AND run_time <> ?",
+			app, code, StatusRunning, StatusScheduled, SourceBackfill, runTime).Count(&n).Error
 	if err != nil {
 		return 0, fmt.Errorf("store: count running executions of task %q: %w", code, err)
 	}
@@ -617,7 +661,8 @@ type Overlap struct {
 
 // OverlapState counts, anywhere in the fleet, the runs of task code that
 // are going and the fires due before runTime that wait to start, leaving
-// the fire with ID self out of both. A run asked to stop at or before
+// the fire with ID self out of both, and the other shards of its fire
+// (same run time): a sharded fire's shards run together. A run asked to stop at or before
 // graceFrom (Unix ms; negative: none) does not count as going: its
 // replica had the time to stop it, or is gone. Backfilled fires are left
 // out: they wait only for each other (BackfillState).
@@ -634,9 +679,9 @@ func (s *Store) overlapState(ctx context.Context, app, code string, runTime, sel
 	err := s.db.WithContext(ctx).Raw(`SELECT
 		COALESCE(SUM(CASE WHEN (status <> ? OR started_ms > 0) AND (cancel_ms = 0 OR cancel_ms > ?) THEN 1 ELSE 0 END), 0) AS going,
 		COALESCE(SUM(CASE WHEN status = ? AND started_ms = 0 AND run_time < ? THEN 1 ELSE 0 END), 0) AS waiting
-		FROM xtimer_executions WHERE app = ? AND task_code = ? AND status IN ? AND id <> ? AND source `+sourceOp+` ?`,
+		FROM xtimer_executions WHERE app = ? AND task_code = ? AND status IN ? AND id <> ? AND run_time <> ? AND source `+sourceOp+` ?`,
 		StatusScheduled, graceFrom, StatusScheduled, runTime, app, code,
-		[]string{StatusScheduled, StatusRunning, StatusRetrying}, self, SourceBackfill).Scan(&o).Error
+		[]string{StatusScheduled, StatusRunning, StatusRetrying}, self, runTime, SourceBackfill).Scan(&o).Error
 	if err != nil {
 		return Overlap{}, fmt.Errorf("store: overlap state of task %q: %w", code, err)
 	}
@@ -648,26 +693,27 @@ func (s *Store) overlapState(ctx context.Context, app, code string, runTime, sel
 // (cancel_ms), for its replica to cancel the attempt (CancelRequested);
 // one waiting for a retry has no attempt to stop and ends failed at once,
 // reason ReasonCancelled. It returns how many runs it asked or ended Backfilled fires are never asked.
-func (s *Store) RequestCancel(ctx context.Context, app, code string, self, now int64) (int64, error) {
+func (s *Store) RequestCancel(ctx context.Context, app, code string, self, runTime, now int64) (int64, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	var n int64
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// The other shards of the fire (same run time) are not earlier runs.
 		marked := tx.Model(&Execution{}).
-			Where("app = ? AND task_code = ? AND id <> ? AND cancel_ms = 0 AND (status = ? OR status = ? AND started_ms > 0) AND source <> ?",
-				app, code, self, StatusRunning, StatusScheduled, SourceBackfill).
+			Where("app = ? AND task_code = ? AND id <> ? AND run_time <> ? AND cancel_ms = 0 AND (status = ? OR status = ? AND started_ms > 0) AND source <> ?",
+				app, code, self, runTime, StatusRunning, StatusScheduled, SourceBackfill).
 			Updates(map[string]any{"cancel_ms": now, "updated_ms": now})
 		if marked.Error != nil {
 			return marked.Error
 		}
-		waiting := "app = ? AND task_code = ? AND id <> ? AND status = ? AND source <> ?"
+		waiting := "app = ? AND task_code = ? AND id <> ? AND run_time <> ? AND status = ? AND source <> ?"
 		var retried []int64 // retried by hand: final again, they count in their days' roll-ups
-		if err := tx.Model(&Execution{}).Where(waiting+" AND reason = ?", app, code, self, StatusRetrying, SourceBackfill, ReasonRetried).
+		if err := tx.Model(&Execution{}).Where(waiting+" AND reason = ?", app, code, self, runTime, StatusRetrying, SourceBackfill, ReasonRetried).
 			Pluck("id", &retried).Error; err != nil {
 			return err
 		}
 		ended := tx.Model(&Execution{}).
-			Where(waiting, app, code, self, StatusRetrying, SourceBackfill).
+			Where(waiting, app, code, self, runTime, StatusRetrying, SourceBackfill).
 			Updates(map[string]any{"status": StatusFailed, "reason": ReasonCancelled, "cancel_ms": now,
 				"finished_ms": now, "next_attempt_ms": 0, "updated_ms": now})
 		n = marked.RowsAffected + ended.RowsAffected

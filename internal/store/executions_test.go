@@ -336,7 +336,7 @@ func TestRunsOfALostReplicaAreFoundAndSettledOnce(t *testing.T) {
 			require.NoError(t, startErr)
 			require.True(t, ok)
 		}
-		n, err := b.store.RunningCount(b.ctx, b.app, "a")
+		n, err := b.store.RunningCount(b.ctx, b.app, "a", -1)
 		require.NoError(t, err)
 		require.Equal(t, int64(2), n)
 
@@ -361,7 +361,7 @@ func TestRunsOfALostReplicaAreFoundAndSettledOnce(t *testing.T) {
 		lost, err = b.store.LostExecutions(b.ctx, b.app, []string{"alive"}, 10)
 		require.NoError(t, err)
 		require.Empty(t, lost)
-		n, err = b.store.RunningCount(b.ctx, b.app, "a")
+		n, err = b.store.RunningCount(b.ctx, b.app, "a", -1)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n)
 		got, err := b.store.Execution(b.ctx, rows[1].ID)
@@ -497,10 +497,10 @@ func TestOverlapStateAndCancelRequests(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, store.Overlap{Going: 2, Waiting: 2}, o, "the fires due before it wait, itself and later ones do not count")
 
-		n, err := b.store.RequestCancel(b.ctx, b.app, "a", self.ID, t0+4000)
+		n, err := b.store.RequestCancel(b.ctx, b.app, "a", self.ID, self.RunTime, t0+4000)
 		require.NoError(t, err)
 		require.EqualValues(t, 2, n, "the running one marked, the retrying one ended")
-		n, err = b.store.RequestCancel(b.ctx, b.app, "a", self.ID, t0+4500)
+		n, err = b.store.RequestCancel(b.ctx, b.app, "a", self.ID, self.RunTime, t0+4500)
 		require.NoError(t, err)
 		require.Zero(t, n, "asked once")
 		got, err := b.store.Execution(b.ctx, retrying.ID)

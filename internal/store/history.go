@@ -55,19 +55,27 @@ func (f ExecutionFilter) validate() error {
 }
 
 // Cursor marks a position in a listing ordered by (run_time, id)
-// descending. The zero Cursor is the start: the newest execution.
+// descending, or, within one task, by (run_time, shard) descending: the
+// shards of one fire share its run time. The zero Cursor is the start:
+// the newest execution.
 type Cursor struct {
 	RunTime int64
 	ID      int64
+	Shard   int
 }
 
 // String writes c as the console and Scheduler.Executions hand it out:
-// "<run_time ms>.<id>", "" for the start.
+// "<run_time ms>.<id>", with ".<shard>" after it for a shard other than
+// 0; "" for the start.
 func (c Cursor) String() string {
 	if c == (Cursor{}) {
 		return ""
 	}
-	return strconv.FormatInt(c.RunTime, 10) + "." + strconv.FormatInt(c.ID, 10)
+	s := strconv.FormatInt(c.RunTime, 10) + "." + strconv.FormatInt(c.ID, 10)
+	if c.Shard != 0 {
+		s += "." + strconv.Itoa(c.Shard)
+	}
+	return s
 }
 
 // ParseCursor reads what Cursor.String wrote; "" is the start. ok is
@@ -76,14 +84,29 @@ func ParseCursor(s string) (c Cursor, ok bool) {
 	if s == "" {
 		return Cursor{}, true
 	}
-	a, b, cut := strings.Cut(s, ".")
-	rt, err1 := strconv.ParseInt(a, 10, 64)
-	id, err2 := strconv.ParseInt(b, 10, 64)
-	if !cut || err1 != nil || err2 != nil || id <= 0 {
+	parts := strings.Split(s, ".")
+	if len(parts) < 2 || len(parts) > 3 {
 		return Cursor{}, false
 	}
-	return Cursor{RunTime: rt, ID: id}, true
+	rt, err1 := strconv.ParseInt(parts[0], 10, 64)
+	id, err2 := strconv.ParseInt(parts[1], 10, 64)
+	if err1 != nil || err2 != nil || id <= 0 {
+		return Cursor{}, false
+	}
+	c = Cursor{RunTime: rt, ID: id}
+	if len(parts) == 3 {
+		shard, err := strconv.Atoi(parts[2])
+		if err != nil || shard <= 0 || shard >= MaxShards {
+			return Cursor{}, false
+		}
+		c.Shard = shard
+	}
+	return c, true
 }
+
+// MaxShards bounds the shards of a fire (WithShards, and the replicas a
+// broadcast fire reaches).
+const MaxShards = 1024
 
 // ListExecutions returns one page of executions matching f, newest run_time
 // first (ties by id), strictly after the cursor, and the cursor of the next
@@ -106,10 +129,10 @@ func (s *Store) ListExecutions(ctx context.Context, f ExecutionFilter, after Cur
 	index, order := "xtimer_executions_time", "run_time DESC, id DESC"
 	switch {
 	case f.TaskCode != "":
-		// run_time is unique within a task, so the id tiebreak never
-		// applies, and without it MariaDB reads the unique index in order
-		// instead of sorting every row of the task.
-		index, order = "xtimer_executions_fire", "run_time DESC"
+		// (run_time, shard) is unique within a task: the listing follows
+		// the unique index, and MariaDB reads it in order instead of
+		// sorting every row of the task.
+		index, order = "xtimer_executions_shard", "run_time DESC, shard DESC"
 	case f.Status == StatusScheduled || f.Status == StatusRunning || f.Status == StatusRetrying:
 		index = "xtimer_executions_status"
 	case f.Replica != "":
@@ -146,7 +169,12 @@ func (s *Store) ListExecutions(ctx context.Context, f ExecutionFilter, after Cur
 	if f.ToMs != 0 {
 		q = q.Where("run_time < ?", f.ToMs)
 	}
-	if after != (Cursor{}) {
+	switch {
+	case after == (Cursor{}):
+	case f.TaskCode != "":
+		q = q.Where("run_time <= ? AND (run_time < ? OR (run_time = ? AND shard < ?))",
+			after.RunTime, after.RunTime, after.RunTime, after.Shard)
+	default:
 		// run_time <= ? says nothing the OR does not, but only it bounds the
 		// index range: without it PostgreSQL reads the index from the newest
 		// row down to the cursor, slower the deeper the page.
@@ -162,7 +190,7 @@ func (s *Store) ListExecutions(ctx context.Context, f ExecutionFilter, after Cur
 	}
 	out = out[:limit]
 	last := out[limit-1]
-	return out, Cursor{RunTime: last.RunTime, ID: last.ID}, nil
+	return out, Cursor{RunTime: last.RunTime, ID: last.ID, Shard: last.Shard}, nil
 }
 
 // pageLimit applies DefaultListLimit and MaxListLimit to a requested page size.

@@ -100,6 +100,12 @@ type Task struct {
 	// PauseAfter pauses the task after this many consecutive scheduled
 	// fires ended failed or timed_out; 0 never.
 	PauseAfter int `gorm:"column:pause_after;not null;default:0"`
+	// Shards splits each fire into this many rows, one per shard, dealt
+	// over the replicas that run the task (WithShards); 0 for none.
+	Shards int `gorm:"column:shards;not null;default:0"`
+	// Broadcast makes each fire one shard per live replica that runs the
+	// task (WithBroadcast).
+	Broadcast bool `gorm:"column:broadcast;not null;default:false"`
 	// ExcludeDays are the dates (YYYY-MM-DD in the task's zone, sorted,
 	// comma-separated) on which the task's fires are skipped.
 	ExcludeDays string `gorm:"column:exclude_days;size:2048;not null;default:''"`
@@ -168,15 +174,17 @@ type AppState struct {
 func (AppState) TableName() string { return "xtimer_apps" }
 
 // Execution is one row of xtimer_executions: the record of one fire
-// (App, TaskCode, RunTime) and of its attempts.
+// (App, TaskCode, RunTime), or of one shard of it (Shard), and of its
+// attempts.
 //
 // Every fire writes its row several times, so the table has five indexes
 // and no more, each serving the engine, the console, or both. B-trees are
 // read backwards as cheaply as forwards, so each serves a newest-first
 // listing (ListExecutions) from any cursor:
 //
-//   - xtimer_executions_fire (app, task_code, run_time), unique: one row
-//     per fire; the listing of a task.
+//   - xtimer_executions_shard (app, task_code, run_time, shard), unique:
+//     one row per fire, or per shard of a sharded fire; the listing of a
+//     task. (It replaced xtimer_executions_fire, the same without shard.)
 //   - xtimer_executions_status (app, status, run_time): the listing of a
 //     status. It and xtimer_executions_retry (app, status,
 //     next_attempt_ms), for DueRetries, share the (app, status) prefix
@@ -195,13 +203,20 @@ func (AppState) TableName() string { return "xtimer_apps" }
 // internal/pagingbench measures them on 10 million rows.
 type Execution struct {
 	ID       int64  `gorm:"column:id;primaryKey;autoIncrement"`
-	App      string `gorm:"column:app;size:64;not null;uniqueIndex:xtimer_executions_fire,priority:1;index:xtimer_executions_retry,priority:1;index:xtimer_executions_status,priority:1;index:xtimer_executions_replica_time,priority:1;index:xtimer_executions_time,priority:1"`
-	TaskCode string `gorm:"column:task_code;size:128;not null;uniqueIndex:xtimer_executions_fire,priority:2"`
+	App      string `gorm:"column:app;size:64;not null;uniqueIndex:xtimer_executions_shard,priority:1;index:xtimer_executions_retry,priority:1;index:xtimer_executions_status,priority:1;index:xtimer_executions_replica_time,priority:1;index:xtimer_executions_time,priority:1"`
+	TaskCode string `gorm:"column:task_code;size:128;not null;uniqueIndex:xtimer_executions_shard,priority:2"`
 	// RunTime is the fire's planned instant, Unix milliseconds UTC.
-	RunTime int64  `gorm:"column:run_time;not null;uniqueIndex:xtimer_executions_fire,priority:3;index:xtimer_executions_status,priority:3;index:xtimer_executions_replica_time,priority:3;index:xtimer_executions_time,priority:2"`
-	Status  string `gorm:"column:status;size:16;not null;index:xtimer_executions_retry,priority:2;index:xtimer_executions_status,priority:2"`
-	Reason  string `gorm:"column:reason;size:64;not null;default:''"`
-	Source  string `gorm:"column:source;size:16;not null;default:'schedule'"`
+	RunTime int64 `gorm:"column:run_time;not null;uniqueIndex:xtimer_executions_shard,priority:3;index:xtimer_executions_status,priority:3;index:xtimer_executions_replica_time,priority:3;index:xtimer_executions_time,priority:2"`
+	// Shard is the shard's index, 0 to Shards-1; 0 for an unsharded fire.
+	Shard int `gorm:"column:shard;not null;default:0;uniqueIndex:xtimer_executions_shard,priority:4"`
+	// Shards is how many shards the fire has; 0 for an unsharded fire.
+	Shards int `gorm:"column:shards;not null;default:0"`
+	// Broadcast marks a shard of a broadcast fire (WithBroadcast): it runs
+	// on its replica or not at all, and is never handed to another.
+	Broadcast bool   `gorm:"column:broadcast;not null;default:false"`
+	Status    string `gorm:"column:status;size:16;not null;index:xtimer_executions_retry,priority:2;index:xtimer_executions_status,priority:2"`
+	Reason    string `gorm:"column:reason;size:64;not null;default:''"`
+	Source    string `gorm:"column:source;size:16;not null;default:'schedule'"`
 	// Attempt is the number of the attempt running or last run: 0 before
 	// the first start, 1 for the first attempt.
 	Attempt     int    `gorm:"column:attempt;not null;default:0"`
@@ -249,6 +264,11 @@ func (e Execution) Planned() int64 {
 	}
 	return e.RunTime
 }
+
+// Sharded reports whether the row is a shard of a sharded or broadcast
+// fire, whose shards are dealt over the replicas (not a slot's to take
+// over whole).
+func (e Execution) Sharded() bool { return e.Shards > 0 || e.Broadcast }
 
 // Slot is one row of xtimer_slots: a (minute, bucket) whose fires were all
 // recorded. Minute is a Unix minute number (Unix seconds / 60), not

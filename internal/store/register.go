@@ -52,7 +52,11 @@ type Definition struct {
 	EndAtMs, MaxRuns                                  int64
 	JitterMs                                          int64
 	PauseAfter                                        int
-	ExcludeDays, Calendar                             string
+	// Shards is how many shards each fire has (0: none); Broadcast makes
+	// each fire one shard per live replica that runs the task.
+	Shards                int
+	Broadcast             bool
+	ExcludeDays, Calendar string
 	// Params is the JSON of WithParams; "" for none (a NULL column).
 	Params string
 	// HTTPTarget is the JSON description of a KindHTTP task's callback;
@@ -114,6 +118,7 @@ func TaskFrom(app string, d TaskDef, h TaskHead) Task {
 		TimeoutMs: def.TimeoutMs, MaxAttempts: def.MaxAttempts, BackoffBaseMs: def.BackoffBaseMs, BackoffMaxMs: def.BackoffMaxMs,
 		Misfire: def.Misfire, MisfireWindowMs: def.MisfireWindowMs, Overlap: def.Overlap, EndAtMs: def.EndAtMs, MaxRuns: def.MaxRuns,
 		JitterMs: def.JitterMs, PauseAfter: def.PauseAfter, ExcludeDays: def.ExcludeDays, Calendar: def.Calendar,
+		Shards: def.Shards, Broadcast: def.Broadcast,
 		Params: Params(def.Params), SpecOverride: h.SpecOverride, DialectOverride: h.DialectOverride, TZOverride: h.TZOverride,
 		OptionOverrides: h.OptionOverrides,
 		CreatedMs:       h.CreatedMs, UpdatedMs: h.UpdatedMs, Version: h.Version,
@@ -277,13 +282,17 @@ func encodeDefinition(buf []byte, d Definition) []byte {
 	for _, f := range []string{d.Description, d.Owner, d.Kind, d.Spec, d.Dialect, d.TimeZone, d.Misfire, d.Overlap, d.HTTPTarget, d.ExcludeDays, d.Calendar, d.Params} {
 		buf = appendField(buf, f)
 	}
-	for _, n := range []int64{d.TimeoutMs, int64(d.MaxAttempts), d.BackoffBaseMs, d.BackoffMaxMs, d.MisfireWindowMs, d.EndAtMs, d.MaxRuns, d.JitterMs, int64(d.PauseAfter)} {
+	for _, n := range []int64{d.TimeoutMs, int64(d.MaxAttempts), d.BackoffBaseMs, d.BackoffMaxMs, d.MisfireWindowMs, d.EndAtMs, d.MaxRuns, d.JitterMs, int64(d.PauseAfter), int64(d.Shards)} {
 		buf = binary.BigEndian.AppendUint64(buf, uint64(n)) //nolint:gosec // G115: the bits of n, encoded for the digest
 	}
+	flags := byte(0)
 	if d.HasHTTPTarget {
-		return append(buf, 1)
+		flags |= 1
 	}
-	return append(buf, 0)
+	if d.Broadcast {
+		flags |= 2
+	}
+	return append(buf, flags)
 }
 
 func appendField(buf []byte, s string) []byte {
@@ -383,7 +392,7 @@ const scanAllAbove = 4 * insertChunk
 // defColumns are the columns readDefs reads, in its Scan's order.
 const defColumns = "id, code, kind, name, description, owner, spec, dialect, time_zone, timeout_ms, max_attempts, " +
 	"backoff_base_ms, backoff_max_ms, misfire, misfire_window_ms, overlap, end_at_ms, max_runs, jitter_ms, pause_after, " +
-	"exclude_days, calendar, params, http_target"
+	"shards, broadcast, exclude_days, calendar, params, http_target"
 
 // readDefs calls found with the index in defs and the stored definition
 // of every row of defs' codes that exists.
@@ -399,7 +408,7 @@ func readDefs(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, foun
 		for rows.Next() {
 			if err := rows.Scan(&row.id, &code, &d.Kind, &d.name, &d.Description, &d.Owner, &d.Spec, &d.Dialect, &d.TimeZone,
 				&d.TimeoutMs, &d.MaxAttempts, &d.BackoffBaseMs, &d.BackoffMaxMs, &d.Misfire, &d.MisfireWindowMs, &d.Overlap,
-				&d.EndAtMs, &d.MaxRuns, &d.JitterMs, &d.PauseAfter, &d.ExcludeDays, &d.Calendar, &params, &target); err != nil {
+				&d.EndAtMs, &d.MaxRuns, &d.JitterMs, &d.PauseAfter, &d.Shards, &d.Broadcast, &d.ExcludeDays, &d.Calendar, &params, &target); err != nil {
 				return fmt.Errorf("store: read the tasks of app %q: %w", app, err)
 			}
 			d.HTTPTarget, d.HasHTTPTarget = target.String, target.Valid
@@ -464,7 +473,7 @@ const insertDefsChunk = 10_000
 // insertColumns are the columns insertDefs writes, in its values' order.
 const insertColumns = "app, code, name, description, owner, kind, spec, dialect, time_zone, status, timeout_ms, max_attempts, " +
 	"backoff_base_ms, backoff_max_ms, misfire, misfire_window_ms, overlap, end_at_ms, max_runs, jitter_ms, pause_after, " +
-	"exclude_days, calendar, params, http_target, created_ms, updated_ms, version"
+	"shards, broadcast, exclude_days, calendar, params, http_target, created_ms, updated_ms, version"
 
 // insertDefs inserts the rows of defs[i] for i in missing, at version 1,
 // created now. The tasks that share a definition (and a status, and
@@ -488,7 +497,7 @@ func insertDefs(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, mi
 		}
 		consts := []any{app, d.Description, d.Owner, d.Kind, d.Spec, d.Dialect, d.TimeZone, status,
 			d.TimeoutMs, d.MaxAttempts, d.BackoffBaseMs, d.BackoffMaxMs, d.Misfire, d.MisfireWindowMs, d.Overlap,
-			d.EndAtMs, d.MaxRuns, d.JitterMs, d.PauseAfter, d.ExcludeDays, d.Calendar, Params(d.Params), d.targetArg(), now, now}
+			d.EndAtMs, d.MaxRuns, d.JitterMs, d.PauseAfter, d.Shards, d.Broadcast, d.ExcludeDays, d.Calendar, Params(d.Params), d.targetArg(), now, now}
 		idx := byGroup[g]
 		for from := 0; from < len(idx); from += insertDefsChunk {
 			chunk := idx[from:min(from+insertDefsChunk, len(idx))]
@@ -527,16 +536,16 @@ func insertDefsSQL(dialect string, codes, names []string) (string, []any, error)
 	switch dialect {
 	case "postgres":
 		code, name = "c.code", "c.code"
-		from = "unnest($26::text[]) AS c(code)"
+		from = "unnest($28::text[]) AS c(code)"
 		source = []any{codes}
 		if names != nil {
-			name, from = "c.name", "unnest($26::text[], $27::text[]) AS c(code, name)"
+			name, from = "c.name", "unnest($28::text[], $29::text[]) AS c(code, name)"
 			source = append(source, names)
 		}
 		return `INSERT INTO xtimer_tasks (` + insertColumns + `) SELECT $1::text, ` + code + `, ` + name + `,
 			$2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::bigint, $10::bigint, $11::bigint,
-			$12::bigint, $13::text, $14::bigint, $15::text, $16::bigint, $17::bigint, $18::bigint, $19::bigint, $20::text,
-			$21::text, $22::text, $23::text, $24::bigint, $25::bigint, 1
+			$12::bigint, $13::text, $14::bigint, $15::text, $16::bigint, $17::bigint, $18::bigint, $19::bigint, $20::bigint,
+			$21::boolean, $22::text, $23::text, $24::text, $25::text, $26::bigint, $27::bigint, 1
 			FROM ` + from, source, nil
 	case "mysql":
 		code, name = "c.code", "c.code"
@@ -563,7 +572,7 @@ func insertDefsSQL(dialect string, codes, names []string) (string, []any, error)
 		source = []any{doc}
 	}
 	return `INSERT INTO xtimer_tasks (` + insertColumns + `) SELECT ?, ` + code + `, ` + name + `,
-		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1 FROM ` + from, source, nil
+		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1 FROM ` + from, source, nil
 }
 
 // jsonRows is a JSON array of the codes, or of [code, name] pairs.
@@ -609,10 +618,10 @@ func updateDefs(ctx context.Context, tx *gorm.DB, defs []TaskDef, changed []int,
 			chunk := pos[from:min(from+insertChunk, len(pos))]
 			set := "description = ?, owner = ?, kind = ?, spec = ?, dialect = ?, time_zone = ?, timeout_ms = ?, max_attempts = ?, " +
 				"backoff_base_ms = ?, backoff_max_ms = ?, misfire = ?, misfire_window_ms = ?, overlap = ?, end_at_ms = ?, max_runs = ?, " +
-				"jitter_ms = ?, pause_after = ?, exclude_days = ?, calendar = ?, params = ?, http_target = ?, version = version + 1, updated_ms = ?, name = "
+				"jitter_ms = ?, pause_after = ?, shards = ?, broadcast = ?, exclude_days = ?, calendar = ?, params = ?, http_target = ?, version = version + 1, updated_ms = ?, name = "
 			args := []any{d.Description, d.Owner, d.Kind, d.Spec, d.Dialect, d.TimeZone, d.TimeoutMs, d.MaxAttempts,
 				d.BackoffBaseMs, d.BackoffMaxMs, d.Misfire, d.MisfireWindowMs, d.Overlap, d.EndAtMs, d.MaxRuns,
-				d.JitterMs, d.PauseAfter, d.ExcludeDays, d.Calendar, Params(d.Params), d.targetArg(), now}
+				d.JitterMs, d.PauseAfter, d.Shards, d.Broadcast, d.ExcludeDays, d.Calendar, Params(d.Params), d.targetArg(), now}
 			if g.nameIsCode {
 				set += "code"
 			} else {

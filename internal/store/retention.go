@@ -56,12 +56,16 @@ func (s *Store) DeleteBeyondCount(ctx context.Context, app, code string, keep, l
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	// The keep-th newest run_time, read along xtimer_executions_fire
-	// (app, task_code, run_time): run times are unique per task, so exactly
-	// keep rows are at or after it.
-	var cut []int64
+	// The keep-th newest (run_time, shard), read along
+	// xtimer_executions_shard (app, task_code, run_time, shard): the pair
+	// is unique per task, so exactly keep rows are at or after it, however
+	// many shards a fire has.
+	var cut []struct {
+		RunTime int64
+		Shard   int
+	}
 	err := s.db.WithContext(ctx).Raw(
-		"SELECT run_time FROM xtimer_executions WHERE app = ? AND task_code = ? ORDER BY run_time DESC LIMIT 1 OFFSET ?",
+		"SELECT run_time, shard FROM xtimer_executions WHERE app = ? AND task_code = ? ORDER BY run_time DESC, shard DESC LIMIT 1 OFFSET ?",
 		app, code, keep-1).Scan(&cut).Error
 	if err != nil {
 		return 0, fmt.Errorf("store: delete executions of %q/%q beyond %d: %w", app, code, keep, err)
@@ -69,7 +73,8 @@ func (s *Store) DeleteBeyondCount(ctx context.Context, app, code string, keep, l
 	if len(cut) == 0 {
 		return 0, nil // keep rows or fewer
 	}
-	n, _, err := s.deleteFinal(ctx, "app = ? AND task_code = ? AND run_time < ?", []any{app, code, cut[0]}, math.MinInt64, limit)
+	n, _, err := s.deleteFinal(ctx, "app = ? AND task_code = ? AND (run_time < ? OR (run_time = ? AND shard < ?))",
+		[]any{app, code, cut[0].RunTime, cut[0].RunTime, cut[0].Shard}, math.MinInt64, limit)
 	if err != nil {
 		return 0, fmt.Errorf("store: delete executions of %q/%q beyond %d: %w", app, code, keep, err)
 	}
@@ -84,12 +89,11 @@ func (s *Store) DeleteBeyondCount(ctx context.Context, app, code string, keep, l
 // returns how many it deleted and the greatest run_time among them.
 // PostgreSQL and SQLite delete the ids a limited sub-select picks and
 // return the rows. MySQL has no RETURNING: the transaction reads the batch
-// FOR UPDATE, then deletes the same rows, which the read locked, by range.
+// FOR UPDATE, then deletes the same rows, which the read locked, by id.
 func (s *Store) deleteFinal(ctx context.Context, where string, args []any, fromMs int64, limit int) (n, lastMs int64, err error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	app := args[0].(string)
-	bounds := len(args)
 	pick := "SELECT %s FROM xtimer_executions WHERE " + where + " AND run_time >= ? AND status IN ? ORDER BY run_time LIMIT ?"
 	args = append(args, fromMs, FinalStatuses, limit)
 	mysql := s.db.Dialector.Name() == "mysql"
@@ -110,8 +114,14 @@ func (s *Store) deleteFinal(ctx context.Context, where string, args []any, fromM
 			if len(rows) == 0 {
 				return nil
 			}
-			del := "DELETE FROM xtimer_executions WHERE " + where + " AND run_time >= ? AND run_time <= ? AND status IN ? ORDER BY run_time LIMIT ?"
-			res := tx.Exec(del, append(args[:bounds:bounds], fromMs, rows[len(rows)-1].RunTime, FinalStatuses, limit)...)
+			// By id, not by range: the shards of a fire share its run time,
+			// and a range could end inside a fire other than where the read
+			// did.
+			ids := make([]int64, len(rows))
+			for i, r := range rows {
+				ids[i] = r.ID
+			}
+			res := tx.Exec("DELETE FROM xtimer_executions WHERE id IN ? AND status IN ?", ids, FinalStatuses)
 			if res.Error != nil {
 				return res.Error
 			}

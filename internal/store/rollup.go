@@ -256,7 +256,7 @@ func (s *Store) NextExecutionDay(ctx context.Context, app string, fromDay int64)
 // many final executions of one task had each status, as Rollup rows in
 // (day, status) order; pairs with none are absent. A rolled-up day is read
 // from xtimer_rollups alone; any other day adds the executions still in
-// xtimer_executions, read along xtimer_executions_fire, to the counts of
+// xtimer_executions, read along xtimer_executions_shard, to the counts of
 // those deleted. It reads in one repeatable-read transaction, so that a
 // batch of the sweep never shows twice or not at all.
 func (s *Store) DailyCounts(ctx context.Context, app, code string, fromDay, toDay int64) ([]Rollup, error) {

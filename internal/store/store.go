@@ -145,6 +145,10 @@ func retiredIndexes() []struct {
 		// (app, replica, status): replaced by xtimer_executions_replica_time,
 		// which serves the console's replica filter in time order.
 		{&Execution{}, "xtimer_executions_replica"},
+		// (app, task_code, run_time), unique: replaced by
+		// xtimer_executions_shard, the same with the shard, which is
+		// created first so that the table is never without a unique key.
+		{&Execution{}, "xtimer_executions_fire"},
 	}
 }
 

@@ -76,7 +76,7 @@ func defOf(t *Task) taskDef {
 		Misfire: t.Misfire, MisfireWindowMs: t.MisfireWindowMs, Overlap: t.Overlap,
 		EndAtMs: t.EndAtMs, MaxRuns: t.MaxRuns,
 		JitterMs: t.JitterMs, PauseAfter: t.PauseAfter, ExcludeDays: t.ExcludeDays, Calendar: t.Calendar,
-		Params: string(t.Params),
+		Shards: t.Shards, Broadcast: t.Broadcast, Params: string(t.Params),
 	}.withDefaults()}
 	if t.HTTPTarget != nil {
 		d.HTTPTarget, d.HasHTTPTarget = *t.HTTPTarget, true
@@ -96,7 +96,7 @@ func definition(t *Task) map[string]any {
 		"misfire": d.Misfire, "misfire_window_ms": d.MisfireWindowMs, "overlap": d.Overlap,
 		"end_at_ms": d.EndAtMs, "max_runs": d.MaxRuns,
 		"jitter_ms": d.JitterMs, "pause_after": d.PauseAfter, "exclude_days": d.ExcludeDays, "calendar": d.Calendar,
-		"params": t.Params, "http_target": t.HTTPTarget,
+		"shards": d.Shards, "broadcast": d.Broadcast, "params": t.Params, "http_target": t.HTTPTarget,
 	}
 }
 

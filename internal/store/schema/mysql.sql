@@ -34,6 +34,8 @@ CREATE TABLE IF NOT EXISTS `xtimer_tasks` (
   `max_runs`          bigint       NOT NULL DEFAULT 0,
   `jitter_ms`         bigint       NOT NULL DEFAULT 0,         -- start spread over [0, jitter_ms) after the nominal instant
   `pause_after`       bigint       NOT NULL DEFAULT 0,         -- consecutive failures that pause the task; 0 never
+  `shards`            bigint       NOT NULL DEFAULT 0,         -- shards of each fire (WithShards); 0 none
+  `broadcast`         boolean      NOT NULL DEFAULT false,     -- one shard per live replica (WithBroadcast)
   `exclude_days`      varchar(2048) NOT NULL DEFAULT '',       -- YYYY-MM-DD,... in the task's zone
   `calendar`          varchar(64)  NOT NULL DEFAULT '',        -- a calendar of xtimer_calendars
   `params`            mediumtext   NULL,                      -- JSON of WithParams; NULL none
@@ -63,6 +65,9 @@ CREATE TABLE IF NOT EXISTS `xtimer_executions` (
   `app`             varchar(64)  NOT NULL,
   `task_code`       varchar(128) NOT NULL,
   `run_time`        bigint       NOT NULL,                    -- the fire's planned instant
+  `shard`           bigint       NOT NULL DEFAULT 0,          -- the shard's index; 0 unsharded
+  `shards`          bigint       NOT NULL DEFAULT 0,          -- shards of the fire; 0 unsharded
+  `broadcast`       boolean      NOT NULL DEFAULT false,      -- a broadcast shard: its replica's or nobody's
   `status`          varchar(16)  NOT NULL,                    -- scheduled running retrying succeeded failed timed_out skipped
   `reason`          varchar(64)  NOT NULL DEFAULT '',         -- paused overlap misfire "replica lost" ...
   `source`          varchar(16)  NOT NULL DEFAULT 'schedule', -- schedule manual retry catchup
@@ -87,7 +92,7 @@ CREATE TABLE IF NOT EXISTS `xtimer_executions` (
   PRIMARY KEY (`id`),
   -- Five indexes, no more: every fire writes its row several times. See
   -- store.Execution for which query each serves.
-  UNIQUE INDEX `xtimer_executions_fire` (`app`, `task_code`, `run_time`), -- one row per fire
+  UNIQUE INDEX `xtimer_executions_shard` (`app`, `task_code`, `run_time`, `shard`), -- one row per fire (per shard)
   INDEX `xtimer_executions_retry` (`app`, `status`, `next_attempt_ms`),
   INDEX `xtimer_executions_status` (`app`, `status`, `run_time`),
   INDEX `xtimer_executions_replica_time` (`app`, `replica`, `run_time`),
