@@ -74,6 +74,11 @@ const (
 	HeaderScheduledAt = "X-Xtimer-Scheduled-At"
 	// HeaderAttempt is the attempt number, 1 for the first.
 	HeaderAttempt = "X-Xtimer-Attempt"
+	// HeaderShard and HeaderShards, sent by the calls of a sharded or
+	// broadcast task only (HTTPTask.Shards, Broadcast), are the call's
+	// shard (0 to shards-1) and the fire's count of shards.
+	HeaderShard  = "X-Xtimer-Shard"
+	HeaderShards = "X-Xtimer-Shards"
 	// HeaderTimestamp is when the request was signed, Unix seconds.
 	HeaderTimestamp = "X-Xtimer-Timestamp"
 	// HeaderSignature is "v1=" and the hex HMAC-SHA256, keyed with the
@@ -118,6 +123,13 @@ type HTTPTask struct {
 	// fires, as WithPauseOnFailure does for a Go task: 1-MaxPauseOnFailure,
 	// or 0 (the default) for never.
 	PauseOnFailure int
+	// Shards splits each fire into this many calls, as WithShards does for
+	// a Go task, each with the headers X-Xtimer-Shard and X-Xtimer-Shards:
+	// 2-MaxShards, or 0 (the default) and 1 for none. Broadcast makes each
+	// fire one call per live replica, as WithBroadcast does; not with
+	// Shards.
+	Shards    int
+	Broadcast bool
 	// Misfire and MisfireWindow say what happens to fires missed while no
 	// replica could run them, as WithMisfire and WithMisfireWindow do for a
 	// Go task. Default MisfireRunOnce and DefaultMisfireWindow (1h).
@@ -340,6 +352,7 @@ func (s *Scheduler) HTTPTask(ctx context.Context, code string) (HTTPTask, error)
 		BackoffBase: time.Duration(row.BackoffBaseMs) * time.Millisecond, BackoffMax: time.Duration(row.BackoffMaxMs) * time.Millisecond,
 		MaxConcurrent: sp.MaxConcurrent, Overlap: OverlapPolicy(cmp.Or(row.Overlap, string(OverlapAllowAll))),
 		Jitter: time.Duration(row.JitterMs) * time.Millisecond, PauseOnFailure: row.PauseAfter, Paused: row.Status == store.TaskPaused,
+		Shards: row.Shards, Broadcast: row.Broadcast,
 		Exclude: store.SplitDays(row.ExcludeDays), Calendar: row.Calendar,
 		Misfire: MisfirePolicy(cmp.Or(row.Misfire, string(MisfireRunOnce))), MaxRuns: row.MaxRuns,
 		MisfireWindow: time.Duration(cmp.Or(row.MisfireWindowMs, DefaultMisfireWindow.Milliseconds())) * time.Millisecond,
@@ -609,6 +622,15 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 	if t.PauseOnFailure < 0 || t.PauseOnFailure > MaxPauseOnFailure {
 		return nil, bad("pause_on_failure", fmt.Sprint(t.PauseOnFailure), fmt.Sprintf("want 1-%d consecutive failures, or 0 for never", MaxPauseOnFailure))
 	}
+	shards := t.Shards
+	switch {
+	case shards < 0 || shards > MaxShards:
+		return nil, bad("shards", fmt.Sprint(t.Shards), fmt.Sprintf("want 2-%d shards, or 0 for none", MaxShards))
+	case shards > 1 && t.Broadcast:
+		return nil, bad("shards", fmt.Sprint(t.Shards), "a broadcast task has one shard per replica: set shards or broadcast, not both")
+	case shards == 1:
+		shards = 0
+	}
 
 	if t.Jitter != 0 {
 		reason := jitterProblem(t.Jitter)
@@ -637,6 +659,7 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 		Misfire: string(t.Misfire), MisfireWindowMs: t.MisfireWindow.Milliseconds(), Overlap: string(t.Overlap),
 		EndAtMs: endAtMs, MaxRuns: t.MaxRuns,
 		JitterMs: t.Jitter.Milliseconds(), PauseAfter: t.PauseOnFailure, HTTPTarget: &js,
+		Shards: shards, Broadcast: t.Broadcast,
 		ExcludeDays: exclude, Calendar: t.Calendar,
 	}
 	if t.Paused {

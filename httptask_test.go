@@ -514,7 +514,8 @@ func TestExecutorSendsTheHeaderConstants(t *testing.T) {
 	rc := newReceiver(t, nil)
 	c, err := executor.NewHTTPCaller(executor.HTTPOptions{})
 	require.NoError(t, err)
-	_, err = c.Do(context.Background(), executor.HTTPCall{Method: "POST", URL: rc.URL, Secret: "k", Execution: 7, Task: "t", ScheduledAt: time.Now(), Attempt: 1})
+	_, err = c.Do(context.Background(), executor.HTTPCall{Method: "POST", URL: rc.URL, Secret: "k", Execution: 7, Task: "t", ScheduledAt: time.Now(), Attempt: 1,
+		Shard: 2, Shards: 3})
 	require.NoError(t, err)
 	var got []string
 	for name := range rc.requests()[0].Header {
@@ -522,7 +523,7 @@ func TestExecutorSendsTheHeaderConstants(t *testing.T) {
 			got = append(got, name)
 		}
 	}
-	want := []string{HeaderExecution, HeaderTask, HeaderScheduledAt, HeaderAttempt, HeaderTimestamp, HeaderSignature}
+	want := []string{HeaderExecution, HeaderTask, HeaderScheduledAt, HeaderAttempt, HeaderShard, HeaderShards, HeaderTimestamp, HeaderSignature}
 	for i := range want {
 		require.Equal(t, http.CanonicalHeaderKey(want[i]), want[i], "constants are canonical")
 	}

@@ -50,6 +50,10 @@ type TaskEdit struct {
 	// PauseOnFailure pauses the task after this many consecutive failed
 	// fires (xtimer.HTTPTask.PauseOnFailure); 0, the default, never.
 	PauseOnFailure int `json:"pause_on_failure"`
+	// Shards splits each fire into this many calls (xtimer.HTTPTask.Shards;
+	// 0 for none); Broadcast makes it one call per live replica.
+	Shards    int  `json:"shards"`
+	Broadcast bool `json:"broadcast"`
 	// Misfire is the misfire policy's stored value: run_once (the
 	// default), run_all or skip; MisfireWindowMs how late a missed fire
 	// may still run (0: an hour).
@@ -130,8 +134,8 @@ func (e *TaskEdit) task() xtimer.HTTPTask {
 		BackoffBase: time.Duration(e.BackoffBaseMs) * time.Millisecond, BackoffMax: time.Duration(e.BackoffMaxMs) * time.Millisecond,
 		MaxConcurrent: e.MaxConcurrent, Overlap: xtimer.OverlapPolicy(e.Overlap), Paused: e.Paused != nil && *e.Paused,
 		Jitter:         time.Duration(e.JitterMs) * time.Millisecond,
-		PauseOnFailure: e.PauseOnFailure,
-		Misfire:        xtimer.MisfirePolicy(e.Misfire), MisfireWindow: time.Duration(e.MisfireWindowMs) * time.Millisecond,
+		PauseOnFailure: e.PauseOnFailure, Shards: e.Shards, Broadcast: e.Broadcast,
+		Misfire: xtimer.MisfirePolicy(e.Misfire), MisfireWindow: time.Duration(e.MisfireWindowMs) * time.Millisecond,
 		EndAt: derefTime(e.EndAt), MaxRuns: e.MaxRuns,
 		Exclude: e.Exclude, Calendar: e.Calendar,
 	}
@@ -237,6 +241,8 @@ func changedFields(before xtimer.HTTPTask, edit *TaskEdit) []string {
 	add("overlap", after.Overlap != "" && before.Overlap != after.Overlap)
 	add("jitter_ms", before.Jitter != after.Jitter)
 	add("pause_on_failure", before.PauseOnFailure != after.PauseOnFailure)
+	add("shards", max(before.Shards, 1) != max(after.Shards, 1))
+	add("broadcast", before.Broadcast != after.Broadcast)
 	add("misfire", after.Misfire != "" && before.Misfire != after.Misfire)
 	add("misfire_window_ms", after.MisfireWindow != 0 && before.MisfireWindow != after.MisfireWindow)
 	add("end_at", !before.EndAt.Equal(after.EndAt))

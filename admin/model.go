@@ -71,6 +71,10 @@ type TaskView struct {
 	EndAt           *time.Time `json:"end_at,omitempty"`
 	MaxRuns         int64      `json:"max_runs"`
 	JitterMs        int64      `json:"jitter_ms"`
+	// Shards is how many shards each fire has (WithShards; 0 for none),
+	// Broadcast whether each fire runs once on every replica.
+	Shards    int  `json:"shards"`
+	Broadcast bool `json:"broadcast"`
 	// Exclude are the days the task's fires skip, YYYY-MM-DD in its zone,
 	// and Calendar the app's calendar whose days they skip too; NextRun
 	// and the next runs leave both out.
@@ -273,7 +277,8 @@ func (c *console) taskView(t store.Task, live []store.Replica, last *store.Execu
 		Overridden: t.SpecOverride != nil || t.DialectOverride != nil || t.TZOverride != nil,
 		TimeoutMs:  t.TimeoutMs, MaxAttempts: t.MaxAttempts, BackoffBaseMs: t.BackoffBaseMs, BackoffMaxMs: t.BackoffMaxMs,
 		Misfire: t.Misfire, MisfireWindowMs: t.MisfireWindowMs, Overlap: t.Overlap, EndAt: msTime(t.EndAtMs),
-		MaxRuns: t.MaxRuns, JitterMs: t.JitterMs, CreatedAt: time.UnixMilli(t.CreatedMs).UTC(), UpdatedAt: time.UnixMilli(t.UpdatedMs).UTC(),
+		MaxRuns: t.MaxRuns, JitterMs: t.JitterMs, Shards: t.Shards, Broadcast: t.Broadcast,
+		CreatedAt: time.UnixMilli(t.CreatedMs).UTC(), UpdatedAt: time.UnixMilli(t.UpdatedMs).UTC(),
 		Version: t.Version, PauseNote: t.PauseNote, PauseOnFailure: t.PauseAfter, Exclude: excludeDays(t), Calendar: t.Calendar,
 	}
 	if t.Params != "" {

@@ -459,7 +459,12 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 			continue
 		}
 		probes++
-		statuses, err := a.store.StatusesSince(ctx, a.opts.App, t.code, first.UnixMilli(), 4*n)
+		// A sharded fire is several rows: the read covers as many fires.
+		perFire := max(t.def.Shards, 1)
+		if t.def.Broadcast {
+			perFire = store.MaxShards
+		}
+		statuses, err := a.store.StatusesSince(ctx, a.opts.App, t.code, first.UnixMilli(), 4*n*perFire)
 		if err != nil {
 			return err
 		}
@@ -545,7 +550,18 @@ func (a *alerter) settled(r store.Execution, f store.Finish) {
 	a.raise(Event{Kind: kind, Task: r.TaskCode, At: time.UnixMilli(f.FinishedMs), ExecutionID: r.ID,
 		ScheduledAt: time.UnixMilli(r.RunTime).UTC(), Attempt: f.Attempt, Error: f.Error,
 		Message: fmt.Sprintf("task %s: execution %d %s after %d of %d attempts: %s", r.TaskCode, r.ID, what, f.Attempt, r.MaxAttempts, f.Error)},
-		r.TaskCode, "")
+		r.TaskCode, fireOccurrence(r))
+}
+
+// fireOccurrence is the occurrence of an alert about row r: its fire's
+// run time for a shard, so that the shards of one fire that fail (or are
+// skipped) count as one, as alerts count fires; "" otherwise, each
+// execution counting.
+func fireOccurrence(r store.Execution) string {
+	if !r.Sharded() {
+		return ""
+	}
+	return strconv.FormatInt(r.RunTime, 10)
 }
 
 // skipped raises EventSkipped for fires skipped for a reason operators
@@ -556,7 +572,7 @@ func (a *alerter) skipped(r store.Execution, reason string, at time.Time) {
 	}
 	a.raise(Event{Kind: EventSkipped, Task: r.TaskCode, At: at, ExecutionID: r.ID, ScheduledAt: time.UnixMilli(r.RunTime).UTC(),
 		Reason: reason, Message: fmt.Sprintf("task %s: fire at %s skipped: %s", r.TaskCode, time.UnixMilli(r.RunTime).UTC().Format(time.RFC3339), reason)},
-		r.TaskCode, "")
+		r.TaskCode, fireOccurrence(r))
 }
 
 // fallback raises EventFallbackEntered or EventFallbackLeft. Redis serves

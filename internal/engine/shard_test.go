@@ -279,3 +279,62 @@ func TestShardsOfAKilledReplicaRunOnceOnTheOthers(t *testing.T) {
 		})
 	}
 }
+
+// The promise of WithBroadcast: each fire runs once on every live
+// replica that runs the task, one shard each. A replica killed after the
+// minute was dealt has its shards of the later fires recorded skipped,
+// "replica lost", and run nowhere else; the fires dealt once it is known
+// dead go to the two others.
+func TestBroadcastShardsOfAKilledReplicaAreSkippedNotRunElsewhere(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	runs := newShardRuns()
+	start := time.Date(2026, 12, 1, 10, 0, 35, 0, time.UTC)
+	first := time.Date(2026, 12, 1, 10, 1, 0, 0, time.UTC)
+	f := newShardFleet(t, testsvc.Postgres(t), start, runs, func(e *Engine) {
+		mustRegister(t, e, "everywhere", "*/10 * * * * *", runs.handler(nil), func(d *store.Definition) { d.Broadcast, d.TimeoutMs = true, 0 })
+	})
+	f.advanceTo(ctx, t, first.Add(500*time.Millisecond))
+	rows := f.rows(t, "everywhere", first)
+	require.Len(t, rows, 3)
+	for i, r := range rows {
+		require.Equal(t, f.names[i], r.Replica, "one shard per replica, in ID order")
+		require.True(t, r.Broadcast)
+		require.Equal(t, 3, r.Shards)
+		id := fmt.Sprintf("%s/everywhere/%d/%d", f.app, first.UnixMilli(), i)
+		require.Eventually(t, func() bool { return slices.Equal(runs.of(id), []string{f.names[i]}) }, 10*time.Second, 5*time.Millisecond)
+	}
+
+	f.engines[2].crash()
+	end := first.Add(50 * time.Second)
+	f.advanceTo(ctx, t, end.Add(slotLockTTL+shardGrace+2*time.Second))
+	for at := first.Add(10 * time.Second); !at.After(end); at = at.Add(10 * time.Second) {
+		rows := f.rows(t, "everywhere", at)
+		require.Len(t, rows, 3, "dealt at 10:00:50, with three replicas live")
+		for i, r := range rows {
+			id := fmt.Sprintf("%s/everywhere/%d/%d", f.app, at.UnixMilli(), i)
+			if r.Replica == "replica-c" {
+				require.Eventually(t, func() bool {
+					require.NoError(t, f.db.First(&r, r.ID).Error)
+					return r.Status == store.StatusSkipped
+				}, 10*time.Second, 5*time.Millisecond, "fire %s", at.Format(time.TimeOnly))
+				require.Equal(t, store.ReasonReplicaLost, r.Reason)
+				require.Empty(t, runs.of(id), "never run elsewhere")
+				continue
+			}
+			require.Eventually(t, func() bool { return slices.Equal(runs.of(id), []string{r.Replica}) }, 10*time.Second, 5*time.Millisecond,
+				"fire %s shard %d", at.Format(time.TimeOnly), i)
+		}
+	}
+
+	// Once its heartbeat has expired, the next minute is dealt to two.
+	next := first.Add(2 * time.Minute)
+	f.advanceTo(ctx, t, next.Add(500*time.Millisecond))
+	rows = f.rows(t, "everywhere", next)
+	require.Len(t, rows, 2)
+	require.Equal(t, []string{"replica-a", "replica-b"}, []string{rows[0].Replica, rows[1].Replica})
+	for i, r := range rows {
+		id := fmt.Sprintf("%s/everywhere/%d/%d", f.app, next.UnixMilli(), i)
+		require.Eventually(t, func() bool { return slices.Equal(runs.of(id), []string{r.Replica}) }, 10*time.Second, 5*time.Millisecond)
+	}
+}

@@ -59,7 +59,9 @@ var streakStatuses = []string{StatusSucceeded, StatusFailed, StatusTimedOut}
 // (ReasonCancelled, the overlap policy's doing), and only those whose run
 // time is after the task's row last changed (updated_ms): a resume, like
 // any change to the task, starts the count afresh. It reads at most n
-// rows along the index (app, task_code, run_time), backwards.
+// rows along the index (app, task_code, run_time, shard), backwards; for
+// a sharded or broadcast task, the shards of the last n fires, a fire
+// counting as failed when any of its shards failed.
 func (s *Store) FailureStreak(ctx context.Context, app, code string, n int) (Streak, error) {
 	if n < 1 {
 		return Streak{}, fmt.Errorf("store: failure streak of task %q: n %d: want at least 1", code, n)
@@ -68,7 +70,7 @@ func (s *Store) FailureStreak(ctx context.Context, app, code string, n int) (Str
 	defer cancel()
 	db := s.db.WithContext(ctx)
 	var task Task
-	found, err := takeOne(db.Select("status", "version", "updated_ms").Where("app = ? AND code = ?", app, code), &task)
+	found, err := takeOne(db.Select("status", "version", "updated_ms", "shards", "broadcast").Where("app = ? AND code = ?", app, code), &task)
 	if err != nil {
 		return Streak{}, fmt.Errorf("store: read task %q: %w", code, err)
 	}
@@ -78,23 +80,41 @@ func (s *Store) FailureStreak(ctx context.Context, app, code string, n int) (Str
 	if task.Status != TaskActive {
 		return Streak{}, nil
 	}
+	final := func() *gorm.DB {
+		return db.Model(&Execution{}).Where("app = ? AND task_code = ? AND run_time > ? AND source IN ? AND status IN ? AND reason <> ?",
+			app, code, task.UpdatedMs, streakSources, streakStatuses, ReasonCancelled)
+	}
 	var rows []Execution
-	err = db.Select("id", "run_time", "status", "error").
-		Where("app = ? AND task_code = ? AND run_time > ? AND source IN ? AND status IN ? AND reason <> ?",
-			app, code, task.UpdatedMs, streakSources, streakStatuses, ReasonCancelled).
-		Order("run_time DESC").Limit(n).Find(&rows).Error
+	if task.Shards > 0 || task.Broadcast {
+		// Fires, not shards: the last n run times, then their shards. A
+		// fire failed when any of its shards did.
+		var times []int64
+		if err = final().Distinct("run_time").Order("run_time DESC").Limit(n).Pluck("run_time", &times).Error; err == nil && len(times) > 0 {
+			err = final().Select("id", "run_time", "shard", "status", "error").Where("run_time IN ?", times).
+				Order("run_time DESC, shard").Find(&rows).Error
+		}
+	} else {
+		err = final().Select("id", "run_time", "status", "error").Order("run_time DESC").Limit(n).Find(&rows).Error
+	}
 	if err != nil {
 		return Streak{}, fmt.Errorf("store: read the last %d fires of task %q: %w", n, code, err)
 	}
 	st := Streak{Active: true, Version: task.Version}
-	for _, r := range rows {
-		if r.Status != StatusFailed && r.Status != StatusTimedOut {
+	for i := 0; i < len(rows); {
+		j, failed := i, -1 // the rows of the fire at rows[i].RunTime, and its first failure
+		for ; j < len(rows) && rows[j].RunTime == rows[i].RunTime; j++ {
+			if failed < 0 && (rows[j].Status == StatusFailed || rows[j].Status == StatusTimedOut) {
+				failed = j
+			}
+		}
+		if failed < 0 {
 			break
 		}
 		if st.Failures == 0 {
-			st.Last = r
+			st.Last = rows[failed]
 		}
 		st.Failures++
+		i = j
 	}
 	return st, nil
 }
