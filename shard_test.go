@@ -152,4 +152,3 @@ func TestShardedHTTPTaskSendsTheShardHeaders(t *testing.T) {
 	require.Empty(t, last.Header.Values(HeaderShards))
 	require.Equal(t, strconv.FormatInt(row.ID, 10), last.Header.Get(HeaderExecution))
 }
-

@@ -269,7 +269,8 @@ func (s *Engine) Start(ctx context.Context) error {
 	if err := errors.Join(
 		s.updates.start(),
 		s.pauses.start(),
-		s.planner.Start(bg, startstop.Loop{Run: s.planner.tickLoop, Timers: 1}, startstop.Loop{Run: s.planner.publishHandlers}),
+		s.planner.Start(bg, startstop.Loop{Run: s.planner.tickLoop, Timers: 1}, startstop.Loop{Run: s.planner.publishHandlers},
+			s.planner.shardLoop()),
 		s.dispatcher.Start(bg, startstop.Loop{Run: s.dispatcher.loop, Timers: 1}),
 		s.keeper.start(),
 		s.retention.start(),
@@ -306,6 +307,16 @@ func (s *Engine) retryStart(ctx context.Context, what string, fn func(context.Co
 	}
 }
 
+// stopLoops stops the loops that claim, record and start fires, and the
+// lock keeper and the retention sweeper, and waits for them.
+func (s *Engine) stopLoops() {
+	s.planner.Stop()
+	s.dispatcher.Stop()
+	s.keeper.Stop()
+	s.retention.Stop()
+	s.alerts.stopRounds()
+}
+
 // Stop stops claiming slots, hands the fires this replica recorded but has
 // not started to the other replicas, lets running handlers finish until ctx
 // ends (then cancels their contexts), writes the last status updates and
@@ -332,11 +343,7 @@ func (s *Engine) Stop(ctx context.Context) error {
 	s.mu.Unlock()
 	// The loops that claim, record and start fires stop first; the status
 	// writer and the alerts' sender run until the end.
-	s.planner.Stop()
-	s.dispatcher.Stop()
-	s.keeper.Stop()
-	s.retention.Stop()
-	s.alerts.stopRounds()
+	s.stopLoops()
 
 	var errs []error
 	// Results first, then the fires this replica recorded but did not

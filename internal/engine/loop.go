@@ -309,9 +309,6 @@ func (p *planner) tick(ctx context.Context, now time.Time) {
 		err = p.claimFires(ctx, now)
 	}
 	if err == nil {
-		err = p.watchShards(ctx, now)
-	}
-	if err == nil {
 		err = p.pickRetries(ctx, now)
 	}
 	if err == nil {
@@ -508,12 +505,14 @@ func (p *planner) plan(ctx context.Context, now time.Time) error {
 	}
 	p.mu.Lock()
 	_, seen := p.slots[slotKey{cur, 0}]
+	_, seenLast := p.slots[slotKey{last, 0}]
 	p.mu.Unlock()
-	if !seen {
+	if !seen || !seenLast {
 		// The minute is new here: this replica just started (or its tick
-		// loop was held up past ClaimAhead). The live list it shares the
-		// minute out by is read again, with the heartbeats of the replicas
-		// that started with it.
+		// loop was held up past ClaimAhead), or the next minute comes due.
+		// The live list it shares the minute out by, and deals its shards
+		// over (refreshHosts), is read again, with the heartbeats of the
+		// replicas that started since the last heartbeat here.
 		if err := p.refreshLive(ctx, now); err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/xtimer-go/xtimer/internal/startstop"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
 
@@ -191,30 +192,35 @@ func (p *planner) shardRows(t *taskState, rows []store.Execution, now time.Time)
 // owner suspect, and ownerDead decides. The shards of a dead owner due
 // within shardLookahead move to this replica (TakeOverShards), but its
 // broadcast shards, which are recorded skipped once due. It runs every
-// tick, and costs one query when the app has sharded tasks this replica
-// runs, none otherwise.
+// second on a loop of its own (shardLoop), so that a tick busy recording
+// the next minute does not hold it up, and costs two queries when the app
+// has sharded tasks this replica runs, none otherwise.
 func (p *planner) watchShards(ctx context.Context, now time.Time) error {
 	codes := p.view.shardedRunCodes()
 	if len(codes) == 0 {
 		return nil
 	}
 	dueMs := now.Add(shardLookahead).UnixMilli()
-	rows, err := p.store.ShardFires(ctx, p.opts.App, codes, dueMs, shardBatch)
+	mine, err := p.store.ShardFires(ctx, p.opts.App, p.opts.InstanceID, codes, dueMs, shardBatch)
 	if err != nil {
 		return err
 	}
 	p.forgetShards(now)
-	suspects := map[string]bool{}
-	for _, r := range rows {
-		switch {
-		case r.Replica == p.opts.InstanceID:
-			p.armShard(r)
-		case r.Replica == "": // for ClaimFires
-		case now.UnixMilli()-r.Planned() > shardGrace.Milliseconds() || p.knownDead(r.Replica, now):
-			suspects[r.Replica] = true
+	for _, r := range mine {
+		p.armShard(r)
+	}
+	suspects, err := p.store.LateShardOwners(ctx, p.opts.App, p.opts.InstanceID, codes, now.Add(-shardGrace).UnixMilli())
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	for id, until := range p.dead { // found dead lately: its shards dealt since are taken as they come due
+		if now.Before(until) && !slices.Contains(suspects, id) {
+			suspects = append(suspects, id)
 		}
 	}
-	for _, owner := range slices.Sorted(maps.Keys(suspects)) {
+	p.mu.Unlock()
+	for _, owner := range suspects {
 		dead, err := p.ownerDead(ctx, owner, now)
 		if err != nil {
 			return err
@@ -234,6 +240,15 @@ func (p *planner) watchShards(ctx context.Context, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// shardLoop runs watchShards every second, on the injected clock.
+func (p *planner) shardLoop() startstop.Loop {
+	return startstop.Every(p.clock, time.Second, func(ctx context.Context, now time.Time) {
+		if err := p.watchShards(ctx, now); err != nil && ctx.Err() == nil {
+			p.host.noteDB(err)
+		}
+	})
 }
 
 // armShard arms a shard this replica owns unless it armed it before:

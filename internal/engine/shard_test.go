@@ -24,11 +24,7 @@ func (s *Engine) crash() {
 	s.mu.Lock()
 	s.state = stateStopped
 	s.mu.Unlock()
-	s.planner.Stop()
-	s.dispatcher.Stop()
-	s.keeper.Stop()
-	s.retention.Stop()
-	s.alerts.stopRounds()
+	s.stopLoops()
 	s.updates.Base.Stop()
 	s.pauses.Base.Stop()
 	s.cancelHandler()
@@ -173,6 +169,18 @@ func (f *shardFleet) rows(t *testing.T, code string, at time.Time) []store.Execu
 	return rows
 }
 
+// waitStatus waits until execution id has status (rows are written in
+// batches, off the fire path) and returns it.
+func (f *shardFleet) waitStatus(t *testing.T, id int64, status string) store.Execution {
+	t.Helper()
+	var r store.Execution
+	require.Eventually(t, func() bool {
+		require.NoError(t, f.db.First(&r, id).Error)
+		return r.Status == status
+	}, 10*time.Second, 5*time.Millisecond, "execution %d never %s", id, status)
+	return r
+}
+
 // The promise of WithShards, on every backend: a fire's 12 shards are
 // dealt over the three live replicas, four each, and each runs once. A
 // replica killed while its shards of one fire run, and holding its
@@ -253,12 +261,7 @@ func TestShardsOfAKilledReplicaRunOnceOnTheOthers(t *testing.T) {
 					require.Eventually(t, func() bool { return len(runs.of(id)) == 1 }, 10*time.Second, 5*time.Millisecond, "fire %s shard %d", at.Format(time.TimeOnly), r.Shard)
 					require.NotEqual(t, "replica-c", runs.of(id)[0])
 					require.NotEqual(t, "replica-c", r.Replica)
-					require.Eventually(t, func() bool {
-						var got store.Execution
-						require.NoError(t, f.db.First(&got, r.ID).Error)
-						r = got
-						return got.Status == store.StatusSucceeded
-					}, 10*time.Second, 5*time.Millisecond)
+					r = f.waitStatus(t, r.ID, store.StatusSucceeded)
 					require.LessOrEqual(t, r.StartedMs-r.RunTime, (slotLockTTL + shardGrace + 2*time.Second).Milliseconds(),
 						"fire %s shard %d started within the failover gap", at.Format(time.TimeOnly), r.Shard)
 				}
@@ -267,12 +270,7 @@ func TestShardsOfAKilledReplicaRunOnceOnTheOthers(t *testing.T) {
 				if r.Replica != "replica-c" {
 					continue
 				}
-				require.Eventually(t, func() bool {
-					var got store.Execution
-					require.NoError(t, f.db.First(&got, r.ID).Error)
-					r = got
-					return got.Status == store.StatusFailed
-				}, 10*time.Second, 5*time.Millisecond)
+				r = f.waitStatus(t, r.ID, store.StatusFailed)
 				require.Equal(t, store.ReasonReplicaLost, r.Reason)
 				require.Len(t, runs.of(fmt.Sprintf("%s/split/%d/%d", f.app, first.UnixMilli(), r.Shard)), 1, "never started again")
 			}
@@ -309,15 +307,12 @@ func TestBroadcastShardsOfAKilledReplicaAreSkippedNotRunElsewhere(t *testing.T) 
 	end := first.Add(50 * time.Second)
 	f.advanceTo(ctx, t, end.Add(slotLockTTL+shardGrace+2*time.Second))
 	for at := first.Add(10 * time.Second); !at.After(end); at = at.Add(10 * time.Second) {
-		rows := f.rows(t, "everywhere", at)
-		require.Len(t, rows, 3, "dealt at 10:00:50, with three replicas live")
-		for i, r := range rows {
+		dealt := f.rows(t, "everywhere", at)
+		require.Len(t, dealt, 3, "dealt at 10:00:50, with three replicas live")
+		for i, r := range dealt {
 			id := fmt.Sprintf("%s/everywhere/%d/%d", f.app, at.UnixMilli(), i)
 			if r.Replica == "replica-c" {
-				require.Eventually(t, func() bool {
-					require.NoError(t, f.db.First(&r, r.ID).Error)
-					return r.Status == store.StatusSkipped
-				}, 10*time.Second, 5*time.Millisecond, "fire %s", at.Format(time.TimeOnly))
+				r = f.waitStatus(t, r.ID, store.StatusSkipped)
 				require.Equal(t, store.ReasonReplicaLost, r.Reason)
 				require.Empty(t, runs.of(id), "never run elsewhere")
 				continue

@@ -55,6 +55,9 @@ func TestNextMinuteIsSharedOutAmongLiveReplicas(t *testing.T) {
 	// replica-b is dead but still listed: replica-a leaves b's share alone
 	// until shareWait has passed, then records it, ahead of the minute.
 	next = t0.Add(2 * time.Minute)
+	clock.Set(next.Add(-10 * time.Second))
+	require.NoError(t, a.planner.heartbeat(ctx, clock.Now()))
+	require.NoError(t, b.planner.heartbeat(ctx, clock.Now())) // its last: listed for ReplicaTimeout
 	for _, at := range []time.Duration{-10 * time.Second, -8 * time.Second, -6 * time.Second} {
 		clock.Set(next.Add(at))
 		require.NoError(t, a.planner.plan(ctx, clock.Now()))

@@ -93,10 +93,39 @@ func (s *Store) InsertFires(ctx context.Context, fires []Execution) ([]Execution
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
+	// A fire's shards are recorded by one call or none: shard 0 first, the
+	// fire's other shards only if this call inserted its shard 0. Two
+	// replicas recording a fire at once (a slot taken over, the lock
+	// backend down) may deal it differently, a broadcast fire even into
+	// another number of shards; the unique key on shard 0 decides whose
+	// deal stands.
+	first, rest := rows, []Execution(nil)
+	if i := slices.IndexFunc(rows, func(r Execution) bool { return r.Shard != 0 }); i >= 0 {
+		first, rest = nil, nil
+		for _, r := range rows {
+			if r.Shard == 0 {
+				first = append(first, r)
+			} else {
+				rest = append(rest, r)
+			}
+		}
+	}
 	var mine []Execution
 	err = s.rowTx(ctx, func(tx *gorm.DB) error {
 		var insertErr error
-		mine, insertErr = insertFireRows(ctx, tx, rows, claim)
+		if mine, insertErr = insertFireRows(ctx, tx, first, claim); insertErr != nil || len(rest) == 0 {
+			return insertErr
+		}
+		won := make(map[fireKey]bool, len(mine))
+		for _, r := range mine {
+			won[fireKey{r.TaskCode, r.RunTime, 0}] = true
+		}
+		rest = slices.DeleteFunc(rest, func(r Execution) bool { return !won[fireKey{r.TaskCode, r.RunTime, 0}] })
+		if len(rest) == 0 {
+			return nil
+		}
+		more, insertErr := insertFireRows(ctx, tx, rest, claim)
+		mine = append(mine, more...)
 		return insertErr
 	})
 	if err != nil {

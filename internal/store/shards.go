@@ -14,12 +14,11 @@ import (
 // the replica that recorded it.
 
 // ShardFires returns the unstarted first attempts of shards of tasks
-// codes due by dueMs, whoever owns them, latest first, at most limit:
-// the shards dealt to the caller that it has not armed yet, and those of
-// other replicas late enough to ask whether their owner lives. Like
+// codes that replica owns, due by dueMs, oldest first, at most limit: the
+// shards dealt to it, which it arms (it may not have recorded them). Like
 // ClaimFires, it reads the (app, status, run_time) index up to dueMs,
 // where the rows still scheduled are few.
-func (s *Store) ShardFires(ctx context.Context, app string, codes []string, dueMs int64, limit int) ([]Execution, error) {
+func (s *Store) ShardFires(ctx context.Context, app, replica string, codes []string, dueMs int64, limit int) ([]Execution, error) {
 	if len(codes) == 0 {
 		return nil, nil
 	}
@@ -29,15 +28,44 @@ func (s *Store) ShardFires(ctx context.Context, app string, codes []string, dueM
 	for from := 0; from < len(codes) && len(out) < limit; from += insertChunk {
 		var rows []Execution
 		err := s.db.WithContext(ctx).
-			Where("app = ? AND status = ? AND run_time <= ? AND attempt = 0 AND started_ms = 0 AND (shards > 0 OR broadcast = ?) AND task_code IN ?",
-				app, StatusScheduled, dueMs, true, codes[from:min(from+insertChunk, len(codes))]).
-			Order("run_time DESC, id DESC").Limit(limit - len(out)).Find(&rows).Error
+			Where("app = ? AND status = ? AND run_time <= ? AND attempt = 0 AND started_ms = 0 AND replica = ? AND (shards > 0 OR broadcast = ?) AND task_code IN ?",
+				app, StatusScheduled, dueMs, replica, true, codes[from:min(from+insertChunk, len(codes))]).
+			Order("run_time, id").Limit(limit - len(out)).Find(&rows).Error
 		if err != nil {
-			return nil, fmt.Errorf("store: read the shards of app %q due by %d: %w", app, dueMs, err)
+			return nil, fmt.Errorf("store: read the shards of replica %q due by %d: %w", replica, dueMs, err)
 		}
 		out = append(out, rows...)
 	}
 	return out, nil
+}
+
+// LateShardOwners returns the replicas, other than replica, that own an
+// unstarted shard of tasks codes whose planned start is at or before
+// lateMs: those to ask whether they live.
+func (s *Store) LateShardOwners(ctx context.Context, app, replica string, codes []string, lateMs int64) ([]string, error) {
+	if len(codes) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var owners []string
+	for from := 0; from < len(codes); from += insertChunk {
+		var got []string
+		err := s.db.WithContext(ctx).Model(&Execution{}).
+			Where("app = ? AND status = ? AND run_time <= ? AND attempt = 0 AND started_ms = 0 AND replica <> ? AND replica <> '' AND (shards > 0 OR broadcast = ?) AND task_code IN ? AND "+plannedStart+" <= ?",
+				app, StatusScheduled, lateMs, replica, true, codes[from:min(from+insertChunk, len(codes))], lateMs).
+			Distinct("replica").Pluck("replica", &got).Error
+		if err != nil {
+			return nil, fmt.Errorf("store: read the owners of late shards of app %q: %w", app, err)
+		}
+		for _, o := range got {
+			if !slices.Contains(owners, o) {
+				owners = append(owners, o)
+			}
+		}
+	}
+	slices.Sort(owners)
+	return owners, nil
 }
 
 // TakeOverShards gives replica the unstarted shards of tasks codes that

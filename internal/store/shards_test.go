@@ -129,10 +129,16 @@ func TestShardsOfAGoneReplicaAreTakenOverAndBroadcastOnesSkipped(t *testing.T) {
 		require.Empty(t, taken, "shards are not the slot's")
 		require.Empty(t, skipped)
 
-		due, err := b.store.ShardFires(b.ctx, b.app, []string{"split", "all"}, t0+1000, 100)
+		due, err := b.store.ShardFires(b.ctx, b.app, "live", []string{"split", "all"}, t0+1000, 100)
 		require.NoError(t, err)
-		require.Len(t, due, 8+3, "the shards due by t0+1s, latest first")
-		require.Equal(t, t0+1000, due[0].RunTime)
+		require.Len(t, due, 4+1, "live's shards due by t0+1s, oldest first")
+		require.Equal(t, t0, due[0].RunTime)
+		for _, r := range due {
+			require.Equal(t, "live", r.Replica)
+		}
+		late, err := b.store.LateShardOwners(b.ctx, b.app, "live", []string{"split", "all"}, t0)
+		require.NoError(t, err)
+		require.Equal(t, []string{"dead", "gone"}, late, "the owners of shards unstarted at t0, but the caller")
 
 		moved, n, err := b.store.TakeOverShards(b.ctx, b.app, "dead", []string{"split", "all"}, t0+1000, t0, "live")
 		require.NoError(t, err)
@@ -196,5 +202,31 @@ func TestFailureStreakOfAShardedTaskCountsFires(t *testing.T) {
 		st, err = b.store.FailureStreak(b.ctx, b.app, "billing.reconcile", 1)
 		require.NoError(t, err)
 		require.Equal(t, 1, st.Failures, "one fire, not its two failed shards")
+	})
+}
+
+// A fire's shards are recorded by one call or none: a second recording
+// of a broadcast fire dealt over more replicas (a slot taken over after
+// another replica joined) finds its shard 0 there and adds no shard,
+// and a call that wins shard 0 records every other shard of the fire.
+func TestAFiresShardsAreRecordedByOneCall(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		deal := func(owners ...string) []store.Execution {
+			var rows []store.Execution
+			for i, o := range owners {
+				rows = append(rows, store.Execution{App: b.app, TaskCode: "all", RunTime: t0, Shard: i, Shards: len(owners), Broadcast: true, Replica: o})
+			}
+			return rows
+		}
+		got, err := b.store.InsertFires(b.ctx, deal("r1", "r2"))
+		require.NoError(t, err)
+		require.Len(t, got, 2)
+		got, err = b.store.InsertFires(b.ctx, append(deal("r1", "r2", "r3"), fires(b.app, "plain", t0)...))
+		require.NoError(t, err)
+		require.Len(t, got, 1, "the unsharded fire only")
+		require.Equal(t, "plain", got[0].TaskCode)
+		var n int64
+		require.NoError(t, b.db.Model(&store.Execution{}).Where("app = ? AND task_code = ?", b.app, "all").Count(&n).Error)
+		require.EqualValues(t, 2, n, "the first deal stands")
 	})
 }
