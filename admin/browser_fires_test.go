@@ -43,4 +43,13 @@ func TestBrowserShardedFireIsOneLineAndItsPageListsItsShards(t *testing.T) {
 	require.Equal(t, []string{"replica-0", "replica-1", "replica-2", "replica-3", "replica-4", "replica-5"}, replicas)
 	require.Equal(t, []string{"true"}, tb.attrs(`#shards tbody tr[aria-current]`, "aria-current"))
 	require.Equal(t, "5", tb.attrs(`#shards tbody tr[aria-current]`, "data-shard")[0])
+
+	// Both pages, and the task's, fit a phone.
+	onPhone := openTab(t, f, tabOpts{viewport: phone})
+	for _, rel := range []string{"executions?" + url.Values{"app": {fx.App}}.Encode(), fmt.Sprintf("executions/%d", fx.Fire6[3].ID),
+		"tasks/etl.sharded?" + url.Values{"app": {fx.App}}.Encode()} {
+		onPhone.open(rel)
+		require.Empty(t, onPhone.overflow(), "page %q overflows a %dpx phone", rel, phone.width)
+	}
+	require.Equal(t, "1/6 running, 1 scheduled, 3 succeeded, 1 failed", onPhone.text(`#recent tbody tr[data-fire-shards="6"] [data-progress]`))
 }
