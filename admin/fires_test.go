@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xtimer-go/xtimer"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
 
@@ -271,4 +272,41 @@ func TestFireOutcome(t *testing.T) {
 	}
 	require.Equal(t, "2/5 running, 1 retrying, 1 timed out, 1 skipped",
 		fireProgress(map[string]int{ru: 2, re: 1, to: 1, sk: 1}, 5))
+}
+
+// A fire the engine records and runs as three shards, triggered through
+// the scheduler, is one line once its shards have run.
+func TestAPIListsATriggeredShardedFireOnce(t *testing.T) {
+	t.Parallel()
+	onEveryBackend(t, fixtureOpts{register: func(s *xtimer.Scheduler, ran chan string) {
+		registerDefaults(s, ran)
+		must(s.Register("etl.split", "0 0 1 1 *", func(ctx context.Context, run *xtimer.Run) error {
+			run.Printf("shard %d of %d\n", run.Shard, run.Shards)
+			return nil
+		}, xtimer.WithShards(3)))
+	}}, func(t *testing.T, f *fixture) {
+		e, err := f.S.Trigger(context.Background(), "etl.split")
+		require.NoError(t, err)
+		require.Equal(t, 0, e.Shard)
+		require.Equal(t, 3, e.Shards)
+		shards, err := f.Store.FireShards(context.Background(), store.FireKey{App: f.S.App(), TaskCode: "etl.split", RunTime: e.RunTime.UnixMilli()})
+		require.NoError(t, err)
+		require.Len(t, shards, 3)
+		for _, s := range shards {
+			waitSettled(t, f, s.ID, store.StatusSucceeded)
+		}
+		page := apiData[[]ExecutionView](t, apiGet(t, f, "api/executions?task=etl.split"))
+		require.Len(t, page, 1)
+		require.Equal(t, "succeeded", page[0].Fire.Status)
+		require.Equal(t, "3/3 succeeded", page[0].Fire.Progress)
+		require.Equal(t, map[string]int{store.StatusSucceeded: 3}, page[0].Fire.Counts)
+		require.NotNil(t, page[0].Fire.FinishedAt)
+
+		v := apiData[ExecutionView](t, apiGet(t, f, fmt.Sprintf("api/executions/%d", e.ID)))
+		require.Len(t, v.FireShards, 3)
+		for i, s := range v.FireShards {
+			require.Equal(t, i, s.Shard)
+			require.Equal(t, "replica-a", s.Replica, "the one replica runs every shard")
+		}
+	})
 }
