@@ -44,6 +44,10 @@ func TestBrowserShardedFireIsOneLineAndItsPageListsItsShards(t *testing.T) {
 	require.Equal(t, []string{"true"}, tb.attrs(`#shards tbody tr[aria-current]`, "aria-current"))
 	require.Equal(t, "5", tb.attrs(`#shards tbody tr[aria-current]`, "data-shard")[0])
 
+	// The tasks list's last result is the fire's outcome.
+	tb.open("?" + url.Values{"app": {fx.App}}.Encode())
+	require.Equal(t, "running", tb.attrs(rowSel("etl.sharded")+" td.last", "data-status")[0])
+
 	// Both pages, and the task's, fit a phone.
 	onPhone := openTab(t, f, tabOpts{viewport: phone})
 	for _, rel := range []string{"executions?" + url.Values{"app": {fx.App}}.Encode(), fmt.Sprintf("executions/%d", fx.Fire6[3].ID),

@@ -202,6 +202,19 @@ func (c *console) fireShardViews(ctx context.Context, r store.Execution, zone st
 	return out, &fv, nil
 }
 
+// withLastFire gives the task's last execution, a shard, its fire f: the
+// tasks list shows the fire's outcome, and the task is running while its
+// fire is. A nil f changes nothing.
+func (v *TaskView) withLastFire(f *FireView) {
+	if f == nil || v.Last == nil {
+		return
+	}
+	v.Last.Fire = f
+	if f.Status == store.StatusRunning {
+		v.State = StateRunning
+	}
+}
+
 // Outcome is the status a line shows: the fire's outcome on a fire's line,
 // the row's status otherwise.
 func (v ExecutionView) Outcome() string {

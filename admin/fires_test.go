@@ -209,6 +209,13 @@ func TestAPIListsShardedFiresOfATaskAndByStatus(t *testing.T) {
 			recent = append(recent, lineText(v))
 		}
 		require.Equal(t, []string{shardedLines[0], shardedLines[2], shardedLines[5]}, recent)
+		// The task's last execution is its fire, running while a shard is.
+		require.Equal(t, store.StatusRunning, d.Task.Last.Fire.Status)
+		require.Equal(t, StateRunning, d.Task.State)
+		tasks := apiData[[]TaskView](t, apiGet(t, f, "api/tasks?"+url.Values{"app": {fx.App}}.Encode()))
+		require.Len(t, tasks, 1)
+		require.Equal(t, "1/6 running, 1 scheduled, 3 succeeded, 1 failed", tasks[0].Last.Fire.Progress)
+		require.Equal(t, StateRunning, tasks[0].State)
 	})
 }
 

@@ -87,8 +87,10 @@ type TaskView struct {
 	OptionOverrides json.RawMessage `json:"option_overrides,omitempty"`
 	CodeOptions     json.RawMessage `json:"code_options,omitempty"`
 
-	NextRun *time.Time     `json:"next_run,omitempty"`
-	Last    *ExecutionView `json:"last,omitempty"`
+	NextRun *time.Time `json:"next_run,omitempty"`
+	// Last is the newest execution; for a sharded fire, a shard of it
+	// with the fire's summary (fires.go).
+	Last *ExecutionView `json:"last,omitempty"`
 	// Replicas counts the live replicas that have the task's handler.
 	Replicas  int       `json:"replicas"`
 	CreatedAt time.Time `json:"created_at"`
@@ -354,6 +356,16 @@ func (c *console) taskViews(ctx context.Context, f store.TaskFilter, after strin
 	if err != nil {
 		return nil, "", err
 	}
+	var fires []store.FireKey
+	for _, e := range lasts {
+		if e.Sharded() {
+			fires = append(fires, e.Fire())
+		}
+	}
+	sums, err := c.st.FireSummaries(ctx, fires)
+	if err != nil {
+		return nil, "", err
+	}
 	out := make([]TaskView, len(tasks))
 	for i, t := range tasks {
 		var last *store.Execution
@@ -361,6 +373,12 @@ func (c *console) taskViews(ctx context.Context, f store.TaskFilter, after strin
 			last = &e
 		}
 		out[i] = c.taskView(t, live, last, now, cals)
+		if last != nil {
+			if sum, ok := sums[last.Fire()]; ok {
+				fv := fireSummaryView(sum)
+				out[i].withLastFire(&fv)
+			}
+		}
 	}
 	return out, next, nil
 }
@@ -404,6 +422,9 @@ func (c *console) taskDetail(ctx context.Context, app, code string) (TaskDetail,
 		return TaskDetail{}, err
 	}
 	d.Recent = append(d.Recent, lines...)
+	if len(lines) > 0 {
+		d.Task.withLastFire(lines[0].Fire) // the line of recent[0]
+	}
 	actions, err := c.st.Actions(ctx, app, code, 50)
 	if err != nil {
 		return TaskDetail{}, err
