@@ -508,6 +508,7 @@ func TestAPIExecutionDetail(t *testing.T) {
 		RecordedAt: ptr(utc(2026, 11, 27, 7, 59)), StartedAt: ptr(utc(2026, 11, 27, 8, 0).Add(250 * time.Millisecond)),
 		FinishedAt: ptr(utc(2026, 11, 27, 8, 0).Add(1250 * time.Millisecond)), LatenessMs: 250, DurationMs: 1000,
 		Output: ptr("line 1\nline 2\n"), Error: ptr("first line\nsecond line"), ErrorHead: "first line…", Zone: "Europe/Paris",
+		Shards: 1, // an unsharded fire is its one shard, as xtimer.Execution says
 	}, v)
 
 	requireAPIError(t, apiGet(t, f, fmt.Sprintf("api/executions/%d", id+1000)), 404, codeNotFound, "")

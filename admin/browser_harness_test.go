@@ -367,6 +367,24 @@ func (tb *tab) waitFor(what, cond, show string) {
 	}
 }
 
+// overflow says what sticks out sideways of the page, "" when nothing
+// does: not the document, and not a table that would scroll inside its
+// box with its columns out of sight; not even what a <details> shows when
+// it is opened.
+func (tb *tab) overflow() string {
+	tb.t.Helper()
+	return evalJS[string](tb, `(() => {
+			document.querySelectorAll("details").forEach(d => { d.open = true; });
+			const wide = Array.from(document.querySelectorAll("body *")).filter(e => {
+				const r = e.getBoundingClientRect();
+				return r.width > 0 && (r.right > window.innerWidth + 1 || r.left < -1);
+			}).map(e => e.tagName.toLowerCase() + (e.id ? "#" + e.id : "") + (e.className && typeof e.className === "string" ? "." + e.className.trim().split(/\s+/).join(".") : "") + " right=" + Math.round(e.getBoundingClientRect().right));
+			const d = document.documentElement;
+			if (d.scrollWidth <= window.innerWidth && wide.length === 0) return "";
+			return "scrollWidth " + d.scrollWidth + " vs " + window.innerWidth + "; sticking out: " + wide.slice(0, 8).join(", ");
+		})()`)
+}
+
 // text is the trimmed text of the first element matching sel, or "<none>".
 func (tb *tab) text(sel string) string {
 	tb.t.Helper()

@@ -385,20 +385,7 @@ func TestBrowserPagesFitAPhoneScreen(t *testing.T) {
 		// A page without <meta name=viewport> lays out 980px wide and
 		// would pass the overflow check below without fitting anything.
 		require.Equal(t, int(phone.width), evalJS[int](tb, `window.innerWidth`), "page %q: the layout viewport is the phone's width (meta viewport)", rel)
-		// Nothing sticks out sideways: not the document, and not a table
-		// that would scroll inside its box with its columns out of sight;
-		// not even what a <details> shows when it is opened.
-		fits := evalJS[string](tb, `(() => {
-			document.querySelectorAll("details").forEach(d => { d.open = true; });
-			const wide = Array.from(document.querySelectorAll("body *")).filter(e => {
-				const r = e.getBoundingClientRect();
-				return r.width > 0 && (r.right > window.innerWidth + 1 || r.left < -1);
-			}).map(e => e.tagName.toLowerCase() + (e.id ? "#" + e.id : "") + (e.className && typeof e.className === "string" ? "." + e.className.trim().split(/\s+/).join(".") : "") + " right=" + Math.round(e.getBoundingClientRect().right));
-			const d = document.documentElement;
-			if (d.scrollWidth <= window.innerWidth && wide.length === 0) return "";
-			return "scrollWidth " + d.scrollWidth + " vs " + window.innerWidth + "; sticking out: " + wide.slice(0, 8).join(", ");
-		})()`)
-		require.Empty(t, fits, "page %q overflows a %dpx phone", rel, phone.width)
+		require.Empty(t, tb.overflow(), "page %q overflows a %dpx phone", rel, phone.width)
 	}
 
 	// What a row is read for is on screen: each task's state, next run

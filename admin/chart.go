@@ -86,14 +86,14 @@ func newChart(recent []ExecutionView, loc *time.Location) chartView {
 		if longest > 0 {
 			h = max(chartMinBar, int(float64(chartHeight)*float64(e.DurationMs)/float64(longest)+0.5))
 		}
-		fill, ok := statusColors[e.Status]
+		fill, ok := statusColors[e.Outcome()]
 		if !ok {
 			fill = statusColors[store.StatusScheduled]
 		}
 		v.Bars = append(v.Bars, chartBar{
 			X: int(float64(i)*slot + (slot-float64(w))/2 + 0.5), Y: chartHeight - h, W: w, H: h,
-			Fill: fill, Status: e.Status, ID: e.ID,
-			Title: fmt.Sprintf("#%d %s · %s · %s", e.ID, e.Status, millis(e.DurationMs), e.RunTime.In(loc).Format(layoutDay)),
+			Fill: fill, Status: e.Outcome(), ID: e.ID,
+			Title: fmt.Sprintf("#%d %s · %s · %s", e.ID, e.Outcome(), millis(e.DurationMs), e.RunTime.In(loc).Format(layoutDay)),
 		})
 	}
 	return v

@@ -32,7 +32,8 @@ import (
 //	GET    api/tasks/{code}/backfill?from=&to=   {"fires": n, "new": m} (backfill.go)
 //	POST   api/tasks/{code}/backfill  {"from": "2026-11-30T00:00:00Z", "to": "..."}: {"recorded": n}
 //	GET    api/executions?app=&task=&status=&source=&replica=&from=&to=&after=&limit=
-//	GET    api/executions/{id}
+//	                                  a sharded fire as one item, with "fire" (fires.go)
+//	GET    api/executions/{id}        a shard's with "fire" and "fire_shards"
 //	GET    api/executions/{id}/attempts  every attempt, oldest first (attempts.go)
 //	POST   api/executions/{id}/retry     {}: one more attempt of a failed or timed_out execution (attempts.go)
 //	GET    api/replicas?app=

@@ -91,8 +91,10 @@ type TaskView struct {
 	OptionOverrides json.RawMessage `json:"option_overrides,omitempty"`
 	CodeOptions     json.RawMessage `json:"code_options,omitempty"`
 
-	NextRun *time.Time     `json:"next_run,omitempty"`
-	Last    *ExecutionView `json:"last,omitempty"`
+	NextRun *time.Time `json:"next_run,omitempty"`
+	// Last is the newest execution; for a sharded fire, a shard of it
+	// with the fire's summary (fires.go).
+	Last *ExecutionView `json:"last,omitempty"`
 	// Replicas counts the live replicas that have the task's handler.
 	Replicas  int       `json:"replicas"`
 	CreatedAt time.Time `json:"created_at"`
@@ -137,6 +139,18 @@ type ExecutionView struct {
 	// triggered.
 	Params *string `json:"params,omitempty"`
 	Note   string  `json:"note,omitempty"`
+	// Shard and Shards say which part of its fire the row is: shard Shard
+	// (0 to Shards-1) of Shards; 0 and 1 for a fire that is not sharded.
+	// Broadcast marks a shard of a broadcast fire, one per replica.
+	Shard     int  `json:"shard"`
+	Shards    int  `json:"shards"`
+	Broadcast bool `json:"broadcast"`
+	// Fire is the fire as a whole, on the one line a listing shows for a
+	// sharded or broadcast fire (fires.go).
+	Fire *FireView `json:"fire,omitempty"`
+	// FireShards are every shard of the fire, in shard order, on one
+	// execution of a sharded or broadcast fire.
+	FireShards []ExecutionView `json:"fire_shards,omitempty"`
 }
 
 // ActionView is one operator action on a task.
@@ -154,7 +168,8 @@ type TaskDetail struct {
 	NextRuns []time.Time `json:"next_runs"`
 	// Counts are the executions of the last 24 hours by status.
 	Counts map[string]int64 `json:"counts_24h"`
-	// Recent are the newest executions, newest first.
+	// Recent are the newest executions, newest first, a sharded fire
+	// as one line (fires.go).
 	Recent []ExecutionView `json:"recent"`
 	// Days are the final executions of the last 30 UTC days by status,
 	// oldest first, today included (daily.go); they outlive retention.
@@ -220,7 +235,7 @@ func executionView(r store.Execution, zone string, whole bool) ExecutionView {
 		Replica: r.Replica, RecordedAt: msTime(r.ScheduledMs), StartedAt: msTime(r.StartedMs),
 		FinishedAt: msTime(r.FinishedMs), NextAttempt: msTime(r.NextAttemptMs),
 		LatenessMs: r.LatenessMs, DurationMs: r.DurationMs, ErrorHead: firstLine(r.Error, 200), HTTPStatus: r.HTTPStatus, Zone: zone,
-		Note: r.Note,
+		Note: r.Note, Shard: r.Shard, Shards: max(r.Shards, 1), Broadcast: r.Broadcast,
 	}
 	if whole {
 		out, errText := r.Output, r.Error
@@ -346,6 +361,16 @@ func (c *console) taskViews(ctx context.Context, f store.TaskFilter, after strin
 	if err != nil {
 		return nil, "", err
 	}
+	var fires []store.FireKey
+	for _, e := range lasts {
+		if e.Sharded() {
+			fires = append(fires, e.Fire())
+		}
+	}
+	sums, err := c.st.FireSummaries(ctx, fires)
+	if err != nil {
+		return nil, "", err
+	}
 	out := make([]TaskView, len(tasks))
 	for i, t := range tasks {
 		var last *store.Execution
@@ -353,6 +378,12 @@ func (c *console) taskViews(ctx context.Context, f store.TaskFilter, after strin
 			last = &e
 		}
 		out[i] = c.taskView(t, live, last, now, cals)
+		if last != nil {
+			if sum, ok := sums[last.Fire()]; ok {
+				fv := fireSummaryView(sum)
+				out[i].withLastFire(&fv)
+			}
+		}
 	}
 	return out, next, nil
 }
@@ -391,8 +422,13 @@ func (c *console) taskDetail(ctx context.Context, app, code string) (TaskDetail,
 	if d.Days, err = c.dailyViews(ctx, app, code, now); err != nil {
 		return TaskDetail{}, err
 	}
-	for _, r := range recent {
-		d.Recent = append(d.Recent, executionView(r, d.Task.Schedule.Zone, false))
+	lines, err := c.executionLines(ctx, store.ExecutionFilter{App: app, TaskCode: code}, store.Cursor{}, recent, d.Task.Schedule.Zone)
+	if err != nil {
+		return TaskDetail{}, err
+	}
+	d.Recent = append(d.Recent, lines...)
+	if len(lines) > 0 {
+		d.Task.withLastFire(lines[0].Fire) // the line of recent[0]
 	}
 	actions, err := c.st.Actions(ctx, app, code, 50)
 	if err != nil {
@@ -413,19 +449,28 @@ func (c *console) taskDetail(ctx context.Context, app, code string) (TaskDetail,
 	return d, nil
 }
 
-// executionViews returns one page of executions; the cursor is encoded by
-// Cursor.String.
+// executionViews returns one page of executions, a sharded fire as one
+// line (fires.go); the cursor is encoded by Cursor.String. A page whose
+// rows are all of fires shown on earlier pages is followed by the next
+// one, up to emptyPages times, so that a fire with more shards than the
+// page size rarely leaves a page blank.
 func (c *console) executionViews(ctx context.Context, f store.ExecutionFilter, after store.Cursor, limit int) ([]ExecutionView, store.Cursor, error) {
-	rows, next, err := c.st.ListExecutions(ctx, f, after, limit)
-	if err != nil {
-		return nil, store.Cursor{}, err
+	for range emptyPages {
+		rows, next, err := c.st.ListExecutions(ctx, f, after, limit)
+		if err != nil {
+			return nil, store.Cursor{}, err
+		}
+		out, err := c.executionLines(ctx, f, after, rows, "")
+		if err != nil || len(out) > 0 || next == (store.Cursor{}) {
+			return out, next, err
+		}
+		after = next
 	}
-	out := make([]ExecutionView, len(rows))
-	for i, r := range rows {
-		out[i] = executionView(r, "", false)
-	}
-	return out, next, nil
+	return []ExecutionView{}, after, nil
 }
+
+// emptyPages bounds the pages executionViews reads for one answer.
+const emptyPages = 8
 
 // executionDetail returns one execution whole, with its task's zone.
 func (c *console) executionDetail(ctx context.Context, id int64) (ExecutionView, error) {
@@ -437,7 +482,11 @@ func (c *console) executionDetail(ctx context.Context, id int64) (ExecutionView,
 	if t, err := c.st.Task(ctx, r.App, r.TaskCode); err == nil {
 		_, _, zone = t.Effective()
 	}
-	return executionView(r, zone, true), nil
+	v := executionView(r, zone, true)
+	if v.FireShards, v.Fire, err = c.fireShardViews(ctx, r, zone); err != nil {
+		return ExecutionView{}, err
+	}
+	return v, nil
 }
 
 // replicaViews returns every replica row of app, live ones first.

@@ -229,13 +229,13 @@ func (l *layout) ExecutionsURL(app, code string) string {
 type executionRow struct {
 	L        *layout
 	E        ExecutionView
-	Bad      bool // failed or timed out: the row is marked red
+	Bad      bool // failed or timed out (the fire, on a fire's line): the row is marked red
 	WithTask bool
 }
 
 // Row is an execution's row on its task's page.
 func (l *layout) Row(e ExecutionView) executionRow {
-	return executionRow{L: l, E: e, Bad: e.Status == store.StatusFailed || e.Status == store.StatusTimedOut}
+	return executionRow{L: l, E: e, Bad: e.Outcome() == store.StatusFailed || e.Outcome() == store.StatusTimedOut}
 }
 
 // TaskRow is an execution's row in the executions list, which names the
