@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -28,18 +29,30 @@ func openDB(dsn string) (*gorm.DB, error) {
 	return db, nil
 }
 
+// fireKey names a fire, or one shard of a sharded or broadcast fire
+// (shard 0 for a task that is not sharded).
 type fireKey struct {
-	code string
-	at   int64 // run time, Unix ms
+	code  string
+	at    int64 // run time, Unix ms
+	shard int
 }
 
-func (k fireKey) id() string { return app + "/" + k.code + "/" + strconv.FormatInt(k.at, 10) }
+// id is the fire's Run.ID: "app/code/run_time_ms", with "/shard" after it
+// for a shard.
+func (k fireKey) id() string {
+	s := app + "/" + k.code + "/" + strconv.FormatInt(k.at, 10)
+	if isSharded(k.code) {
+		s += "/" + strconv.Itoa(k.shard)
+	}
+	return s
+}
 
 // invocation is one line of a replica's invocation file.
 type invocation struct {
 	started int64 // Unix ms, real time
 	replica string
 	attempt int
+	shards  int // Run.Shards: 1 for a task that is not sharded
 }
 
 func (i invocation) String() string {
@@ -48,7 +61,8 @@ func (i invocation) String() string {
 
 // readInvocations reads every invocation file, of every process that ran:
 // the handler calls, and the end of the buffer tasks' runs (Unix ms,
-// real time).
+// real time). A line is "code run_time_ms shard shards unix_ms replica
+// attempt", with "end" after it for the end of a run.
 func (h *harness) readInvocations() (map[fireKey][]invocation, map[fireKey]int64, error) {
 	out, ends := map[fireKey][]invocation{}, map[fireKey]int64{}
 	for _, r := range h.all {
@@ -62,24 +76,26 @@ func (h *harness) readInvocations() (map[fireKey][]invocation, map[fireKey]int64
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
 			fs := strings.Fields(sc.Text())
-			end := len(fs) == 6 && fs[5] == "end"
-			if len(fs) != 5 && !end {
+			end := len(fs) == 8 && fs[7] == "end"
+			if len(fs) != 7 && !end {
 				f.Close()
 				return nil, nil, fmt.Errorf("%s: malformed line %q", r.inv, sc.Text())
 			}
 			at, err1 := strconv.ParseInt(fs[1], 10, 64)
-			started, err2 := strconv.ParseInt(fs[2], 10, 64)
-			attempt, err3 := strconv.Atoi(fs[4])
-			if err1 != nil || err2 != nil || err3 != nil {
+			shard, err2 := strconv.Atoi(fs[2])
+			shards, err3 := strconv.Atoi(fs[3])
+			started, err4 := strconv.ParseInt(fs[4], 10, 64)
+			attempt, err5 := strconv.Atoi(fs[6])
+			if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 				f.Close()
-				return nil, nil, fmt.Errorf("%s: malformed line %q", r.inv, sc.Text())
+				return nil, nil, fmt.Errorf("%s: malformed line %q: %w", r.inv, sc.Text(), err)
 			}
-			k := fireKey{fs[0], at}
+			k := fireKey{fs[0], at, shard}
 			if end {
 				ends[k] = started
 				continue
 			}
-			out[k] = append(out[k], invocation{started, fs[3], attempt})
+			out[k] = append(out[k], invocation{started, fs[5], attempt, shards})
 		}
 		f.Close()
 		if err := sc.Err(); err != nil {
@@ -101,6 +117,9 @@ func rowText(r *store.Execution) string {
 		s += fmt.Sprintf(" reason=%q", r.Reason)
 	}
 	s += fmt.Sprintf(" source=%s attempt=%d replica=%q", r.Source, r.Attempt, r.Replica)
+	if r.Shards > 0 || r.Broadcast {
+		s += fmt.Sprintf(" shard=%d/%d broadcast=%t", r.Shard, r.Shards, r.Broadcast)
+	}
 	if r.StartedMs != 0 {
 		s += fmt.Sprintf(" started=%s", time.UnixMilli(r.StartedMs).UTC().Format("15:04:05.000"))
 	}
@@ -147,7 +166,7 @@ func (h *harness) check() int {
 	}
 	byFire := make(map[fireKey]*store.Execution, len(rows))
 	for i := range rows {
-		byFire[fireKey{rows[i].TaskCode, rows[i].RunTime}] = &rows[i]
+		byFire[fireKey{rows[i].TaskCode, rows[i].RunTime, rows[i].Shard}] = &rows[i]
 	}
 
 	from := h.start.UnixMilli()
@@ -184,7 +203,7 @@ func (h *harness) check() int {
 		involved             = map[string]bool{}
 	)
 	for k, inv := range invs {
-		if len(inv) > 1 {
+		if len(inv) > 1 && !isSharded(k.code) { // shards: shardCheck
 			var who []string
 			for _, i := range inv {
 				who = append(who, i.String())
@@ -203,7 +222,7 @@ func (h *harness) check() int {
 			step, end = jitterStep, to-jitterStep // a fire's start may fall after the final SIGTERM
 		}
 		for at := (from + step - 1) / step * step; at < end; at += step {
-			k := fireKey{code, at}
+			k := fireKey{code: code, at: at}
 			fires++
 			inv, row := invs[k], byFire[k]
 			switch {
@@ -244,6 +263,10 @@ func (h *harness) check() int {
 	}
 
 	h.checkBuffered(invs, ends, overlapped)
+	sc := newShardCheck(invs, rows, byFire)
+	sc.from, sc.to, sc.strict, sc.inOutage = from, to, h.strict, inOutage
+	sc.stuck, sc.skippedOutside, sc.mismatch, sc.involved = stuck, skippedOutside, mismatch, involved
+	sc.run()
 	p99 := percentile(lateness, 0.99)
 	failover := h.maxFailover(invs)
 
@@ -252,7 +275,7 @@ func (h *harness) check() int {
 		faults[i] = fmt.Sprintf("%s:%d", f, h.counts[f])
 	}
 	var exit int
-	for _, b := range []*broken{dup, missed, stuck, overlapped} {
+	for _, b := range []*broken{dup, missed, stuck, overlapped, sc.dup, sc.missed, sc.twice, sc.elsewhere, sc.shape} {
 		if b.n > 0 {
 			exit = 1
 			fmt.Printf("chaos: BROKEN %s: %d, e.g.\n", b.promise, b.n)
@@ -279,12 +302,15 @@ func (h *harness) check() int {
 	}
 	fmt.Printf("chaos: lateness of invoked fires: p50=%dms p99=%dms max=%dms (negative: started early, by the skewed replica)\n",
 		percentile(lateness, 0.5), p99, percentile(lateness, 1))
+	fmt.Printf("chaos: shards of %s (%d per fire): %s\n", shardTask, shardCount, &sc.sharded)
+	fmt.Printf("chaos: shards of %s (one per replica): %s\n", broadcastTask, &sc.broadcast)
 	h.logVolume()
 	if exit != 0 {
 		h.tails(involved)
 	}
-	fmt.Printf("chaos: seed=%d profile=%s fires=%d invoked_once=%d duplicates=%d missed=%d skipped=%d stuck=%d late_p99_ms=%d max_failover_s=%.1f faults=%s\n",
-		h.seed, h.prof.name, fires, once, dup.n, missed.n, skipped, stuck.n, p99, failover, strings.Join(faults, ","))
+	fmt.Printf("chaos: seed=%d profile=%s fires=%d invoked_once=%d duplicates=%d missed=%d skipped=%d stuck=%d late_p99_ms=%d max_failover_s=%.1f %s %s faults=%s\n",
+		h.seed, h.prof.name, fires, once, dup.n, missed.n, skipped, stuck.n, p99, failover,
+		sc.sharded.fields("sharded"), sc.broadcast.fields("broadcast"), strings.Join(faults, ","))
 	return exit
 }
 
@@ -292,9 +318,11 @@ func (h *harness) check() int {
 // had recorded ahead started elsewhere: over the fires of the victim's
 // tasks (those with rows it recorded ahead at the kill, i.e. its slots)
 // whose run time falls in the 15 s after the kill, the largest
-// (first start - run time), in seconds. A fire never invoked there is
-// counted by the missed check instead. The result is the maximum over all
-// kills.
+// (first start - run time), in seconds; each shard of the sharded task's
+// fires counts as a fire (the shards dealt to the victim are taken over),
+// the broadcast task's do not (they never run elsewhere). A fire never
+// invoked there is counted by the missed check instead. The result is the
+// maximum over all kills.
 func (h *harness) maxFailover(invs map[fireKey][]invocation) float64 {
 	var worst float64
 	for i := range h.kills {
@@ -303,12 +331,15 @@ func (h *harness) maxFailover(invs map[fireKey][]invocation) float64 {
 		var at fireKey
 		first := k.at.Truncate(time.Second).Add(time.Second).UnixMilli()
 		for code := range k.codes {
-			if _, buffer := bufferSkips[code]; buffer || slices.Contains(jitterTasks, code) {
-				continue // its fires wait for its long runs, or start late, by design
+			if _, buffer := bufferSkips[code]; buffer || slices.Contains(jitterTasks, code) || code == broadcastTask {
+				continue // its fires wait for its long runs, start late by design, or never run elsewhere
 			}
 			for t := first; t < k.at.Add(15*time.Second).UnixMilli(); t += 1000 {
-				if inv := invs[fireKey{code, t}]; len(inv) > 0 && inv[0].started-t > kmax {
-					kmax, at = inv[0].started-t, fireKey{code, t}
+				for shard := range shardsOf(code) {
+					fk := fireKey{code, t, shard}
+					if inv := invs[fk]; len(inv) > 0 && inv[0].started-t > kmax {
+						kmax, at = inv[0].started-t, fk
+					}
 				}
 			}
 		}

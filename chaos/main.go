@@ -11,12 +11,18 @@
 // same seed; victims are chosen by who owns slots at that moment), then
 // one summary line:
 //
-//	chaos: seed=1 profile=short fires=... invoked_once=... duplicates=0 missed=0 skipped=... stuck=0 late_p99_ms=... max_failover_s=... faults=kill:1,...
+//	chaos: seed=1 profile=short fires=... invoked_once=... duplicates=0 missed=0 skipped=... stuck=0 late_p99_ms=... max_failover_s=... sharded_shards=... sharded_once=... sharded_dup=0 sharded_missed=0 sharded_skipped=... broadcast_shards=... broadcast_once=... broadcast_dup=0 broadcast_missed=0 broadcast_skipped=... faults=kill:1,...
 //
-// and exits 1 when a promise broke (duplicates, missed or stuck fires, a
-// buffer task's run that started before the one before it ended, or a
-// failover slower than 10 s), after printing which one, example fire IDs
-// with what their rows say, and the tail of the replicas' logs. Fires
+// fires and the figures after it count the fires of the tasks that are
+// not sharded; the sharded_ and broadcast_ figures count the shards of
+// the sharded task (8 per fire) and of the broadcast task (one per
+// replica), per (task, run time, shard): see shardCheck in shards.go for
+// their rules. It exits 1 when a promise broke (duplicated, missed or
+// stuck fires or shards, a broadcast fire run twice on one replica or a
+// broadcast shard run on a replica other than its row's, a buffer task's
+// run that started before the one before it ended, or a failover slower
+// than 10 s), after printing which one, example fire IDs with what their
+// rows say, and the tail of the replicas' logs. Fires
 // recorded skipped with a reason count as skipped wherever they fall; with
 // -strict only those of a database outage do, and the overlap skips of
 // the OverlapBufferOne task, the others count as missed.
@@ -98,6 +104,17 @@ var bufferSkips = map[string]bool{"chaos.buffer.one": true, "chaos.buffer.all": 
 var jitterTasks = []string{"chaos.jitter.a", "chaos.jitter.b", "chaos.jitter.c"}
 
 const jitterStep = 5000 // ms
+
+// The replicas' sharded and broadcast tasks (replica/main.go's ShardTask
+// and BroadcastTask), firing every second: the harness counts their
+// invocations per (fire, shard). A sharded fire has shardCount shards; a
+// broadcast fire as many as its rows say (one per replica live when it
+// was recorded).
+const (
+	shardTask     = "chaos.shard"
+	shardCount    = 8
+	broadcastTask = "chaos.broadcast"
+)
 
 // bufferTail is how much earlier than the others' the buffer tasks'
 // window ends: a fire due just before the final SIGTERM may wait for a

@@ -1,8 +1,9 @@
 // Command replica is one replica process of the chaos harness (../main.go):
 // it registers the chaos tasks on an xtimer.Scheduler and appends one line
 // per handler call to its own file, which the harness reads to count how
-// often each fire really ran. Execution rows cannot show a duplicate (they
-// are unique by construction); these files can.
+// often each fire, or each shard of a fire, really ran. Execution rows
+// cannot show a duplicate (they are unique by construction); these files
+// can.
 //
 //	replica -app chaos -dsn postgres://... -redis 127.0.0.1:6380 -id r0-g1 -tasks 50 -log inv/r0-g1.log
 //
@@ -60,9 +61,9 @@ const ExtraCode = "chaos.extra"
 // sixth fire runs 5.5 s (BufferRun): the two fires due meanwhile wait
 // (BufferAll), or one waits and one is skipped (BufferOne), or the next
 // one stops the long run (CancelOther). Their handlers also append an end
-// line when they return, "code run_time ended_unix_ms replica attempt
-// end", so that the harness can check that no run of theirs started
-// before the one before it ended.
+// line when they return, the start line's fields with the time it ended
+// and "end" after them, so that the harness can check that no run of
+// theirs started before the one before it ended.
 var BufferTasks = map[string]xtimer.OverlapPolicy{
 	"chaos.buffer.one":   xtimer.OverlapBufferOne,
 	"chaos.buffer.all":   xtimer.OverlapBufferAll,
@@ -90,6 +91,19 @@ var JitterTasks = []string{"chaos.jitter.a", "chaos.jitter.b", "chaos.jitter.c"}
 const (
 	JitterSpec = "*/5 * * * * *"
 	JitterMax  = 4 * time.Second
+)
+
+// ShardTask fires every second (ShardSpec) in ShardCount shards
+// (WithShards), dealt round the live replicas; BroadcastTask fires every
+// second once on each live replica (WithBroadcast). Their handlers run
+// ShardRun, so that a kill or a freeze may land in one, and the harness
+// checks them once per (fire, shard).
+const (
+	ShardTask     = "chaos.shard"
+	ShardCount    = 8
+	BroadcastTask = "chaos.broadcast"
+	ShardSpec     = "* * * * * *"
+	ShardRun      = 300 * time.Millisecond
 )
 
 // skewedClock is a replica whose wall clock runs off by a fixed offset, as
@@ -131,14 +145,18 @@ func run(app, dsn, redisAddr, id string, tasks int, extra bool, skew time.Durati
 		return err
 	}
 
-	// record appends "code run_time_ms started_unix_ms replica attempt".
-	// started is the real time, not the skewed clock: lateness is measured
-	// against the harness's (the majority's) notion of time.
+	// line is "code run_time_ms shard shards unix_ms replica attempt":
+	// the run's shard (0 of 1 for a task that is not sharded), and the
+	// real time, not the skewed clock: lateness is measured against the
+	// harness's (the majority's) notion of time.
+	line := func(r *xtimer.Run) string {
+		return r.Code + " " + strconv.FormatInt(r.ScheduledAt.UnixMilli(), 10) + " " +
+			strconv.Itoa(r.Shard) + " " + strconv.Itoa(r.Shards) + " " +
+			strconv.FormatInt(time.Now().UnixMilli(), 10) + " " + id + " " + strconv.Itoa(r.Attempt)
+	}
+	// record appends the line of a handler call as it starts.
 	record := func(_ context.Context, r *xtimer.Run) error {
-		started := time.Now().UnixMilli()
-		line := r.Code + " " + strconv.FormatInt(r.ScheduledAt.UnixMilli(), 10) + " " +
-			strconv.FormatInt(started, 10) + " " + id + " " + strconv.Itoa(r.Attempt) + "\n"
-		_, err := inv.Write([]byte(line))
+		_, err := inv.Write([]byte(line(r) + "\n"))
 		return err
 	}
 	for i := range tasks {
@@ -161,9 +179,7 @@ func run(app, dsn, redisAddr, id string, tasks int, extra bool, skew time.Durati
 		case <-ctx.Done():
 			stopped = ctx.Err() // cancelled by the next fire, or the replica stops
 		}
-		line := r.Code + " " + strconv.FormatInt(r.ScheduledAt.UnixMilli(), 10) + " " +
-			strconv.FormatInt(time.Now().UnixMilli(), 10) + " " + id + " " + strconv.Itoa(r.Attempt) + " end\n"
-		if _, err := inv.Write([]byte(line)); err != nil {
+		if _, err := inv.Write([]byte(line(r) + " end\n")); err != nil {
 			return err
 		}
 		return stopped
@@ -177,6 +193,21 @@ func run(app, dsn, redisAddr, id string, tasks int, extra bool, skew time.Durati
 		if err := s.Register(code, JitterSpec, record, xtimer.WithJitter(JitterMax)); err != nil {
 			return err
 		}
+	}
+	// The shard handlers ignore their context, as many do: a graceful
+	// stop waits for them.
+	shard := func(ctx context.Context, r *xtimer.Run) error {
+		if err := record(ctx, r); err != nil {
+			return err
+		}
+		time.Sleep(ShardRun)
+		return nil
+	}
+	if err := s.Register(ShardTask, ShardSpec, shard, xtimer.WithShards(ShardCount)); err != nil {
+		return err
+	}
+	if err := s.Register(BroadcastTask, ShardSpec, shard, xtimer.WithBroadcast()); err != nil {
+		return err
 	}
 
 	sig := make(chan os.Signal, 1)
