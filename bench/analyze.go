@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -15,6 +16,9 @@ type result struct {
 	System   string `json:"system"`
 	Workload string `json:"workload"`
 	Tasks    int    `json:"tasks"`
+	// Shards is every task's WithShards (sharded workload): the fire
+	// figures below then count shards, one per (task, instant, shard).
+	Shards   int    `json:"shards,omitempty"`
 	Spec     string `json:"spec,omitempty"`
 	Replicas int    `json:"replicas"`
 	Workers  int    `json:"workers"`
@@ -31,8 +35,17 @@ type result struct {
 	// Unexpected are invocations in the window at an instant the schedule
 	// does not have (a wrong scheduled time).
 	Unexpected int64 `json:"unexpected,omitempty"`
-	// MissedSample names up to five missed fires, "task@scheduled".
-	MissedSample []string `json:"missed_sample,omitempty"`
+	// MissedSample and DuplicatedSample name up to five missed and
+	// duplicated fires, "task@scheduled" ("task/shard@scheduled" when
+	// sharded), a duplicate with the replicas that ran it.
+	MissedSample     []string `json:"missed_sample,omitempty"`
+	DuplicatedSample []string `json:"duplicated_sample,omitempty"`
+	// RunPerS is the fires (shards) of the window run, once or more, per
+	// second of the window.
+	RunPerS float64 `json:"run_per_s,omitempty"`
+	// RunsByReplica is the invocations of the window each replica made,
+	// in replica order: how the fires (shards) were shared out.
+	RunsByReplica []int64 `json:"runs_by_replica,omitempty"`
 
 	LateP50 float64 `json:"late_p50_ms"`
 	LateP90 float64 `json:"late_p90_ms"`
@@ -54,6 +67,11 @@ type result struct {
 	StartupS   []float64 `json:"startup_s,omitempty"`
 	IdleCPUPct []float64 `json:"idle_cpu_pct_of_core,omitempty"`
 	RSSMB      []float64 `json:"rss_mb,omitempty"`
+
+	// LoadAvg is the machine's 1-minute load average (/proc/loadavg) at
+	// the window start and after the replicas exited: the other work on
+	// a shared machine, which the lateness figures also measure.
+	LoadAvg []float64 `json:"load_avg_1m,omitempty"`
 
 	Killed       string  `json:"killed,omitempty"`
 	LongestGapMs float64 `json:"longest_gap_ms,omitempty"`
@@ -99,14 +117,16 @@ func round(x float64, digits int) float64 {
 }
 
 type fireKey struct {
-	task int32
-	at   int64 // scheduled unix ms
+	task  int32
+	shard int32
+	at    int64 // scheduled unix ms
 }
 
-// fireStat is what the invocation files say about one fire.
+// fireStat is what the invocation files say about one fire (shard).
 type fireStat struct {
-	n       int32
-	started int64 // earliest start, unix ms
+	n        int32
+	started  int64   // earliest start, unix ms
+	replicas []int32 // the replicas that ran it, in file order
 }
 
 // analyze counts the fires of the window against the schedule and fills
@@ -114,6 +134,7 @@ type fireStat struct {
 func analyze(res *result, invs []invocation, p plan, c *counters) {
 	from, to := res.WindowFrom.UnixMilli(), res.WindowTo.UnixMilli()
 	seen := make(map[fireKey]*fireStat, len(invs))
+	res.RunsByReplica = make([]int64, res.Replicas)
 	for _, inv := range invs {
 		if inv.scheduled >= from {
 			res.Fires++
@@ -121,12 +142,17 @@ func analyze(res *result, invs []invocation, p plan, c *counters) {
 		if inv.scheduled < from || inv.scheduled >= to {
 			continue
 		}
-		k := fireKey{inv.task, inv.scheduled}
+		for int(inv.replica) >= len(res.RunsByReplica) {
+			res.RunsByReplica = append(res.RunsByReplica, 0)
+		}
+		res.RunsByReplica[inv.replica]++
+		k := fireKey{inv.task, inv.shard, inv.scheduled}
 		if s := seen[k]; s != nil {
 			s.n++
 			s.started = min(s.started, inv.started)
+			s.replicas = append(s.replicas, inv.replica)
 		} else {
-			seen[k] = &fireStat{1, inv.started}
+			seen[k] = &fireStat{n: 1, started: inv.started, replicas: []int32{inv.replica}}
 		}
 	}
 
@@ -140,33 +166,48 @@ func analyze(res *result, invs []invocation, p plan, c *counters) {
 	}
 	matched := int64(0)
 	firstStarts := map[int32][]int64{} // failover: per task, for the gaps
+	shards := max(p.shards, 1)
 	for i := range p.tasks {
 		for _, at := range instants {
-			res.Expected++
-			s := seen[fireKey{int32(i), at}]
-			if s == nil {
-				res.Missed++
-				if len(res.MissedSample) < 5 {
-					res.MissedSample = append(res.MissedSample,
-						taskCode(i)+"@"+time.UnixMilli(at).UTC().Format("15:04:05.000"))
+			for sh := range shards {
+				res.Expected++
+				s := seen[fireKey{int32(i), int32(sh), at}]
+				name := func() string {
+					n := taskCode(i)
+					if p.shards > 1 {
+						n += "/" + strconv.Itoa(sh)
+					}
+					return n + "@" + time.UnixMilli(at).UTC().Format("15:04:05.000")
 				}
-				continue
-			}
-			matched += int64(s.n)
-			if s.n == 1 {
-				res.Once++
-			} else {
-				res.Duplicated++
-			}
-			late := float64(s.started - at)
-			res.lateness = append(res.lateness, late)
-			if late > 1000 {
-				res.LateFires++
-			}
-			if p.kill {
-				firstStarts[int32(i)] = append(firstStarts[int32(i)], s.started)
+				if s == nil {
+					res.Missed++
+					if len(res.MissedSample) < 5 {
+						res.MissedSample = append(res.MissedSample, name())
+					}
+					continue
+				}
+				matched += int64(s.n)
+				if s.n == 1 {
+					res.Once++
+				} else {
+					res.Duplicated++
+					if len(res.DuplicatedSample) < 5 {
+						res.DuplicatedSample = append(res.DuplicatedSample, fmt.Sprintf("%s on replicas %v", name(), s.replicas))
+					}
+				}
+				late := float64(s.started - at)
+				res.lateness = append(res.lateness, late)
+				if late > 1000 {
+					res.LateFires++
+				}
+				if p.kill {
+					firstStarts[int32(i)] = append(firstStarts[int32(i)], s.started)
+				}
 			}
 		}
+	}
+	if secs := res.WindowTo.Sub(res.WindowFrom).Seconds(); secs > 0 {
+		res.RunPerS = round(float64(res.Once+res.Duplicated)/secs, 1)
 	}
 	var inWindow int64
 	for _, s := range seen {

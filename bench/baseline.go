@@ -64,7 +64,7 @@ func (baselineSystem) Run(ctx context.Context, env ReplicaEnv, tasks []TaskSpec,
 			if err != nil || !won {
 				return
 			}
-			rec.Record(code, at, time.Now())
+			rec.Record(code, 0, at, time.Now())
 		}))
 	}
 	c.Start()

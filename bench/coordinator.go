@@ -22,6 +22,7 @@ type plan struct {
 	system   string
 	workload string
 	tasks    int
+	shards   int    // every task's WithShards; 0 for none (xtimer only)
 	spec     string // every task's spec; "" when specAt builds it
 	// window is how long fires are measured: from the warm-up after the
 	// last replica is ready (steady, failover, throughput), or from the
@@ -76,6 +77,8 @@ type coordinator struct {
 	// killOffset shifts the failover kill from the half-window instant (a
 	// whole second, when every-second fires are being started).
 	killOffset time.Duration
+	// durable runs the databases at their default durability (-durable).
+	durable bool
 }
 
 func (c *coordinator) logf(format string, args ...any) {
@@ -85,7 +88,11 @@ func (c *coordinator) logf(format string, args ...any) {
 // run executes p and returns its result; failures to run are the
 // result's NA, never an error that stops the other runs.
 func (c *coordinator) run(p plan) *result {
-	res := &result{System: p.system, Workload: p.workload, Tasks: p.tasks, Replicas: c.replicas, Workers: c.workers}
+	res := &result{System: p.system, Workload: p.workload, Tasks: p.tasks, Shards: p.shards, Replicas: c.replicas, Workers: c.workers}
+	if p.shards > 1 && !hasShards(p.system) {
+		res.NA = "no sharded fires (only xtimer has WithShards)"
+		return res
+	}
 	dir, err := os.MkdirTemp(c.tmp, p.system+"-"+p.workload+"-")
 	if err != nil {
 		res.NA = err.Error()
@@ -97,7 +104,7 @@ func (c *coordinator) run(p plan) *result {
 	// PostgreSQL runs as postgres and must reach its dir under ours.
 	_ = os.Chmod(dir, 0o755)
 	needPG, needMy := needs(p.system)
-	svc, err := startServices(c.tpl, dir, needPG, needMy)
+	svc, err := startServices(c.tpl, dir, needPG, needMy, c.durable)
 	if err != nil {
 		res.NA = "services: " + err.Error()
 		return res
@@ -126,7 +133,7 @@ func (c *coordinator) runReplicas(p plan, svc *services, dir string, res *result
 	defer counters.close()
 
 	// The invocation files hold every fire the run can have, with room.
-	perSecond := p.tasks
+	perSecond := p.tasks * max(p.shards, 1)
 	runLen := p.lead + p.window + p.idle + c.warmup + c.tail + p.ready + 30*time.Second
 	capacity := int64(perSecond)*int64(runLen/time.Second) + 4096
 	if p.workload == "scale" {
@@ -190,6 +197,7 @@ func (c *coordinator) runReplicas(p plan, svc *services, dir string, res *result
 	for _, r := range procs {
 		r.cpuFrom = procCPU(r.cmd.Process.Pid)
 	}
+	res.LoadAvg = append(res.LoadAvg, loadAvg())
 	if p.kill {
 		time.Sleep(time.Until(winFrom.Add(p.window/2 + c.killOffset)))
 		victim := busiest(procs, time.Now())
@@ -202,6 +210,7 @@ func (c *coordinator) runReplicas(p plan, svc *services, dir string, res *result
 	}
 	time.Sleep(time.Until(winTo.Add(max(c.tail, p.afterFire))))
 	c.stopAll(procs)
+	res.LoadAvg = append(res.LoadAvg, loadAvg())
 	time.Sleep(500 * time.Millisecond) // PostgreSQL backends flush their stats as they exit
 	if err = counters.snapshot(false); err != nil {
 		return err
@@ -247,7 +256,7 @@ func (c *coordinator) startReplica(p plan, svc *services, dir string, n int, spe
 	}
 	args := []string{"replica", "-system", p.system, "-replica", strconv.Itoa(n), "-redis", redisAddr,
 		"-pg", pgURL, "-mysql", myDSN, "-workers", strconv.Itoa(c.workers), "-tasks", strconv.Itoa(p.tasks),
-		"-spec", spec, "-rec", r.rec, "-cap", strconv.FormatInt(capacity, 10)}
+		"-shards", strconv.Itoa(p.shards), "-spec", spec, "-rec", r.rec, "-cap", strconv.FormatInt(capacity, 10)}
 	logf, err := os.Create(r.log)
 	if err != nil {
 		return nil, err
@@ -369,6 +378,20 @@ func procCPU(pid int) float64 {
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
 	return (ut + st) / 100
+}
+
+// loadAvg is the machine's 1-minute load average, 0 when unknown.
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 // procStatusMB is a memory figure of a live process's /proc/<pid>/status

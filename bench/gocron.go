@@ -92,7 +92,7 @@ func (gocronSystem) Run(ctx context.Context, env ReplicaEnv, tasks []TaskSpec, r
 			gocron.CronJob(t.Spec, true),
 			gocron.NewTask(func() {
 				started := time.Now()
-				rec.Record(code, sched.lastAtOrBefore(started), started)
+				rec.Record(code, 0, sched.lastAtOrBefore(started), started)
 			}),
 			gocron.WithName(code),
 		)

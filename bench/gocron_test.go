@@ -29,7 +29,7 @@ type peerReplicaRecorder struct {
 	replica int
 }
 
-func (r peerReplicaRecorder) Record(task string, scheduled, started time.Time) {
+func (r peerReplicaRecorder) Record(task string, _ int, scheduled, started time.Time) {
 	r.m.mu.Lock()
 	r.m.calls = append(r.m.calls, peerCall{task, scheduled, started, r.replica})
 	r.m.mu.Unlock()
@@ -58,7 +58,7 @@ func runPeerReplicas(t *testing.T, sys System, needPG bool, settle time.Duration
 		}
 	}
 	tpl := &templates{root: dir}
-	svc, err := startServices(tpl, dir, needPG, false)
+	svc, err := startServices(tpl, dir, needPG, false, false)
 	if err != nil {
 		t.Fatalf("services: %v", err)
 	}

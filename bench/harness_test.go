@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -15,19 +16,19 @@ func TestRecorderReadsBackWhatItRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.UnixMilli(1_700_000_000_000)
-	rec.Record(taskCode(7), at, at.Add(12*time.Millisecond))
-	rec.Record(taskCode(0), at, at.Add(3*time.Millisecond))
+	rec.Record(taskCode(7), 0, at, at.Add(12*time.Millisecond))
+	rec.Record(taskCode(0), 15, at, at.Add(3*time.Millisecond))
 	// Read while still mapped: the coordinator does so during failover.
 	invs, err := readInvocations(path, 2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []invocation{{7, 2, at.UnixMilli(), at.UnixMilli() + 12}, {0, 2, at.UnixMilli(), at.UnixMilli() + 3}}
+	want := []invocation{{7, 0, 2, at.UnixMilli(), at.UnixMilli() + 12}, {0, 15, 2, at.UnixMilli(), at.UnixMilli() + 3}}
 	if len(invs) != len(want) || invs[0] != want[0] || invs[1] != want[1] {
 		t.Fatalf("read %v, want %v", invs, want)
 	}
 	for range 5 {
-		rec.Record(taskCode(1), at, at)
+		rec.Record(taskCode(1), 0, at, at)
 	}
 	if got := rec.dropped.Load(); got != 3 {
 		t.Fatalf("dropped %d records past the capacity of 4, want 3", got)
@@ -44,15 +45,15 @@ func TestAnalyzeCountsOnceDuplicatedMissedAndLateness(t *testing.T) {
 	ms := func(d time.Duration) int64 { return from.Add(d).UnixMilli() }
 	invs := []invocation{
 		// task 0: every second once, 10 ms late.
-		{0, 0, ms(0), ms(10 * time.Millisecond)},
-		{0, 1, ms(time.Second), ms(time.Second + 10*time.Millisecond)},
-		{0, 2, ms(2 * time.Second), ms(2*time.Second + 10*time.Millisecond)},
+		{0, 0, 0, ms(0), ms(10 * time.Millisecond)},
+		{0, 0, 1, ms(time.Second), ms(time.Second + 10*time.Millisecond)},
+		{0, 0, 2, ms(2 * time.Second), ms(2*time.Second + 10*time.Millisecond)},
 		// task 1: second 0 twice (the earlier start counts for lateness),
 		// second 1 missing, second 2 once, and one fire after the window.
-		{1, 0, ms(0), ms(30 * time.Millisecond)},
-		{1, 1, ms(0), ms(20 * time.Millisecond)},
-		{1, 0, ms(2 * time.Second), ms(2*time.Second + 40*time.Millisecond)},
-		{1, 0, ms(3 * time.Second), ms(3 * time.Second)},
+		{1, 0, 0, ms(0), ms(30 * time.Millisecond)},
+		{1, 0, 1, ms(0), ms(20 * time.Millisecond)},
+		{1, 0, 0, ms(2 * time.Second), ms(2*time.Second + 40*time.Millisecond)},
+		{1, 0, 0, ms(3 * time.Second), ms(3 * time.Second)},
 	}
 	c := &counters{redisFrom: 100, redisTo: 170}
 	analyze(res, invs, plan{workload: "steady", tasks: 2}, c)
@@ -72,6 +73,42 @@ func TestAnalyzeCountsOnceDuplicatedMissedAndLateness(t *testing.T) {
 	}
 }
 
+func TestAnalyzeCountsEachShardOfAFire(t *testing.T) {
+	t.Parallel()
+	from := time.Unix(1_700_000_000, 0).UTC()
+	res := &result{Spec: "* * * * * *", WindowFrom: from, WindowTo: from.Add(2 * time.Second)}
+	ms := func(d time.Duration) int64 { return from.Add(d).UnixMilli() }
+	// One task of 3 shards over 2 instants: 6 shards expected. Shard 1 of
+	// the first instant runs on two replicas, shard 2 of the second never.
+	invs := []invocation{
+		{0, 0, 0, ms(0), ms(5 * time.Millisecond)},
+		{0, 1, 1, ms(0), ms(7 * time.Millisecond)},
+		{0, 1, 2, ms(0), ms(9 * time.Millisecond)},
+		{0, 2, 2, ms(0), ms(3 * time.Millisecond)},
+		{0, 0, 1, ms(time.Second), ms(time.Second + 1*time.Millisecond)},
+		{0, 1, 0, ms(time.Second), ms(time.Second + 2*time.Millisecond)},
+	}
+	analyze(res, invs, plan{workload: "sharded", tasks: 1, shards: 3}, &counters{})
+	if res.Expected != 6 || res.Once != 4 || res.Duplicated != 1 || res.Missed != 1 || res.Unexpected != 0 {
+		t.Fatalf("expected/once/dup/missed/unexpected = %d/%d/%d/%d/%d, want 6/4/1/1/0",
+			res.Expected, res.Once, res.Duplicated, res.Missed, res.Unexpected)
+	}
+	at := from.Format("15:04:05.000")
+	if want := taskCode(0) + "/1@" + at + " on replicas [1 2]"; len(res.DuplicatedSample) != 1 || res.DuplicatedSample[0] != want {
+		t.Fatalf("duplicated sample %v, want [%s]", res.DuplicatedSample, want)
+	}
+	if want := taskCode(0) + "/2@" + from.Add(time.Second).Format("15:04:05.000"); len(res.MissedSample) != 1 || res.MissedSample[0] != want {
+		t.Fatalf("missed sample %v, want [%s]", res.MissedSample, want)
+	}
+	// Lateness of each shard's first start: 5, 7, 3, 1, 2 ms.
+	if res.LateMax != 7 || res.LateP50 != 3 {
+		t.Fatalf("lateness p50 %v max %v, want 3 and 7", res.LateP50, res.LateMax)
+	}
+	if res.RunPerS != 2.5 || !slices.Equal(res.RunsByReplica, []int64{2, 2, 2}) {
+		t.Fatalf("run per s %v, runs by replica %v, want 2.5 and [2 2 2]", res.RunPerS, res.RunsByReplica)
+	}
+}
+
 func TestFailoverGapCountsTheWindowEdges(t *testing.T) {
 	t.Parallel()
 	from := time.Unix(1_700_000_000, 0).UTC()
@@ -82,7 +119,7 @@ func TestFailoverGapCountsTheWindowEdges(t *testing.T) {
 			continue // the victim's fires, never run
 		}
 		at := from.Add(time.Duration(s) * time.Second).UnixMilli()
-		invs = append(invs, invocation{0, 0, at, at})
+		invs = append(invs, invocation{0, 0, 0, at, at})
 	}
 	analyze(res, invs, plan{workload: "failover", tasks: 1, kill: true}, &counters{})
 	if res.Missed != 4 || res.LongestGapMs != 5000 {

@@ -10,7 +10,7 @@
 //	go run . -profile quick -systems xtimer-postgres,robfig-setnx -workloads steady,burst
 //
 // It exits 1 when xtimer shows a duplicate, a miss or a failed run in a
-// correctness workload (steady, burst, failover, scale) of the smoke or
+// correctness workload (steady, burst, failover, scale, sharded) of the smoke or
 // quick profile. See README.md for what each system is configured with.
 package main
 
@@ -47,6 +47,8 @@ func coordinatorMain() int {
 	keep := flag.Bool("keep", false, "keep the temp dir (server logs, replica logs, invocation files)")
 	scaleSizes := flag.String("scale", "", "scale: comma-separated task counts instead of the profile's (e.g. 1000000)")
 	rampSteps := flag.String("ramp", "", "throughput: comma-separated fire rates (tasks every second) instead of the profile's (e.g. 5000,10000)")
+	durable := flag.Bool("durable", false, "run PostgreSQL and MariaDB at their default durability (fsync, synchronous commit, full-page writes, redo log flushed at commit, doublewrite) instead of the harness's trade")
+	steadyTasks := flag.Int("steady", 0, "steady: tasks every second instead of the profile's (e.g. 1600, the sharded workload's shards a second)")
 	flag.Parse()
 
 	prof, ok := profiles[*profName]
@@ -94,6 +96,9 @@ func coordinatorMain() int {
 			*list.into = append(*list.into, n)
 		}
 	}
+	if *steadyTasks > 0 {
+		prof.steadyTasks = *steadyTasks
+	}
 	if *replicas > 0 {
 		prof.replicas = *replicas
 	}
@@ -132,10 +137,10 @@ func coordinatorMain() int {
 	}()
 
 	c := &coordinator{bin: self, tmp: tmp, replicas: prof.replicas, workers: prof.workers,
-		warmup: prof.warmup, tail: prof.tail, tpl: &templates{root: tmp}, keep: *keep, killOffset: *killOffset}
+		warmup: prof.warmup, tail: prof.tail, tpl: &templates{root: tmp}, keep: *keep, killOffset: *killOffset, durable: *durable}
 	host, _ := os.Hostname()
 	doc := &document{Profile: prof.name, Started: time.Now().UTC(), Host: host, CPUs: runtime.NumCPU(),
-		Replicas: prof.replicas, Workers: prof.workers}
+		Replicas: prof.replicas, Workers: prof.workers, Durable: *durable}
 	began := time.Now()
 	for _, w := range prof.workloads {
 		for _, s := range prof.systems {
@@ -197,8 +202,9 @@ func coordinatorMain() int {
 }
 
 // xtimerFailures are xtimer's broken promises in the correctness
-// workloads: duplicates, misses, fires at instants it should not have,
-// runs that did not run. (Throughput misses are its stopping rule.)
+// workloads (sharded: of shards): duplicates, misses, fires at instants it
+// should not have, runs that did not run. (Throughput misses are its
+// stopping rule.)
 func xtimerFailures(doc *document) []string {
 	var bad []string
 	for _, r := range doc.Results {

@@ -12,7 +12,7 @@ import (
 
 // An invocation file holds one fixed-size record per handler call:
 //
-//	scheduled unix ms (int64) | started unix ms (int64) | task index + 1 (uint32) | 0 (uint32)
+//	scheduled unix ms (int64) | started unix ms (int64) | task index + 1 (uint32) | shard (uint32)
 //
 // little-endian, 24 bytes. The file is mapped shared into the replica
 // and written in memory: Record costs no system call (so the recorder adds
@@ -54,7 +54,7 @@ func newFileRecorder(path string, capacity int64) (*fileRecorder, error) {
 }
 
 // Record implements Recorder. Task codes are taskCode(i).
-func (r *fileRecorder) Record(task string, scheduled, started time.Time) {
+func (r *fileRecorder) Record(task string, shard int, scheduled, started time.Time) {
 	i := r.next.Add(1) - 1
 	if i >= r.cap {
 		r.dropped.Add(1)
@@ -68,6 +68,7 @@ func (r *fileRecorder) Record(task string, scheduled, started time.Time) {
 	b := r.mem[i*recordSize : (i+1)*recordSize]
 	binary.LittleEndian.PutUint64(b[0:], uint64(scheduled.UnixMilli()))
 	binary.LittleEndian.PutUint64(b[8:], uint64(started.UnixMilli()))
+	binary.LittleEndian.PutUint32(b[20:], uint32(shard))
 	binary.LittleEndian.PutUint32(b[16:], uint32(idx+1))
 }
 
@@ -88,6 +89,7 @@ func taskCode(i int) string { return fmt.Sprintf("t%07d", i) }
 // invocation is one record read back by the coordinator.
 type invocation struct {
 	task      int32
+	shard     int32 // 0 for a fire that is not sharded
 	replica   int32
 	scheduled int64 // unix ms
 	started   int64 // unix ms
@@ -107,6 +109,7 @@ func readInvocations(path string, replica int, out []invocation) ([]invocation, 
 		}
 		out = append(out, invocation{
 			task:      int32(t - 1),
+			shard:     int32(binary.LittleEndian.Uint32(rec[20:])),
 			replica:   int32(replica),
 			scheduled: int64(binary.LittleEndian.Uint64(rec[0:])),
 			started:   int64(binary.LittleEndian.Uint64(rec[8:])),

@@ -27,11 +27,12 @@ func replicaMain(args []string) {
 	myDSN := fs.String("mysql", "", "MariaDB DSN")
 	workers := fs.Int("workers", 64, "handlers running at once")
 	tasks := fs.Int("tasks", 0, "tasks")
+	shards := fs.Int("shards", 0, "every task's WithShards (0: not sharded)")
 	spec := fs.String("spec", "", "six-field cron spec of every task")
 	recPath := fs.String("rec", "", "invocation file")
 	capacity := fs.Int64("cap", 1<<20, "records the invocation file holds")
 	_ = fs.Parse(args)
-	if err := runReplica(start, *system, *recPath, *capacity, *tasks, *spec, ReplicaEnv{
+	if err := runReplica(start, *system, *recPath, *capacity, *tasks, *shards, *spec, ReplicaEnv{
 		Replica: *replica, RedisAddr: *redisAddr, PostgresURL: *pgURL, MySQLDSN: *myDSN, Workers: *workers,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "replica %d: %v\n", *replica, err)
@@ -39,7 +40,7 @@ func replicaMain(args []string) {
 	}
 }
 
-func runReplica(start time.Time, name, recPath string, capacity int64, n int, spec string, env ReplicaEnv) error {
+func runReplica(start time.Time, name, recPath string, capacity int64, n, shards int, spec string, env ReplicaEnv) error {
 	sys, err := newSystem(name)
 	if err != nil {
 		return err
@@ -56,7 +57,7 @@ func runReplica(start time.Time, name, recPath string, capacity int64, n int, sp
 	}()
 	tasks := make([]TaskSpec, n)
 	for i := range tasks {
-		tasks[i] = TaskSpec{Code: taskCode(i), Spec: spec}
+		tasks[i] = TaskSpec{Code: taskCode(i), Spec: spec, Shards: shards}
 	}
 	if dir := os.Getenv("XTIMER_BENCH_CPUPROFILE"); dir != "" {
 		// A CPU profile per replica, for pprof; a SIGKILLed replica leaves

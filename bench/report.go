@@ -26,7 +26,10 @@ type document struct {
 	CPUs     int       `json:"cpus"`
 	Replicas int       `json:"replicas"`
 	Workers  int       `json:"workers"`
-	Results  []*result `json:"results"`
+	// Durable: the databases ran at their default durability (-durable),
+	// not with the harness's fsync=off and its MariaDB counterpart.
+	Durable bool      `json:"durable,omitempty"`
+	Results []*result `json:"results"`
 }
 
 func writeJSON(path string, doc *document) error {
@@ -40,8 +43,12 @@ func writeJSON(path string, doc *document) error {
 // markdown is one table per workload, rows in the order of the runs.
 func markdown(doc *document, workloads []string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Profile %s, %s, %d CPUs, %d replicas per system, %d workers each; lateness = start − scheduled.\n",
-		doc.Profile, doc.Started.UTC().Format("2006-01-02 15:04 UTC"), doc.CPUs, doc.Replicas, doc.Workers)
+	durability := "databases with durability traded (fsync=off; innodb_flush_log_at_trx_commit=2)"
+	if doc.Durable {
+		durability = "databases at their default durability (-durable)"
+	}
+	fmt.Fprintf(&b, "Profile %s, %s, %d CPUs, %d replicas per system, %d workers each, %s; lateness = start − scheduled.\n",
+		doc.Profile, doc.Started.UTC().Format("2006-01-02 15:04 UTC"), doc.CPUs, doc.Replicas, doc.Workers, durability)
 	for _, w := range workloads {
 		var rows []*result
 		for _, r := range doc.Results {
@@ -90,6 +97,37 @@ func markdown(doc *document, workloads []string) string {
 				fmt.Fprintf(&b, "| %s | %s | %s | %.3f | %.1f | %s | %.0f |\n", sys, num(int64(sustained)),
 					strings.Join(txt, "; "), last.CPUPer1k, last.RedisPer1k, rowsText(last), maxOf(last.PeakRSSMB))
 			}
+		case "sharded":
+			b.WriteString("Every task `WithShards(n)`: the figures count shards, one per (task, instant, shard); only xtimer shards (peers: n/a).\n\n")
+			b.WriteString("| system | tasks × shards | shards expected | run once | duplicated | missed | p50 ms | p90 ms | p99 ms | max ms | shards/s run | shards by replica | CPU s / 1k shards | Redis cmds / 1k shards | DB rows / shard | peak RSS MiB |\n")
+			b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+			for _, r := range rows {
+				size := fmt.Sprintf("%s × %d", num(int64(r.Tasks)), r.Shards)
+				if r.NA != "" {
+					fmt.Fprintf(&b, "| %s | %s | n/a: %s |%s\n", r.System, size, mdEscape(r.NA), strings.Repeat(" |", 13))
+					continue
+				}
+				byReplica := make([]string, len(r.RunsByReplica))
+				for i, n := range r.RunsByReplica {
+					byReplica[i] = num(n)
+				}
+				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %.0f | %.0f | %.0f | %.0f | %s | %s | %.3f | %.1f | %s | %.0f |",
+					r.System, size, num(r.Expected), num(r.Once), num(r.Duplicated), num(r.Missed),
+					r.LateP50, r.LateP90, r.LateP99, r.LateMax, num(int64(math.Round(r.RunPerS))), strings.Join(byReplica, " / "),
+					r.CPUPer1k, r.RedisPer1k, rowsText(r), maxOf(r.PeakRSSMB))
+				if r.Unexpected > 0 {
+					fmt.Fprintf(&b, " (%s invocations at unscheduled instants)", num(r.Unexpected))
+				}
+				b.WriteString("\n")
+			}
+			for _, r := range rows {
+				if len(r.DuplicatedSample) > 0 {
+					fmt.Fprintf(&b, "\n%s, duplicated (first five): %s.\n", r.System, strings.Join(r.DuplicatedSample, ", "))
+				}
+				if len(r.MissedSample) > 0 {
+					fmt.Fprintf(&b, "\n%s, missed (first five): %s.\n", r.System, strings.Join(r.MissedSample, ", "))
+				}
+			}
 		default:
 			extra := ""
 			if w == "failover" {
@@ -114,6 +152,15 @@ func markdown(doc *document, workloads []string) string {
 				}
 				b.WriteString("\n")
 			}
+		}
+		var loads []string
+		for _, r := range rows {
+			if len(r.LoadAvg) == 2 {
+				loads = append(loads, fmt.Sprintf("%s %.1f → %.1f", r.System, r.LoadAvg[0], r.LoadAvg[1]))
+			}
+		}
+		if len(loads) > 0 {
+			fmt.Fprintf(&b, "\nMachine load (1-minute average, window start → replicas stopped): %s.\n", strings.Join(loads, "; "))
 		}
 	}
 	return b.String()

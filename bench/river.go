@@ -82,7 +82,7 @@ type riverFireWorker struct {
 
 func (w *riverFireWorker) Work(_ context.Context, job *river.Job[riverFireArgs]) error {
 	started := time.Now()
-	w.rec.Record(job.Args.Task, job.Args.Scheduled, started)
+	w.rec.Record(job.Args.Task, 0, job.Args.Scheduled, started)
 	return nil
 }
 

@@ -35,3 +35,9 @@ func needs(system string) (postgres, mysql bool) {
 	}
 	return false, false
 }
+
+// hasShards says whether system can split a fire into shards (the
+// sharded workload): xtimer only.
+func hasShards(system string) bool {
+	return system == "xtimer-postgres" || system == "xtimer-mysql"
+}

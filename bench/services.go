@@ -217,8 +217,9 @@ func copyDir(from, to string) error {
 }
 
 // startServices starts redis-server and, when asked, PostgreSQL and
-// MariaDB for one run, in dir.
-func startServices(t *templates, dir string, needPG, needMy bool) (_ *services, err error) {
+// MariaDB for one run, in dir. durable leaves the databases at their
+// default durability (-durable) instead of the trade below.
+func startServices(t *templates, dir string, needPG, needMy, durable bool) (_ *services, err error) {
 	s := &services{dir: dir}
 	defer func() {
 		if err != nil {
@@ -268,10 +269,12 @@ func startServices(t *templates, dir string, needPG, needMy bool) (_ *services, 
 		// Durability off (fsync, synchronous_commit, full_page_writes): the
 		// data is thrown away after the run, and every system on PostgreSQL
 		// gets the same settings.
-		s.pg, err = startServer("postgres", plog, syscall.SIGINT, t.pgCred, filepath.Join(t.pgBin, "postgres"),
-			"-D", filepath.Join(pdir, "data"), "-p", strconv.Itoa(port), "-k", pdir,
-			"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300", "-c", "fsync=off",
-			"-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "shared_buffers=256MB")
+		args := []string{"-D", filepath.Join(pdir, "data"), "-p", strconv.Itoa(port), "-k", pdir,
+			"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300", "-c", "shared_buffers=256MB"}
+		if !durable {
+			args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+		}
+		s.pg, err = startServer("postgres", plog, syscall.SIGINT, t.pgCred, filepath.Join(t.pgBin, "postgres"), args...)
 		if err != nil {
 			return nil, err
 		}
@@ -294,12 +297,16 @@ func startServices(t *templates, dir string, needPG, needMy bool) (_ *services, 
 		}
 		mlog := filepath.Join(dir, "mariadb.log")
 		// The same durability trade as PostgreSQL's: the redo log is
-		// written at commit but not flushed, no binlog, no doublewrite.
-		s.my, err = startServer("mariadbd", mlog, syscall.SIGTERM, nil, "mariadbd", "--no-defaults",
-			"--datadir="+mdir, "--port="+strconv.Itoa(port), "--bind-address=127.0.0.1",
-			"--socket="+filepath.Join(dir, "mariadb.sock"), "--pid-file="+filepath.Join(dir, "mariadb.pid"),
-			"--user=root", "--skip-log-bin", "--innodb-flush-log-at-trx-commit=2", "--innodb-doublewrite=0",
-			"--innodb-buffer-pool-size=256M", "--max-connections=500")
+		// written at commit but not flushed, no doublewrite. No binlog
+		// either way (MariaDB's default).
+		args := []string{"--no-defaults",
+			"--datadir=" + mdir, "--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
+			"--socket=" + filepath.Join(dir, "mariadb.sock"), "--pid-file=" + filepath.Join(dir, "mariadb.pid"),
+			"--user=root", "--skip-log-bin", "--innodb-buffer-pool-size=256M", "--max-connections=500"}
+		if !durable {
+			args = append(args, "--innodb-flush-log-at-trx-commit=2", "--innodb-doublewrite=0")
+		}
+		s.my, err = startServer("mariadbd", mlog, syscall.SIGTERM, nil, "mariadbd", args...)
 		if err != nil {
 			return nil, err
 		}

@@ -37,14 +37,18 @@ type ReplicaEnv struct {
 type TaskSpec struct {
 	Code string
 	Spec string
+	// Shards splits each fire into that many shards (xtimer's
+	// WithShards); 0 or 1 for whole fires, the only kind the peers have.
+	Shards int
 }
 
 // Recorder records a handler invocation outside the system under test.
 type Recorder interface {
-	// Record notes that task's fire scheduled for scheduled started at
-	// started on this replica. scheduled is the instant the system meant to
+	// Record notes that shard shard of task's fire scheduled for
+	// scheduled started at started on this replica (shard 0 for a fire
+	// that is not sharded). scheduled is the instant the system meant to
 	// run (truncated to the second when the system does not say).
-	Record(task string, scheduled, started time.Time)
+	Record(task string, shard int, scheduled, started time.Time)
 }
 
 // The constructors, one file each: newXtimer(dialect) in xtimer.go,

@@ -23,13 +23,16 @@ type profile struct {
 	scaleIdle     time.Duration
 	failTasks     int
 	failWindow    time.Duration
+	shardedTasks  int // sharded: tasks every second,
+	shards        int // each fire split into this many shards (WithShards)
+	shardedWindow time.Duration
 	rampSteps     []int         // throughput: tasks, all every second, of each step
 	rampStep      time.Duration // throughput: measured window of a step
 	readyTimeout  time.Duration
 	scaleReadyMax time.Duration
 }
 
-var allWorkloads = []string{"steady", "burst", "scale", "failover", "throughput"}
+var allWorkloads = []string{"steady", "burst", "scale", "failover", "throughput", "sharded"}
 
 var profiles = map[string]profile{
 	// smoke is for CI: correctness of the harness and of xtimer, no timing.
@@ -39,6 +42,7 @@ var profiles = map[string]profile{
 		warmup: 5 * time.Second, tail: 2 * time.Second,
 		steadyTasks: 50, steadyWindow: 8 * time.Second,
 		failTasks: 50, failWindow: 12 * time.Second,
+		shardedTasks: 10, shards: 16, shardedWindow: 8 * time.Second, // not run by default: -workloads sharded
 		readyTimeout: time.Minute,
 	},
 	"quick": {
@@ -49,6 +53,7 @@ var profiles = map[string]profile{
 		scaleTasks: []int{10_000, 100_000}, scaleIdle: 15 * time.Second,
 		failTasks: 1000, failWindow: 20 * time.Second,
 		rampSteps: []int{1000, 2000, 5000, 10000, 20000}, rampStep: 8 * time.Second,
+		shardedTasks: 100, shards: 16, shardedWindow: 20 * time.Second,
 		readyTimeout: time.Minute, scaleReadyMax: 90 * time.Second,
 	},
 	"full": {
@@ -59,6 +64,7 @@ var profiles = map[string]profile{
 		scaleTasks: []int{10_000, 100_000, 1_000_000}, scaleIdle: 60 * time.Second,
 		failTasks: 1000, failWindow: 60 * time.Second,
 		rampSteps: []int{1000, 2000, 5000, 10000, 20000}, rampStep: 20 * time.Second,
+		shardedTasks: 100, shards: 16, shardedWindow: 60 * time.Second,
 		readyTimeout: 3 * time.Minute, scaleReadyMax: 10 * time.Minute,
 	},
 }
@@ -86,6 +92,14 @@ func (pr profile) plans(system, workload string) []plan {
 				idle: pr.scaleIdle, ready: pr.scaleReadyMax})
 		}
 		return ps
+	case "sharded":
+		// steady with every task WithShards(shards): shards × tasks runs a
+		// second. Only xtimer shards; the peers' runs are n/a (hasShards).
+		if pr.shardedTasks == 0 {
+			return nil
+		}
+		return []plan{{system: system, workload: workload, tasks: pr.shardedTasks, shards: pr.shards,
+			spec: "* * * * * *", window: pr.shardedWindow, ready: pr.readyTimeout}}
 	case "throughput":
 		// One run per step, each a steady run at that rate; the caller
 		// stops at the first step that fails (throughputPass).

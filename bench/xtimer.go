@@ -70,11 +70,15 @@ func (x xtimerSystem) Run(ctx context.Context, env ReplicaEnv, tasks []TaskSpec,
 		return err
 	}
 	handler := func(_ context.Context, run *xtimer.Run) error {
-		rec.Record(run.Code, run.ScheduledAt, time.Now())
+		rec.Record(run.Code, run.Shard, run.ScheduledAt, time.Now())
 		return nil
 	}
 	for _, t := range tasks {
-		if err := s.Register(t.Code, t.Spec, handler); err != nil {
+		var opts []xtimer.TaskOption
+		if t.Shards > 1 {
+			opts = append(opts, xtimer.WithShards(t.Shards))
+		}
+		if err := s.Register(t.Code, t.Spec, handler, opts...); err != nil {
 			return err
 		}
 	}
