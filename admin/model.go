@@ -479,7 +479,7 @@ func (c *console) executionDetail(ctx context.Context, id int64) (ExecutionView,
 		return ExecutionView{}, err
 	}
 	zone := ""
-	if t, err := c.st.Task(ctx, r.App, r.TaskCode); err == nil {
+	if t, taskErr := c.st.Task(ctx, r.App, r.TaskCode); taskErr == nil {
 		_, _, zone = t.Effective()
 	}
 	v := executionView(r, zone, true)
