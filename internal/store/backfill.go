@@ -19,13 +19,13 @@ func (s *Store) BackfillState(ctx context.Context, app, code string, runTime, se
 
 // RunTimesIn returns the run times (Unix ms) of the executions of task
 // code in [fromMs, toMs), in order: the fires of a range that have a row
-// already, whatever made it.
+// already, whatever made it; each once, a sharded fire by its shard 0.
 func (s *Store) RunTimesIn(ctx context.Context, app, code string, fromMs, toMs int64) ([]int64, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	var out []int64
 	err := s.db.WithContext(ctx).Model(&Execution{}).
-		Where("app = ? AND task_code = ? AND run_time >= ? AND run_time < ?", app, code, fromMs, toMs).
+		Where("app = ? AND task_code = ? AND run_time >= ? AND run_time < ? AND shard = 0", app, code, fromMs, toMs).
 		Order("run_time").Pluck("run_time", &out).Error
 	if err != nil {
 		return nil, fmt.Errorf("store: read run times of task %q: %w", code, err)

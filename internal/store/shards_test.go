@@ -40,6 +40,9 @@ func TestShardsOfAFireAreRowsOfTheirOwn(t *testing.T) {
 		again, err := b.store.InsertFires(b.ctx, rows)
 		require.NoError(t, err)
 		require.Empty(t, again, "every shard has its row already")
+		have, err := b.store.RunTimesIn(b.ctx, b.app, "split", t0, t0+2000)
+		require.NoError(t, err)
+		require.Equal(t, []int64{t0, t0 + 1000}, have, "each fire once, for Backfill's preview")
 
 		_, err = b.store.InsertFires(b.ctx, []store.Execution{{App: b.app, TaskCode: "split", RunTime: t0, Shard: 16, Shards: 16}})
 		require.ErrorContains(t, err, "shard 16 of 16")
