@@ -202,7 +202,7 @@ func TestRetentionSweepsOnOneReplicaAtATime(t *testing.T) {
 
 	require.NoError(t, held.Release(ctx))
 	for round := 0; round < 3; round++ {
-		require.Eventually(t, func() bool { return clock.Timers() >= 8 }, 15*time.Second, 10*time.Millisecond)
+		waitIdle(ctx, t, clock, replicas...)
 		clock.Advance(DefaultRetentionInterval)
 	}
 	waitStatuses(t, replicas[0], []string{store.StatusRetrying, store.StatusSucceeded})
@@ -342,7 +342,7 @@ func TestRetentionRollsUpEveryDayItDeletes(t *testing.T) {
 			// else changes.
 			require.NoError(t, s.store.DB().Model(&store.Execution{}).Where("app = ? AND status = ?", s.App(), store.StatusRetrying).
 				Update("status", store.StatusFailed).Error)
-			require.Eventually(t, func() bool { return clock.Timers() >= 4 }, 15*time.Second, 10*time.Millisecond)
+			waitIdle(ctx, t, clock, s)
 			clock.Advance(DefaultRetentionInterval)
 			waitCount(t, s, 2+4+2)
 			want[3].Count = 3 // report, day 40, failed
