@@ -32,6 +32,11 @@ type config struct {
 	AlertSecret   string        // -alert-secret, XTIMER_ALERT_SECRET
 	ReadTimeout   time.Duration // -read-timeout, XTIMER_READ_TIMEOUT
 	IdleTimeout   time.Duration // -idle-timeout, XTIMER_IDLE_TIMEOUT
+	TLSCert       string        // -tls-cert, XTIMER_TLS_CERT
+	TLSKey        string        // -tls-key, XTIMER_TLS_KEY
+	// InsecureListen says a TLS proxy terminates in front of a cleartext,
+	// non-loopback -listen: it silences the start warning, nothing else.
+	InsecureListen bool // -insecure-listen, XTIMER_INSECURE_LISTEN
 }
 
 // Defaults of config.
@@ -76,6 +81,8 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.StringVar(&c.Instance, "instance", env("XTIMER_INSTANCE", ""), "name of this instance in rows and logs; default host-pid-random (env XTIMER_INSTANCE)")
 	fs.StringVar(&c.AlertWebhook, "alert-webhook", env("XTIMER_ALERT_WEBHOOK", ""), "URL that receives alerts (failed, timed out, skipped, late, silent tasks, lost instances) as signed JSON POSTs; empty: alerts are logged (env XTIMER_ALERT_WEBHOOK)")
 	fs.StringVar(&c.AlertSecret, "alert-secret", env("XTIMER_ALERT_SECRET", ""), "HMAC secret that signs the alert webhook's requests (X-Xtimer-Signature) (env XTIMER_ALERT_SECRET)")
+	fs.StringVar(&c.TLSCert, "tls-cert", env("XTIMER_TLS_CERT", ""), "PEM certificate (chain) file: serve HTTPS, TLS 1.2 or later; needs -tls-key; read at start, restart to rotate (env XTIMER_TLS_CERT)")
+	fs.StringVar(&c.TLSKey, "tls-key", env("XTIMER_TLS_KEY", ""), "PEM private key file of -tls-cert (env XTIMER_TLS_KEY)")
 	for _, d := range []struct {
 		dst       *time.Duration
 		flag, env string
@@ -112,6 +119,15 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 		}
 		metrics = b
 	}
+	insecure := false
+	if v := getenv("XTIMER_INSECURE_LISTEN"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return config{}, usagef("XTIMER_INSECURE_LISTEN=%q: want true or false", v)
+		}
+		insecure = b
+	}
+	fs.BoolVar(&c.InsecureListen, "insecure-listen", insecure, "a TLS proxy terminates in front: no warning for a cleartext -listen off loopback (env XTIMER_INSECURE_LISTEN)")
 	fs.BoolVar(&c.Metrics, "metrics", metrics, "serve Prometheus metrics at GET /metrics, behind -token when set; -metrics=false turns it off (env XTIMER_METRICS)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -156,6 +172,12 @@ func (c config) validate() error {
 		if _, err := c.notifier(nil); err != nil {
 			return usagef("-alert-webhook: %w", err)
 		}
+	}
+	if c.TLSCert != "" && c.TLSKey == "" {
+		return usagef("-tls-cert %q is set without -tls-key: HTTPS needs both, the certificate and its private key", c.TLSCert)
+	}
+	if c.TLSKey != "" && c.TLSCert == "" {
+		return usagef("-tls-key %q is set without -tls-cert: HTTPS needs both, the certificate and its private key", c.TLSKey)
 	}
 	host, port, err := net.SplitHostPort(c.Listen)
 	if err != nil {
