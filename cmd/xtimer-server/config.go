@@ -102,33 +102,26 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 		}
 		fs.DurationVar(d.dst, d.flag, def, d.help+" (env "+d.env+")")
 	}
-	readOnly := false
-	if v := getenv("XTIMER_READ_ONLY"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return config{}, usagef("XTIMER_READ_ONLY=%q: want true or false", v)
+	for _, b := range []struct {
+		dst       *bool
+		flag, env string
+		def       bool
+		help      string
+	}{
+		{&c.ReadOnly, "read-only", "XTIMER_READ_ONLY", false, "refuse every change through the console and its API"},
+		{&c.Metrics, "metrics", "XTIMER_METRICS", true, "serve Prometheus metrics at GET /metrics, behind -token when set; -metrics=false turns it off"},
+		{&c.InsecureListen, "insecure-listen", "XTIMER_INSECURE_LISTEN", false, "a TLS proxy terminates in front: no warning for a cleartext -listen off loopback"},
+	} {
+		def := b.def
+		if v := getenv(b.env); v != "" {
+			parsed, err := strconv.ParseBool(v)
+			if err != nil {
+				return config{}, usagef("%s=%q: want true or false", b.env, v)
+			}
+			def = parsed
 		}
-		readOnly = b
+		fs.BoolVar(b.dst, b.flag, def, b.help+" (env "+b.env+")")
 	}
-	fs.BoolVar(&c.ReadOnly, "read-only", readOnly, "refuse every change through the console and its API (env XTIMER_READ_ONLY)")
-	metrics := true
-	if v := getenv("XTIMER_METRICS"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return config{}, usagef("XTIMER_METRICS=%q: want true or false", v)
-		}
-		metrics = b
-	}
-	insecure := false
-	if v := getenv("XTIMER_INSECURE_LISTEN"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return config{}, usagef("XTIMER_INSECURE_LISTEN=%q: want true or false", v)
-		}
-		insecure = b
-	}
-	fs.BoolVar(&c.InsecureListen, "insecure-listen", insecure, "a TLS proxy terminates in front: no warning for a cleartext -listen off loopback (env XTIMER_INSECURE_LISTEN)")
-	fs.BoolVar(&c.Metrics, "metrics", metrics, "serve Prometheus metrics at GET /metrics, behind -token when set; -metrics=false turns it off (env XTIMER_METRICS)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return config{}, err

@@ -281,13 +281,7 @@ func TestServerRunsCallbackTasksAndStopsOnSIGTERM(t *testing.T) {
 	}
 
 	start := time.Now()
-	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case <-s.exited:
-	case <-time.After(schedulerStopTimeout + httpStopTimeout + 5*time.Second):
-		t.Fatal("xtimer-server did not exit after SIGTERM")
-	}
-	require.Equal(t, 0, s.cmd.ProcessState.ExitCode(), "exit after SIGTERM:\n%s", s.stderr.String())
+	s.stop(t)
 	t.Logf("stopped in %s", time.Since(start))
 }
 
