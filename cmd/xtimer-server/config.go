@@ -32,6 +32,11 @@ type config struct {
 	AlertSecret   string        // -alert-secret, XTIMER_ALERT_SECRET
 	ReadTimeout   time.Duration // -read-timeout, XTIMER_READ_TIMEOUT
 	IdleTimeout   time.Duration // -idle-timeout, XTIMER_IDLE_TIMEOUT
+	TLSCert       string        // -tls-cert, XTIMER_TLS_CERT
+	TLSKey        string        // -tls-key, XTIMER_TLS_KEY
+	// InsecureListen says a TLS proxy terminates in front of a cleartext,
+	// non-loopback -listen: it silences the start warning, nothing else.
+	InsecureListen bool // -insecure-listen, XTIMER_INSECURE_LISTEN
 }
 
 // Defaults of config.
@@ -76,6 +81,8 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.StringVar(&c.Instance, "instance", env("XTIMER_INSTANCE", ""), "name of this instance in rows and logs; default host-pid-random (env XTIMER_INSTANCE)")
 	fs.StringVar(&c.AlertWebhook, "alert-webhook", env("XTIMER_ALERT_WEBHOOK", ""), "URL that receives alerts (failed, timed out, skipped, late, silent tasks, lost instances) as signed JSON POSTs; empty: alerts are logged (env XTIMER_ALERT_WEBHOOK)")
 	fs.StringVar(&c.AlertSecret, "alert-secret", env("XTIMER_ALERT_SECRET", ""), "HMAC secret that signs the alert webhook's requests (X-Xtimer-Signature) (env XTIMER_ALERT_SECRET)")
+	fs.StringVar(&c.TLSCert, "tls-cert", env("XTIMER_TLS_CERT", ""), "PEM certificate (chain) file: serve HTTPS, TLS 1.2 or later; needs -tls-key; read at start, restart to rotate (env XTIMER_TLS_CERT)")
+	fs.StringVar(&c.TLSKey, "tls-key", env("XTIMER_TLS_KEY", ""), "PEM private key file of -tls-cert (env XTIMER_TLS_KEY)")
 	for _, d := range []struct {
 		dst       *time.Duration
 		flag, env string
@@ -95,24 +102,26 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 		}
 		fs.DurationVar(d.dst, d.flag, def, d.help+" (env "+d.env+")")
 	}
-	readOnly := false
-	if v := getenv("XTIMER_READ_ONLY"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return config{}, usagef("XTIMER_READ_ONLY=%q: want true or false", v)
+	for _, b := range []struct {
+		dst       *bool
+		flag, env string
+		def       bool
+		help      string
+	}{
+		{&c.ReadOnly, "read-only", "XTIMER_READ_ONLY", false, "refuse every change through the console and its API"},
+		{&c.Metrics, "metrics", "XTIMER_METRICS", true, "serve Prometheus metrics at GET /metrics, behind -token when set; -metrics=false turns it off"},
+		{&c.InsecureListen, "insecure-listen", "XTIMER_INSECURE_LISTEN", false, "a TLS proxy terminates in front: no warning for a cleartext -listen off loopback"},
+	} {
+		def := b.def
+		if v := getenv(b.env); v != "" {
+			parsed, err := strconv.ParseBool(v)
+			if err != nil {
+				return config{}, usagef("%s=%q: want true or false", b.env, v)
+			}
+			def = parsed
 		}
-		readOnly = b
+		fs.BoolVar(b.dst, b.flag, def, b.help+" (env "+b.env+")")
 	}
-	fs.BoolVar(&c.ReadOnly, "read-only", readOnly, "refuse every change through the console and its API (env XTIMER_READ_ONLY)")
-	metrics := true
-	if v := getenv("XTIMER_METRICS"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return config{}, usagef("XTIMER_METRICS=%q: want true or false", v)
-		}
-		metrics = b
-	}
-	fs.BoolVar(&c.Metrics, "metrics", metrics, "serve Prometheus metrics at GET /metrics, behind -token when set; -metrics=false turns it off (env XTIMER_METRICS)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return config{}, err
@@ -156,6 +165,12 @@ func (c config) validate() error {
 		if _, err := c.notifier(nil); err != nil {
 			return usagef("-alert-webhook: %w", err)
 		}
+	}
+	if c.TLSCert != "" && c.TLSKey == "" {
+		return usagef("-tls-cert %q is set without -tls-key: HTTPS needs both, the certificate and its private key", c.TLSCert)
+	}
+	if c.TLSKey != "" && c.TLSCert == "" {
+		return usagef("-tls-key %q is set without -tls-cert: HTTPS needs both, the certificate and its private key", c.TLSKey)
 	}
 	host, port, err := net.SplitHostPort(c.Listen)
 	if err != nil {

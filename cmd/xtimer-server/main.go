@@ -23,6 +23,13 @@
 //	-metrics XTIMER_METRICS                serve Prometheus metrics at GET /metrics (default true)
 //	-alert-webhook XTIMER_ALERT_WEBHOOK    URL receiving alerts as JSON POSTs (default: alerts are logged)
 //	-alert-secret XTIMER_ALERT_SECRET      HMAC secret signing the alert webhook's requests
+//	-tls-cert XTIMER_TLS_CERT              PEM certificate file: serve HTTPS (TLS 1.2 or later); needs -tls-key
+//	-tls-key XTIMER_TLS_KEY                PEM private key file of -tls-cert
+//	-insecure-listen XTIMER_INSECURE_LISTEN  a TLS proxy terminates in front: no cleartext warning
+//
+// Without -tls-cert, a -listen address that is not loopback logs a warning
+// at start (the token and console sessions would cross the network in
+// cleartext) unless -insecure-listen says a TLS proxy is in front.
 //
 // It serves the console at /xtimer/ (and redirects / there), GET /healthz,
 // which answers 200 "ok" once the scheduler has started, and GET /metrics:
@@ -34,7 +41,8 @@
 // other failures 1.
 //
 //	go run ./cmd/xtimer-server
-//	xtimer-server -db 'postgres://xtimer@db:5432/xtimer' -redis 127.0.0.1:6379 -token "$TOKEN" -listen 0.0.0.0:8080
+//	xtimer-server -db 'postgres://xtimer@db:5432/xtimer' -redis 127.0.0.1:6379 -token "$TOKEN" -listen 0.0.0.0:8443 \
+//		-tls-cert /etc/xtimer/tls.crt -tls-key /etc/xtimer/tls.key
 package main
 
 import (
@@ -98,6 +106,11 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 // serve runs the scheduler and the console until ctx is done, then stops
 // both.
 func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) error {
+	// The certificate first: a bad file fails before any connection is made.
+	tlsCfg, err := cfg.tlsConfig()
+	if err != nil {
+		return err
+	}
 	db, where, err := backend.OpenDB(cfg.DB)
 	if errors.Is(err, backend.ErrBadDSN) {
 		return usagef("-db %w", err)
@@ -167,17 +180,30 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	if err != nil {
 		return fmt.Errorf("-listen %q: %w", cfg.Listen, err)
 	}
+	if cfg.cleartextOffLoopback(ln.Addr()) {
+		log.Warn("cleartext HTTP on a non-loopback address: the -token credential, console sessions and task secrets cross the network readable by anyone on the path; "+
+			"serve HTTPS with -tls-cert and -tls-key, or set -insecure-listen when a TLS proxy terminates in front of this address",
+			"listen", cfg.Listen, "addr", ln.Addr().String())
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: min(admin.ReadHeaderTimeout, cfg.ReadTimeout), ReadTimeout: cfg.ReadTimeout,
-		WriteTimeout: admin.WriteTimeout, IdleTimeout: cfg.IdleTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		WriteTimeout: admin.WriteTimeout, IdleTimeout: cfg.IdleTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		TLSConfig: tlsCfg}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+		// The pair is in srv.TLSConfig: no file names.
+		go func() { served <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { served <- srv.Serve(ln) }()
+	}
 
 	if err = s.Start(ctx); err != nil {
 		_ = srv.Close()
 		return err
 	}
 	started.Store(true)
-	fmt.Fprintf(stdout, "xtimer-server: console %s (app %s, %s, %s)\n", consoleURL(ln.Addr()), cfg.App, where, lock)
+	fmt.Fprintf(stdout, "xtimer-server: console %s (app %s, %s, %s)\n", consoleURL(scheme, ln.Addr()), cfg.App, where, lock)
 
 	select {
 	case <-ctx.Done():
@@ -201,12 +227,12 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 
 // consoleURL is the console's address to print: a wildcard listen
 // address is shown as 127.0.0.1, where a browser on this host finds it.
-func consoleURL(addr net.Addr) string {
+func consoleURL(scheme string, addr net.Addr) string {
 	host, port, _ := net.SplitHostPort(addr.String())
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	return "http://" + net.JoinHostPort(host, port) + "/xtimer/"
+	return scheme + "://" + net.JoinHostPort(host, port) + "/xtimer/"
 }
 
 // flagOf names the flag behind an xtimer.New error about an option the

@@ -3,10 +3,17 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -76,7 +83,7 @@ func startServer(t *testing.T, bin string, args ...string) *server {
 	t.Helper()
 	s := &server{cmd: exec.Command(bin, args...), stderr: &lockedBuffer{}, exited: make(chan struct{})}
 	s.cmd.Env = append(os.Environ(), "XTIMER_TOKEN=", "XTIMER_DB=", "XTIMER_LISTEN=", "XTIMER_REDIS=", "XTIMER_METRICS=",
-		"XTIMER_ALERT_WEBHOOK=", "XTIMER_ALERT_SECRET=")
+		"XTIMER_ALERT_WEBHOOK=", "XTIMER_ALERT_SECRET=", "XTIMER_TLS_CERT=", "XTIMER_TLS_KEY=", "XTIMER_INSECURE_LISTEN=")
 	s.cmd.Stderr = s.stderr
 	stdout, err := s.cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -117,6 +124,62 @@ func startServer(t *testing.T, bin string, args ...string) *server {
 	}
 	s.base = strings.TrimSuffix(s.console, "/xtimer/")
 	return s
+}
+
+// stop sends SIGTERM and waits for the process to exit with 0; its stderr
+// is then complete.
+func (s *server) stop(t *testing.T) {
+	t.Helper()
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-s.exited:
+	case <-time.After(schedulerStopTimeout + httpStopTimeout + 5*time.Second):
+		t.Fatal("xtimer-server did not exit after SIGTERM")
+	}
+	require.Equal(t, 0, s.cmd.ProcessState.ExitCode(), "exit after SIGTERM:\n%s", s.stderr.String())
+}
+
+// testCert is a self-signed certificate for 127.0.0.1, ::1 and localhost,
+// written to a temporary directory as PEM, with a pool that trusts it and
+// the key of another certificate.
+type testCert struct {
+	cert, key string // file paths for -tls-cert and -tls-key
+	otherKey  string // a valid key that is not the certificate's
+	pool      *x509.CertPool
+}
+
+func newTestCert(t *testing.T) testCert {
+	t.Helper()
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "xtimer-server test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true, IsCA: true,
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, DNSNames: []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	parsed, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	c := testCert{cert: filepath.Join(dir, "tls.crt"), key: filepath.Join(dir, "tls.key"),
+		otherKey: filepath.Join(dir, "other.key"), pool: x509.NewCertPool()}
+	c.pool.AddCert(parsed)
+	writePEM := func(path, typ string, der []byte) {
+		require.NoError(t, os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600))
+	}
+	writePEM(c.cert, "CERTIFICATE", der)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	writePEM(c.key, "PRIVATE KEY", keyDER)
+	other, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	otherDER, err := x509.MarshalECPrivateKey(other)
+	require.NoError(t, err)
+	writePEM(c.otherKey, "EC PRIVATE KEY", otherDER)
+	return c
 }
 
 // request sends method to the server's path with an optional bearer
@@ -218,13 +281,7 @@ func TestServerRunsCallbackTasksAndStopsOnSIGTERM(t *testing.T) {
 	}
 
 	start := time.Now()
-	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case <-s.exited:
-	case <-time.After(schedulerStopTimeout + httpStopTimeout + 5*time.Second):
-		t.Fatal("xtimer-server did not exit after SIGTERM")
-	}
-	require.Equal(t, 0, s.cmd.ProcessState.ExitCode(), "exit after SIGTERM:\n%s", s.stderr.String())
+	s.stop(t)
 	t.Logf("stopped in %s", time.Since(start))
 }
 
@@ -322,6 +379,10 @@ func TestServerRefusesBadFlagsWithExitCode2(t *testing.T) {
 	bin := buildServer(t)
 	dir := t.TempDir()
 	sqlite := filepath.Join(dir, "xtimer.db")
+	cert := newTestCert(t)
+	notPEM := filepath.Join(dir, "not.pem")
+	require.NoError(t, os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600))
+	missing := filepath.Join(dir, "missing.crt")
 	for _, c := range []struct {
 		name string
 		args []string
@@ -356,6 +417,24 @@ func TestServerRefusesBadFlagsWithExitCode2(t *testing.T) {
 		{"bad app", []string{"-db", sqlite, "-app", "Not An App"}, nil, 2, []string{`-app: xtimer: Options.App = "Not An App"`}},
 		{"metadata address allowed", []string{"-db", sqlite, "-allow", "10.0.0.0/8, 169.254.169.254"}, nil, 2,
 			[]string{`-allow: xtimer: Options.HTTPAllow[1] = "169.254.169.254"`}},
+		{"certificate without a key", []string{"-db", sqlite, "-tls-cert", cert.cert}, nil, 2,
+			[]string{"-tls-cert", cert.cert, "without -tls-key"}},
+		{"key without a certificate", []string{"-db", sqlite}, []string{"XTIMER_TLS_KEY=" + cert.key}, 2,
+			[]string{"-tls-key", cert.key, "without -tls-cert"}},
+		{"certificate file missing", []string{"-db", sqlite, "-tls-cert", missing, "-tls-key", cert.key}, nil, 2,
+			[]string{"-tls-cert", missing, "no such file"}},
+		{"key file missing", []string{"-db", sqlite, "-tls-cert", cert.cert, "-tls-key", missing}, nil, 2,
+			[]string{"-tls-key", missing, "no such file"}},
+		{"certificate not PEM", []string{"-db", sqlite, "-tls-cert", notPEM, "-tls-key", cert.key}, nil, 2,
+			[]string{"-tls-cert", notPEM, "no PEM CERTIFICATE block"}},
+		{"key not PEM", []string{"-db", sqlite, "-tls-cert", cert.cert, "-tls-key", notPEM}, nil, 2,
+			[]string{"-tls-key", notPEM, "no PEM PRIVATE KEY block"}},
+		{"key of another certificate", []string{"-db", sqlite, "-tls-cert", cert.cert, "-tls-key", cert.otherKey}, nil, 2,
+			[]string{"-tls-key", cert.otherKey, "does not fit -tls-cert", cert.cert, "does not match"}},
+		{"key given as the certificate", []string{"-db", sqlite, "-tls-cert", cert.key, "-tls-key", cert.key}, nil, 2,
+			[]string{"-tls-cert", cert.key, "no PEM CERTIFICATE block"}},
+		{"insecure listen from the environment", []string{"-db", sqlite}, []string{"XTIMER_INSECURE_LISTEN=perhaps"}, 2,
+			[]string{"XTIMER_INSECURE_LISTEN", "perhaps"}},
 		{"database that does not answer", []string{"-db", "mysql://root:hunter2@127.0.0.1:1/xtimer"}, nil, 1,
 			[]string{"-db", "127.0.0.1:1"}},
 	} {
@@ -363,7 +442,8 @@ func TestServerRefusesBadFlagsWithExitCode2(t *testing.T) {
 			t.Parallel()
 			cmd := exec.Command(bin, c.args...)
 			cmd.Env = append(append(os.Environ(), "XTIMER_TOKEN=", "XTIMER_DB=", "XTIMER_LISTEN=", "XTIMER_REDIS=", "XTIMER_READ_ONLY=", "XTIMER_METRICS=",
-				"XTIMER_ALERT_WEBHOOK=", "XTIMER_ALERT_SECRET=", "XTIMER_READ_TIMEOUT=", "XTIMER_IDLE_TIMEOUT="), c.env...)
+				"XTIMER_ALERT_WEBHOOK=", "XTIMER_ALERT_SECRET=", "XTIMER_READ_TIMEOUT=", "XTIMER_IDLE_TIMEOUT=",
+				"XTIMER_TLS_CERT=", "XTIMER_TLS_KEY=", "XTIMER_INSECURE_LISTEN="), c.env...)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			done := make(chan error, 1)
@@ -394,6 +474,7 @@ func TestFlagsOverrideEnvironmentOverrideDefaults(t *testing.T) {
 		"XTIMER_TOKEN": "env-token-0123456789", "XTIMER_APP": "env-app", "XTIMER_SIGNING_SECRET": "env-secret",
 		"XTIMER_ALLOW": "billing.internal, 10.0.0.0/8,", "XTIMER_INSTANCE": "env-instance", "XTIMER_READ_ONLY": "true",
 		"XTIMER_METRICS": "false", "XTIMER_READ_TIMEOUT": "20s", "XTIMER_IDLE_TIMEOUT": "1m",
+		"XTIMER_TLS_CERT": "/etc/env.crt", "XTIMER_TLS_KEY": "/etc/env.key", "XTIMER_INSECURE_LISTEN": "true",
 	}
 	getenv := func(k string) string { return env[k] }
 	none := func(string) string { return "" }
@@ -409,18 +490,21 @@ func TestFlagsOverrideEnvironmentOverrideDefaults(t *testing.T) {
 		DB: "postgres://env@db:5432/xtimer", Redis: "env-redis:6379", Listen: "0.0.0.0:9000", Token: "env-token-0123456789",
 		App: "env-app", SigningSecret: "env-secret", Allow: []string{"billing.internal", "10.0.0.0/8"},
 		Instance: "env-instance", ReadOnly: true, Metrics: false, ReadTimeout: 20 * time.Second, IdleTimeout: time.Minute,
+		TLSCert: "/etc/env.crt", TLSKey: "/etc/env.key", InsecureListen: true,
 	}, c, "environment")
 
 	c, err = parseConfig([]string{
 		"-db", "flag.db", "-redis", "flag-redis:6379", "-listen", "[::1]:8081", "-token", "flag-token-0123456789",
 		"-app", "flag-app", "-signing-secret", "flag-secret", "-allow", "*.example.com", "-instance", "flag-instance",
 		"-read-only=false", "-metrics", "-read-timeout", "5s", "-idle-timeout", "10s",
+		"-tls-cert", "flag.crt", "-tls-key", "flag.key", "-insecure-listen=false",
 	}, getenv, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, config{
 		DB: "flag.db", Redis: "flag-redis:6379", Listen: "[::1]:8081", Token: "flag-token-0123456789",
 		App: "flag-app", SigningSecret: "flag-secret", Allow: []string{"*.example.com"},
 		Instance: "flag-instance", ReadOnly: false, Metrics: true, ReadTimeout: 5 * time.Second, IdleTimeout: 10 * time.Second,
+		TLSCert: "flag.crt", TLSKey: "flag.key", InsecureListen: false,
 	}, c, "flags win")
 
 	// An empty flag is a value too: -redis "" turns the environment's off.
