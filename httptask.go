@@ -83,7 +83,32 @@ const (
 	HeaderTimestamp = "X-Xtimer-Timestamp"
 	// HeaderSignature is "v1=" and the hex HMAC-SHA256, keyed with the
 	// task's secret, of the timestamp, a '.', and the body.
+	//
+	// Deprecated: verify HeaderWebhookSignature with
+	// executor.VerifyWebhook. HeaderSignature and HeaderTimestamp are still
+	// sent, for one more release.
 	HeaderSignature = "X-Xtimer-Signature"
+)
+
+// Standard Webhooks headers (standardwebhooks.com) a signed HTTP callback
+// carries, beside the X-Xtimer-* ones; executor.VerifyWebhook checks them.
+// Go canonicalizes header names, so these are how net/http writes them;
+// header names are case-insensitive on the wire.
+const (
+	// HeaderWebhookID is the fire's Run.ID ("app/code/run_ms", and
+	// "/shard" for a shard): the same on every attempt, so that receivers
+	// deduplicate on it.
+	HeaderWebhookID = "Webhook-Id"
+	// HeaderWebhookTimestamp is when the request was signed, Unix seconds:
+	// the same instant as HeaderTimestamp.
+	HeaderWebhookTimestamp = "Webhook-Timestamp"
+	// HeaderWebhookSignature is "v1," and the base64 HMAC-SHA256 of the
+	// id, a '.', the timestamp, a '.', and the body. The key is the base64
+	// decoding of what follows "whsec_" in a secret so prefixed, else the
+	// secret's bytes; a "whsec_" secret that is not base64 sends no
+	// Standard Webhooks headers. Receivers may get several space-separated
+	// signatures; one match verifies.
+	HeaderWebhookSignature = "Webhook-Signature"
 )
 
 // HTTPTask describes a task whose fires call an HTTP endpoint.
@@ -170,9 +195,11 @@ type HTTPTarget struct {
 	// SuccessCodes are the statuses that count as success; empty means any
 	// 2xx.
 	SuccessCodes []int `json:"success_codes,omitempty"`
-	// Secret keys the HMAC signature (HeaderSignature). Empty means
-	// Options.HTTPSigningSecret; when both are empty, requests are not
-	// signed. Write-only: reads return it masked.
+	// Secret keys the HMAC signatures (HeaderWebhookSignature, and the
+	// deprecated HeaderSignature): "whsec_" and a base64 key, as Standard
+	// Webhooks libraries expect, or any other string, used as raw key
+	// bytes. Empty means Options.HTTPSigningSecret; when both are empty,
+	// requests are not signed. Write-only: reads return it masked.
 	Secret string `json:"secret,omitempty"`
 }
 
@@ -483,6 +510,8 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 			return nil, bad(at+".name", h.Name, "want a header name: letters, digits and !#$%&'*+-.^_`|~, no space, colon or line break")
 		case strings.HasPrefix(strings.ToLower(h.Name), "x-xtimer-"):
 			return nil, bad(at+".name", h.Name, "X-Xtimer-* headers are set by xtimer on every call")
+		case strings.EqualFold(h.Name, HeaderWebhookID), strings.EqualFold(h.Name, HeaderWebhookTimestamp), strings.EqualFold(h.Name, HeaderWebhookSignature):
+			return nil, bad(at+".name", h.Name, "webhook-* signature headers are set by xtimer on signed calls")
 		case strings.EqualFold(h.Name, "Host"), strings.EqualFold(h.Name, "Content-Length"):
 			return nil, bad(at+".name", h.Name, "set from the URL and the body; may not be given")
 		case strings.ContainsAny(h.Value, "\r\n\x00"):

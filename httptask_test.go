@@ -385,6 +385,66 @@ func TestHTTPTaskSendsTheRequestAsDescribedAndSigned(t *testing.T) {
 	}
 }
 
+// Issue 25: a signed callback carries the Standard Webhooks headers, its
+// webhook-id the fire's Run.ID on every attempt (with "/shard" for a
+// shard), verified by executor.VerifyWebhook at a real receiver.
+func TestHTTPTaskSignsPerStandardWebhooks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const fleet, own = "fleet-key", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	s := startHTTP(t, func(o *Options) { o.HTTPSigningSecret = fleet })
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	require.NoError(t, s.CreateHTTPTask(ctx, HTTPTask{Code: "cb.signed", Spec: hourly, MaxAttempts: 2,
+		BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
+		Target: HTTPTarget{Method: "POST", URL: rc.URL + "/signed", Body: `{"day":"today"}`, Secret: own}}))
+	row := runOnce(t, s, "cb.signed")
+	require.Equal(t, store.StatusSucceeded, row.Status, row.Error)
+	got := rc.requests()
+	require.Len(t, got, 2)
+	wantID := fmt.Sprintf("%s/cb.signed/%d", s.App(), row.RunTime)
+	for _, req := range got {
+		require.Equal(t, wantID, req.Header.Get(HeaderWebhookID), "the Run.ID, the same on every attempt")
+		require.Equal(t, req.Header.Get(HeaderTimestamp), req.Header.Get(HeaderWebhookTimestamp))
+		require.NoError(t, executor.VerifyWebhook(own, req.Header, []byte(req.Body), time.Now(), 0))
+		require.ErrorIs(t, executor.VerifyWebhook(fleet, req.Header, []byte(req.Body), time.Now(), 0), executor.ErrWebhookSignature, "the task's secret, not the fleet's")
+		require.NotEmpty(t, req.Header.Get(HeaderSignature), "the deprecated signature is still sent")
+	}
+
+	require.NoError(t, s.CreateHTTPTask(ctx, HTTPTask{Code: "cb.split", Spec: hourly, Shards: 2,
+		Target: HTTPTarget{Method: "POST", URL: rc.URL + "/split", Body: "{}"}}))
+	ex, err := s.Trigger(ctx, "cb.split")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(rc.requests()) == 4 }, 15*time.Second, 10*time.Millisecond)
+	var ids []string
+	for _, req := range rc.requests()[2:] {
+		require.NoError(t, executor.VerifyWebhook(fleet, req.Header, []byte(req.Body), time.Now(), 0), "signed with Options.HTTPSigningSecret")
+		require.Equal(t, fmt.Sprintf("%s/cb.split/%d/%s", s.App(), ex.RunTime.UnixMilli(), req.Header.Get(HeaderShard)), req.Header.Get(HeaderWebhookID))
+		ids = append(ids, req.Header.Get(HeaderWebhookID))
+	}
+	require.NotEqual(t, ids[0], ids[1], "each shard has its own ID")
+
+	// A tampered body or id fails at the receiver.
+	req := rc.requests()[3]
+	require.ErrorIs(t, executor.VerifyWebhook(fleet, req.Header, []byte(`{"x":1}`), time.Now(), 0), executor.ErrWebhookSignature)
+	h := req.Header.Clone()
+	h.Set(HeaderWebhookID, ids[0]+"x")
+	require.ErrorIs(t, executor.VerifyWebhook(fleet, h, []byte(req.Body), time.Now(), 0), executor.ErrWebhookSignature)
+	require.ErrorIs(t, executor.VerifyWebhook(fleet, req.Header, []byte(req.Body), time.Now().Add(10*time.Minute), 0), executor.ErrWebhookTimestamp, "replayed later")
+
+	// A task may not set the signature headers itself.
+	err = s.CreateHTTPTask(ctx, HTTPTask{Code: "cb.forged", Spec: hourly,
+		Target: HTTPTarget{Method: "POST", URL: rc.URL, Headers: []HTTPHeader{{Name: "webhook-signature", Value: "v1,forged"}}}})
+	var fe *FieldError
+	require.ErrorAs(t, err, &fe)
+	require.ErrorContains(t, err, "target.headers[0].name")
+}
+
 func TestHTTPTaskRetriesServerErrorsWithBackoffUntilSuccess(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -514,16 +574,17 @@ func TestExecutorSendsTheHeaderConstants(t *testing.T) {
 	rc := newReceiver(t, nil)
 	c, err := executor.NewHTTPCaller(executor.HTTPOptions{})
 	require.NoError(t, err)
-	_, err = c.Do(context.Background(), executor.HTTPCall{Method: "POST", URL: rc.URL, Secret: "k", Execution: 7, Task: "t", ScheduledAt: time.Now(), Attempt: 1,
+	_, err = c.Do(context.Background(), executor.HTTPCall{Method: "POST", URL: rc.URL, Secret: "k", ID: "app/t/1/2", Execution: 7, Task: "t", ScheduledAt: time.Now(), Attempt: 1,
 		Shard: 2, Shards: 3})
 	require.NoError(t, err)
 	var got []string
 	for name := range rc.requests()[0].Header {
-		if strings.HasPrefix(name, "X-Xtimer-") {
+		if strings.HasPrefix(name, "X-Xtimer-") || strings.HasPrefix(name, "Webhook-") {
 			got = append(got, name)
 		}
 	}
-	want := []string{HeaderExecution, HeaderTask, HeaderScheduledAt, HeaderAttempt, HeaderShard, HeaderShards, HeaderTimestamp, HeaderSignature}
+	want := []string{HeaderExecution, HeaderTask, HeaderScheduledAt, HeaderAttempt, HeaderShard, HeaderShards, HeaderTimestamp, HeaderSignature,
+		HeaderWebhookID, HeaderWebhookTimestamp, HeaderWebhookSignature}
 	for i := range want {
 		require.Equal(t, http.CanonicalHeaderKey(want[i]), want[i], "constants are canonical")
 	}

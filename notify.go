@@ -176,10 +176,11 @@ type WebhookOptions struct {
 	// URL receives each alert as a JSON POST of Event. Required: http or
 	// https, absolute, no credentials (use Headers).
 	URL string
-	// Secret signs the body as HTTP callbacks are signed: headers
-	// X-Xtimer-Timestamp and X-Xtimer-Signature ("v1=" HMAC-SHA256 of
-	// "timestamp.body"), checked with executor.VerifySignature. Empty
-	// sends unsigned.
+	// Secret signs the body as HTTP callbacks are signed: the Standard
+	// Webhooks headers (HeaderWebhookID is the alert's Event.ID), checked
+	// with executor.VerifyWebhook, and the deprecated X-Xtimer-Timestamp
+	// and X-Xtimer-Signature ("v1=" HMAC-SHA256 of "timestamp.body",
+	// executor.VerifySignature). Empty sends unsigned.
 	Secret string
 	// Headers are added to every request (an Authorization header, a
 	// routing key).
@@ -214,8 +215,9 @@ func NewWebhookNotifier(o WebhookOptions) (*WebhookNotifier, error) {
 		return nil, bad("URL", u.Redacted(), "credentials in the URL are refused; send them in Headers")
 	}
 	for k := range o.Headers {
-		if k == "" || http.CanonicalHeaderKey(k) == "Content-Type" {
-			return nil, bad("Headers", fmt.Sprintf("%q", k), "want a header name other than Content-Type")
+		switch http.CanonicalHeaderKey(k) {
+		case "", "Content-Type", HeaderWebhookID, HeaderWebhookTimestamp, HeaderWebhookSignature:
+			return nil, bad("Headers", fmt.Sprintf("%q", k), "want a header name other than Content-Type and the webhook-* signature headers")
 		}
 	}
 	p, err := newPoster(bad, "webhook", o.URL, o.Timeout, o.Attempts, o.Client)
@@ -243,6 +245,11 @@ func (n *WebhookNotifier) Notify(ctx context.Context, e Event) error {
 			ts := time.Now().Unix()
 			header["X-Xtimer-Timestamp"] = strconv.FormatInt(ts, 10)
 			header["X-Xtimer-Signature"] = executor.Sign(n.o.Secret, ts, body)
+			if sig, err := executor.SignWebhook(n.o.Secret, e.ID, ts, body); err == nil {
+				header[HeaderWebhookID] = e.ID
+				header[HeaderWebhookTimestamp] = strconv.FormatInt(ts, 10)
+				header[HeaderWebhookSignature] = sig
+			}
 		}
 		return postTry{url: n.o.URL, body: body, header: header}, nil
 	}, nil)

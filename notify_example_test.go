@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,8 +75,7 @@ func ExampleNewWebhookNotifier() {
 	// The receiver: check the signature, then read the alert.
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		ts, _ := strconv.ParseInt(r.Header.Get("X-Xtimer-Timestamp"), 10, 64)
-		if !executor.VerifySignature(secret, r.Header.Get("X-Xtimer-Signature"), ts, body, time.Now(), 0) {
+		if err := executor.VerifyWebhook(secret, r.Header, body, time.Now(), 0); err != nil {
 			http.Error(w, "bad signature", http.StatusUnauthorized)
 			return
 		}

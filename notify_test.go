@@ -66,6 +66,9 @@ func TestWebhookPostsSignedJSONAndRetriesServerErrors(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, executor.VerifySignature("s3cret-s3cret", r.Header.Get("X-Xtimer-Signature"), ts, rcv.bodies[i], time.Now(), 0))
 		require.False(t, executor.VerifySignature("other-secret", r.Header.Get("X-Xtimer-Signature"), ts, rcv.bodies[i], time.Now(), 0))
+		require.Equal(t, "a1b2", r.Header.Get(HeaderWebhookID), "the alert's ID, the same on every try")
+		require.NoError(t, executor.VerifyWebhook("s3cret-s3cret", r.Header, rcv.bodies[i], time.Now(), 0))
+		require.ErrorIs(t, executor.VerifyWebhook("other-secret", r.Header, rcv.bodies[i], time.Now(), 0), executor.ErrWebhookSignature)
 	}
 	var got map[string]any
 	require.NoError(t, json.Unmarshal(rcv.bodies[2], &got))
@@ -88,6 +91,7 @@ func TestWebhookDoesNotRetryAClientError(t *testing.T) {
 	require.ErrorContains(t, err, "status 400")
 	require.Len(t, rcv.got, 1)
 	require.Empty(t, rcv.got[0].Header.Get("X-Xtimer-Signature"), "unsigned without a secret")
+	require.Empty(t, rcv.got[0].Header.Values(HeaderWebhookSignature), "unsigned without a secret")
 }
 
 func TestWebhookOptionsAreValidated(t *testing.T) {
@@ -102,6 +106,7 @@ func TestWebhookOptionsAreValidated(t *testing.T) {
 		{WebhookOptions{URL: "https://example.com", Attempts: 11}, "WebhookOptions.Attempts = 11"},
 		{WebhookOptions{URL: "https://example.com", Timeout: -time.Second}, "WebhookOptions.Timeout = -1s"},
 		{WebhookOptions{URL: "https://example.com", Headers: map[string]string{"content-type": "text/plain"}}, `WebhookOptions.Headers = "content-type"`},
+		{WebhookOptions{URL: "https://example.com", Headers: map[string]string{"webhook-signature": "v1,forged"}}, `WebhookOptions.Headers = "webhook-signature"`},
 	} {
 		_, err := NewWebhookNotifier(c.o)
 		require.ErrorContains(t, err, c.want)

@@ -118,7 +118,7 @@ func TestBrowserCreatesACallbackTaskAndReadsItsResponse(t *testing.T) {
 		require.Equal(t, "/reconcile", r.URL.Path)
 		require.Equal(t, hookToken, r.Header.Get("Authorization"))
 		require.Equal(t, "billing.callback", r.Header.Get(xtimer.HeaderTask))
-		require.NotEmpty(t, r.Header.Get(xtimer.HeaderSignature))
+		require.NotEmpty(t, r.Header.Get(xtimer.HeaderWebhookSignature))
 	case <-time.After(settleTimeout):
 		t.Fatalf("the receiver heard nothing in %s", settleTimeout)
 	}

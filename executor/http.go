@@ -153,8 +153,17 @@ type HTTPCall struct {
 	Headers [][2]string
 	// Body is sent byte for byte, with its Content-Length.
 	Body string
-	// Secret keys the signature; "" sends the call unsigned.
+	// Secret keys the signatures; "" sends the call unsigned. A signed
+	// call carries X-Xtimer-Timestamp and X-Xtimer-Signature (Sign,
+	// deprecated) and the Standard Webhooks headers webhook-id,
+	// webhook-timestamp and webhook-signature (SignWebhook, one
+	// signature). Those need an ID, and a key: a "whsec_" secret whose
+	// rest is not base64 has none, and such a call carries the X-Xtimer-*
+	// signature only.
 	Secret string
+	// ID is the webhook-id of a signed call: the fire's run ID, the same on
+	// every attempt, so that receivers deduplicate on it.
+	ID string
 	// Execution, Task, ScheduledAt and Attempt fill the X-Xtimer-* headers.
 	Execution   int64
 	Task        string
@@ -258,6 +267,11 @@ func (c *HTTPCaller) Do(ctx context.Context, call HTTPCall) (HTTPResponse, error
 		ts := time.Now().Unix()
 		req.Header.Set(headerTimestamp, strconv.FormatInt(ts, 10))
 		req.Header.Set(headerSignature, Sign(call.Secret, ts, []byte(call.Body)))
+		if sig, keyErr := SignWebhook(call.Secret, call.ID, ts, []byte(call.Body)); keyErr == nil && call.ID != "" {
+			req.Header.Set(headerWebhookID, call.ID)
+			req.Header.Set(headerWebhookTimestamp, strconv.FormatInt(ts, 10))
+			req.Header.Set(headerWebhookSignature, sig)
+		}
 	}
 
 	start := time.Now()
@@ -365,6 +379,8 @@ func (c *HTTPCaller) checkRedirect(req *http.Request, via []*http.Request) error
 		}
 		req.Header.Del(headerSignature)
 		req.Header.Del(headerTimestamp)
+		req.Header.Del(headerWebhookSignature)
+		req.Header.Del(headerWebhookTimestamp)
 	}
 	return nil
 }

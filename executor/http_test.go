@@ -142,6 +142,34 @@ func TestHTTPSignedCallVerifiesAtTheReceiver(t *testing.T) {
 	require.False(t, VerifySignature("whsec_1", sig, ts, []byte(r.body), now.Add(10*time.Minute), time.Minute), "replayed later")
 }
 
+func TestHTTPSignedCallCarriesStandardWebhooksHeaders(t *testing.T) {
+	t.Parallel()
+	srv, got := receiver(t, http.StatusOK, "")
+	c := newCaller(t, HTTPOptions{})
+	const secret, body, id = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", `{"invoice":42}`, "billing/reconcile/1700000000000"
+	_, err := c.Do(t.Context(), HTTPCall{Method: "POST", URL: srv.URL, Body: body, Secret: secret, ID: id, Execution: 1, Task: "reconcile", Attempt: 1,
+		Headers: [][2]string{{"Webhook-Id", "forged"}, {"Webhook-Signature", "v1,forged"}}})
+	require.NoError(t, err)
+	r := <-got
+	require.Equal(t, []string{id}, r.header.Values("Webhook-Id"), "the call's own headers cannot replace it")
+	require.Equal(t, r.header.Get("X-Xtimer-Timestamp"), r.header.Get("Webhook-Timestamp"), "one timestamp for both signatures")
+	require.Len(t, r.header.Values("Webhook-Signature"), 1)
+	require.NoError(t, VerifyWebhook(secret, r.header, []byte(r.body), time.Now(), 0))
+	ts, err := strconv.ParseInt(r.header.Get("X-Xtimer-Timestamp"), 10, 64)
+	require.NoError(t, err)
+	require.True(t, VerifySignature(secret, r.header.Get("X-Xtimer-Signature"), ts, []byte(r.body), time.Now(), 0), "the deprecated signature is still sent")
+	require.ErrorIs(t, VerifyWebhook("whsec_c2Vjb25kLXNlY3JldA==", r.header, []byte(r.body), time.Now(), 0), ErrWebhookSignature)
+
+	// A "whsec_" secret that is not base64 has no Standard Webhooks key:
+	// the call is signed the deprecated way only, as before.
+	_, err = c.Do(t.Context(), HTTPCall{Method: "POST", URL: srv.URL, Body: body, Secret: "whsec_1", ID: id, Task: "reconcile", Attempt: 1})
+	require.NoError(t, err)
+	r = <-got
+	require.NotEmpty(t, r.header.Get("X-Xtimer-Signature"))
+	require.Empty(t, r.header.Values("Webhook-Signature"))
+	require.Empty(t, r.header.Values("Webhook-Id"))
+}
+
 func TestHTTPAnyTwoHundredIsSuccessUnlessSuccessCodesSaySo(t *testing.T) {
 	t.Parallel()
 	ok, _ := receiver(t, http.StatusOK, "fine")
@@ -398,11 +426,12 @@ func TestHTTPRedirectsKeepMethodAndBodyOn307And308(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	c := newCaller(t, HTTPOptions{})
-	_, err := c.Do(t.Context(), HTTPCall{Method: "PUT", URL: srv.URL + "/", Body: "payload", Secret: "s", Headers: [][2]string{{"X-Api-Key", "k"}}, Task: "t"})
+	_, err := c.Do(t.Context(), HTTPCall{Method: "PUT", URL: srv.URL + "/", Body: "payload", Secret: "s", Headers: [][2]string{{"X-Api-Key", "k"}}, Task: "t", ID: "app/t/1"})
 	require.NoError(t, err)
 	h := <-same
 	require.Equal(t, "k", h.Get("X-Api-Key"), "same origin: user headers are kept")
 	require.NotEmpty(t, h.Get("X-Xtimer-Signature"))
+	require.NoError(t, VerifyWebhook("s", h, []byte("payload"), time.Now(), 0))
 }
 
 // A redirect to another origin (another host, or another port of the
@@ -420,7 +449,7 @@ func TestHTTPRedirectToAnotherOriginDropsTheCallsHeadersAndSignature(t *testing.
 		t.Cleanup(srv.Close)
 		c := newCaller(t, HTTPOptions{})
 		_, err := c.Do(t.Context(), HTTPCall{
-			Method: "POST", URL: srv.URL + "/hook?token=q-s3cret", Body: "{}", Secret: "s", Task: "t",
+			Method: "POST", URL: srv.URL + "/hook?token=q-s3cret", Body: "{}", Secret: "s", Task: "t", ID: "app/t/1",
 			Headers: [][2]string{{"Content-Type", "application/json"}, {"X-Api-Key", "k"}, {"Authorization", "Bearer b"}},
 		})
 		require.NoError(t, err)
@@ -432,6 +461,8 @@ func TestHTTPRedirectToAnotherOriginDropsTheCallsHeadersAndSignature(t *testing.
 		require.Equal(t, "t", r.header.Get("X-Xtimer-Task"), to)
 		require.Empty(t, r.header.Get("X-Xtimer-Signature"), to)
 		require.Empty(t, r.header.Get("X-Xtimer-Timestamp"), to)
+		require.Empty(t, r.header.Get("Webhook-Signature"), to)
+		require.Empty(t, r.header.Get("Webhook-Timestamp"), to)
 		require.Empty(t, r.header.Get("Referer"), to)
 	}
 }

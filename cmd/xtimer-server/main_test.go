@@ -32,6 +32,7 @@ import (
 
 	"github.com/xtimer-go/xtimer"
 	"github.com/xtimer-go/xtimer/admin"
+	"github.com/xtimer-go/xtimer/executor"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
 )
 
@@ -223,7 +224,7 @@ func (s *server) send(method, path, token, body string) (int, string, error) {
 type callback struct {
 	header http.Header
 	body   []byte
-	ok     bool // verify accepted its signature
+	ok     bool // executor.VerifyWebhook accepted its signature
 }
 
 func TestServerRunsCallbackTasksAndStopsOnSIGTERM(t *testing.T) {
@@ -234,7 +235,7 @@ func TestServerRunsCallbackTasksAndStopsOnSIGTERM(t *testing.T) {
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		select {
-		case calls <- callback{header: r.Header.Clone(), body: body, ok: verify(r, body, secret)}:
+		case calls <- callback{header: r.Header.Clone(), body: body, ok: executor.VerifyWebhook(secret, r.Header, body, time.Now(), 0) == nil}:
 		default:
 		}
 	}))
@@ -275,7 +276,8 @@ func TestServerRunsCallbackTasksAndStopsOnSIGTERM(t *testing.T) {
 		require.Equal(t, "1", c.header.Get("X-Xtimer-Attempt"))
 		require.Equal(t, "Bearer receiver-secret", c.header.Get("Authorization"))
 		require.Equal(t, `{"day":"today"}`, string(c.body))
-		require.True(t, c.ok, "docs/server.md's verify accepts the signature of -signing-secret")
+		require.True(t, c.ok, "executor.VerifyWebhook accepts the signature of -signing-secret")
+		require.Regexp(t, `^platform-test/platform\.ping/\d+$`, c.header.Get("Webhook-Id"), "the Run.ID")
 	case <-time.After(30 * time.Second):
 		t.Fatal("the receiver was not called within 30s of creating a task that fires every second")
 	}
@@ -343,7 +345,7 @@ func TestServerSendsAlertsToTheWebhook(t *testing.T) {
 	alerts := make(chan callback, 100)
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		alerts <- callback{header: r.Header.Clone(), body: body, ok: verify(r, body, secret)}
+		alerts <- callback{header: r.Header.Clone(), body: body, ok: executor.VerifyWebhook(secret, r.Header, body, time.Now(), 0) == nil}
 	}))
 	defer hook.Close()
 	s := startServer(t, bin, "-db", filepath.Join(t.TempDir(), "xtimer.db"), "-listen", "127.0.0.1:0",
@@ -366,6 +368,7 @@ func TestServerSendsAlertsToTheWebhook(t *testing.T) {
 	require.Equal(t, "alerts-test", e["app"])
 	require.Contains(t, e["error"], "500")
 	require.Equal(t, got.header.Get("X-Xtimer-Alert"), e["id"])
+	require.Equal(t, e["id"], got.header.Get("Webhook-Id"))
 	// Failing every second: the next ones are damped for the 10-minute window.
 	select {
 	case again := <-alerts:

@@ -176,7 +176,7 @@ func (s *Engine) httpAttempt(sp *HTTPSpec, r store.Execution, out *Output, statu
 	}
 	call := executor.HTTPCall{
 		Method: sp.Method, URL: sp.URL, Headers: headers, Body: sp.Body,
-		Secret:    sp.Secret,
+		Secret: sp.Secret, ID: RunID(s.opts.App, r),
 		Execution: r.ID, Task: r.TaskCode, ScheduledAt: time.UnixMilli(r.RunTime), Attempt: r.Attempt, Shard: r.Shard, Shards: r.Shards,
 		SuccessCodes: sp.SuccessCodes,
 	}
