@@ -193,6 +193,7 @@ func (h *harness) check() int {
 
 	var (
 		fires, once, skipped int
+		queued               int // buffered fires still in line when the fleet stopped (bufferQueue)
 		lateness             []int64
 		dup                  = &broken{promise: "once: a fire was invoked more than once"}
 		missed               = &broken{promise: "nothing lost: a fire was neither invoked nor recorded skipped"}
@@ -221,10 +222,18 @@ func (h *harness) check() int {
 		if slices.Contains(jitterTasks, code) {
 			step, end = jitterStep, to-jitterStep // a fire's start may fall after the final SIGTERM
 		}
+		queuedFrom := int64(math.MaxInt64)
+		if buffer {
+			queuedFrom = bufferQueue(code, (from+step-1)/step*step, end, step, invs, byFire)
+		}
 		for at := (from + step - 1) / step * step; at < end; at += step {
 			k := fireKey{code: code, at: at}
 			fires++
 			inv, row := invs[k], byFire[k]
+			if at >= queuedFrom {
+				queued++
+				continue
+			}
 			switch {
 			case len(inv) == 1:
 				once++
@@ -299,6 +308,9 @@ func (h *harness) check() int {
 				fmt.Println("    " + e)
 			}
 		}
+	}
+	if queued > 0 {
+		fmt.Printf("chaos: buffered fires still in line, handed back, when the fleet stopped: %d\n", queued)
 	}
 	fmt.Printf("chaos: lateness of invoked fires: p50=%dms p99=%dms max=%dms (negative: started early, by the skewed replica)\n",
 		percentile(lateness, 0.5), p99, percentile(lateness, 1))
@@ -440,4 +452,26 @@ func (h *harness) logVolume() {
 		parts = append(parts, fmt.Sprintf("%d× %s", t.n, t.msg))
 	}
 	fmt.Printf("chaos: replica warnings and errors: %d lines; most frequent: %s\n", total, strings.Join(parts, "; "))
+}
+
+// bufferQueue is the run time from which the fires of buffer task code
+// in [first, end) were still waiting in line when the fleet stopped: the
+// longest run of its last fires that no replica invoked and whose rows
+// are scheduled, never started and owned by nobody (the final Stop hands
+// a waiting fire back, persisted, for the next replica). A buffer policy
+// runs a task's fires one after another, and a backlog (the database
+// outage's) drains at the pace of their runs: such a tail is the queue,
+// not a loss. A fire not invoked before the last one that was is still
+// missed. math.MaxInt64 when there is no such tail.
+func bufferQueue(code string, first, end, step int64, invs map[fireKey][]invocation, rows map[fireKey]*store.Execution) int64 {
+	from := int64(math.MaxInt64)
+	for at := (end - 1) / step * step; at >= first; at -= step {
+		k := fireKey{code: code, at: at}
+		r := rows[k]
+		if len(invs[k]) > 0 || r == nil || r.Status != store.StatusScheduled || r.Attempt != 0 || r.StartedMs != 0 || r.Replica != "" {
+			break
+		}
+		from = at
+	}
+	return from
 }
