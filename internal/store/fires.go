@@ -166,8 +166,9 @@ func (s *Store) FiresListedBefore(ctx context.Context, f ExecutionFilter, after 
 }
 
 // matchRow adds the conditions of f that a row of a fire may meet or not
-// on its own (task, status, source, replica), as ListExecutions applies
-// them; the run time bounds are the fire's and the caller's.
+// on its own (task, status, source, replica): ListExecutions' filter, and
+// the one that tells which rows of a fire a listing shows; the run time
+// bounds are the caller's.
 func (f ExecutionFilter) matchRow(q *gorm.DB) *gorm.DB {
 	if f.TaskCode != "" {
 		q = q.Where("task_code = ?", f.TaskCode)

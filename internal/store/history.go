@@ -150,19 +150,7 @@ func (s *Store) ListExecutions(ctx context.Context, f ExecutionFilter, after Cur
 		// cursor.
 		q = q.Table("xtimer_executions FORCE INDEX (" + index + ")")
 	}
-	q = q.Where("app = ?", f.App)
-	if f.TaskCode != "" {
-		q = q.Where("task_code = ?", f.TaskCode)
-	}
-	if f.Status != "" {
-		q = q.Where("status = ?", f.Status)
-	}
-	if f.Source != "" {
-		q = q.Where("source = ?", f.Source)
-	}
-	if f.Replica != "" {
-		q = q.Where("replica = ?", f.Replica)
-	}
+	q = f.matchRow(q.Where("app = ?", f.App))
 	if f.FromMs != 0 {
 		q = q.Where("run_time >= ?", f.FromMs)
 	}
