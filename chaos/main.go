@@ -31,10 +31,12 @@ package main
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -59,6 +61,12 @@ type profile struct {
 	dbDown   time.Duration
 	killWait time.Duration // how long a killed replica stays dead
 	rollWait time.Duration // between the restarts of a rolling deploy
+	// standby is "" (one PostgreSQL server), or "sync" or "async": a
+	// streaming standby with that replication, promoted by the
+	// pg_failover fault promoteAfter after the primary is killed
+	// (pgfailover.go).
+	standby      string
+	promoteAfter time.Duration
 }
 
 var profiles = map[string]profile{
@@ -122,14 +130,14 @@ const (
 const bufferTail = 10 * time.Second
 
 func main() {
-	prof := flag.String("profile", "short", "short (~75 s, CI) or long (10 min, 500 tasks)")
+	prof := flag.String("profile", "short", "short (~75 s, CI), long (10 min, 500 tasks), or a fault's own (pg-sync, ...)")
 	seed := flag.Uint64("seed", 1, "seed of the fault schedule")
 	keep := flag.Bool("keep", false, "keep the temp dir (server data, replica logs, invocation files)")
 	strict := flag.Bool("strict", false, "count fires recorded skipped outside a database outage as missed")
 	flag.Parse()
 	p, ok := profiles[*prof]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "chaos: -profile %q: want short or long\n", *prof)
+		fmt.Fprintf(os.Stderr, "chaos: -profile %q: want one of %s\n", *prof, strings.Join(slices.Sorted(maps.Keys(profiles)), ", "))
 		os.Exit(2)
 	}
 	h := &harness{prof: p, seed: *seed, keep: *keep, strict: *strict, counts: map[faultKind]int{}}
@@ -147,6 +155,7 @@ type harness struct {
 	bin    string // the replica binary
 	redis  *redisServer
 	pg     *postgresServer
+	pgha   *pgFailover // the standby, when the profile has one
 	db     *gorm.DB
 	start  time.Time // the measured window opens here
 	stopAt time.Time // the final SIGTERM
@@ -263,10 +272,16 @@ func (h *harness) setup() error {
 	if err := h.pg.init(); err != nil {
 		return err
 	}
+	if err := h.replicationPrimary(); err != nil {
+		return err
+	}
 	if err := h.pg.start(); err != nil {
 		return err
 	}
 	h.onCleanup(func() { _ = h.pg.stop("immediate") })
+	if err := h.startStandby(); err != nil {
+		return err
+	}
 	h.logf("redis-server on %s, PostgreSQL (%s) on port %d, data in %s", h.redis.addr(), pbin, pport, h.tmp)
 	return nil
 }
@@ -285,7 +300,7 @@ func moduleRoot() (string, error) {
 
 // run starts the replicas, injects the faults and stops the replicas.
 func (h *harness) run() error {
-	db, err := openDB(h.pg.dsn())
+	db, err := openDB(h.dsn())
 	if err != nil {
 		return err
 	}
