@@ -6,6 +6,7 @@
 //
 //	go run ./chaos -profile short -seed 1   # ~75 s, run by .ci/run
 //	go run ./chaos -profile long -seed 1    # 10 min, 500 tasks, every fault kind
+//	go run ./chaos -profile pg-sync -seed 1  # ~75 s, PostgreSQL failover (pgfailover.go)
 //
 // It prints the fault schedule first (so a run can be replayed with the
 // same seed; victims are chosen by who owns slots at that moment), then
@@ -17,8 +18,11 @@
 // not sharded; the sharded_ and broadcast_ figures count the shards of
 // the sharded task (8 per fire) and of the broadcast task (one per
 // replica), per (task, run time, shard): see shardCheck in shards.go for
-// their rules. It exits 1 when a promise broke (duplicated, missed or
-// stuck fires or shards, a broadcast fire run twice on one replica or a
+// their rules. A run with a PostgreSQL failover ends the line with what
+// it lost (failover_lost_commits=... failover_lost_rows=...
+// failover_repeated=... failover_unrecorded=... failover_missed=...: see
+// failoverLoss in pgfailover.go). It exits 1 when a promise broke
+// (duplicated, missed or stuck fires or shards, a broadcast fire run twice on one replica or a
 // broadcast shard run on a replica other than its row's, a buffer task's
 // run that started before the one before it ended, or a failover slower
 // than 10 s), after printing which one, example fire IDs with what their

@@ -124,10 +124,10 @@ func (h *harness) startStandby() error {
 	sb := &postgresServer{bin: h.pg.bin, dir: filepath.Join(h.tmp, "pg-standby"), port: port,
 		settings: "-c hot_standby=on -c cluster_name=" + standbyName +
 			" -c synchronous_commit=on -c synchronous_standby_names=''"}
-	if err := sb.basebackup(h.pg); err != nil {
+	if err = sb.basebackup(h.pg); err != nil {
 		return err
 	}
-	if err := sb.start(); err != nil {
+	if err = sb.start(); err != nil {
 		return err
 	}
 	h.onCleanup(func() { _ = sb.stop("immediate") })
@@ -138,9 +138,8 @@ func (h *harness) startStandby() error {
 		want = "sync"
 	}
 	deadline := time.Now().Add(60 * time.Second)
-	var state string
+	var state, got string
 	for time.Now().Before(deadline) {
-		var got string
 		state, got, err = replicationState(h.pg.dsn())
 		if err == nil && state == "streaming" && got == want {
 			h.logf("PostgreSQL standby on port %d streaming from the primary (%s replication)", port, want)
@@ -148,8 +147,11 @@ func (h *harness) startStandby() error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return fmt.Errorf("the standby on port %d is not streaming %s after 60 s: state %q, err %v (see %s)",
-		port, want, state, err, filepath.Join(sb.dir, "server.log"))
+	if err == nil {
+		err = fmt.Errorf("state %q, sync_state %q", state, got)
+	}
+	return fmt.Errorf("the standby on port %d is not streaming %s after 60 s (see %s): %w",
+		port, want, filepath.Join(sb.dir, "server.log"), err)
 }
 
 // replicationState is what the primary at dsn says of the standby in
@@ -320,7 +322,7 @@ func (h *harness) oldPrimaryRows() ([]store.Execution, error) {
 		return nil, err
 	}
 	old := &postgresServer{bin: h.pg.bin, dir: h.pg.dir, port: port, settings: "-c synchronous_standby_names=''"}
-	if err := old.start(); err != nil {
+	if err = old.start(); err != nil {
 		return nil, fmt.Errorf("start the old primary for comparison: %w", err)
 	}
 	defer func() { _ = old.stop("immediate") }()
