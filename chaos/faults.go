@@ -91,7 +91,7 @@ func (h *harness) duration(k faultKind) time.Duration {
 	case faultDBDown:
 		return h.prof.dbDown + 2*time.Second
 	case faultPGFailover:
-		return h.prof.promoteAfter + 3*time.Second
+		return h.prof.standbyLag + h.prof.promoteAfter + 3*time.Second
 	case faultRolling:
 		n := h.prof.replicas - max(1, h.prof.replicas/2)
 		return time.Duration(n) * (h.prof.rollWait + 2*time.Second)

@@ -68,9 +68,11 @@ type profile struct {
 	// standby is "" (one PostgreSQL server), or "sync" or "async": a
 	// streaming standby with that replication, promoted by the
 	// pg_failover fault promoteAfter after the primary is killed
-	// (pgfailover.go).
+	// (pgfailover.go); an asynchronous standby stops receiving WAL
+	// standbyLag before the kill, as a standby that far behind would.
 	standby      string
 	promoteAfter time.Duration
+	standbyLag   time.Duration
 }
 
 var profiles = map[string]profile{

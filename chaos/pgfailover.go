@@ -46,13 +46,18 @@ const standbyName = "xtimer_standby"
 
 func init() {
 	faultOrder = append(faultOrder, faultPGFailover)
-	for _, mode := range []string{"sync", "async"} {
+	// On one machine an asynchronous standby is a millisecond behind and
+	// a kill almost never finds a commit it has not received: pg-async's
+	// standby is made a second behind, the lag a busy standby or a WAN
+	// link has, so that the failover loses what asynchronous replication
+	// can lose.
+	for mode, lag := range map[string]time.Duration{"sync": 0, "async": time.Second} {
 		profiles["pg-"+mode] = profile{
 			name: "pg-" + mode, replicas: 3, tasks: 50, length: 75 * time.Second,
 			faults: []faultKind{faultRolling, faultPGFailover, faultKill},
 			gapMin: 6 * time.Second, gapMax: 8 * time.Second,
 			dbDown: 10 * time.Second, killWait: 3 * time.Second, rollWait: 4 * time.Second,
-			standby: mode, promoteAfter: 2 * time.Second,
+			standby: mode, promoteAfter: 2 * time.Second, standbyLag: lag,
 		}
 	}
 }
@@ -180,6 +185,9 @@ func (h *harness) pgFailover() {
 		h.logf("pg_failover: no standby to promote (profile %s)", h.prof.name)
 		return
 	}
+	if h.prof.standbyLag > 0 {
+		h.lagStandby()
+	}
 	from := time.Now()
 	if err := h.pg.killGroup(); err != nil {
 		h.logf("pg_failover: %v", err)
@@ -202,6 +210,32 @@ func (h *harness) pgFailover() {
 	h.logf("standby (port %d) promoted at WAL %s, %.1fs after the kill; recovery=%s synchronous_standby_names=%q",
 		sb.port, h.pgha.replayed, h.pgha.promotedAt.Sub(from).Seconds(),
 		queryText(sb.dsn(), `SELECT pg_is_in_recovery()::text`), queryText(sb.dsn(), `SHOW synchronous_standby_names`))
+}
+
+// lagStandby leaves the standby h.prof.standbyLag behind the primary:
+// its WAL receiver is stopped (SIGTERM, which the standby's startup
+// process answers by starting another after wal_retrieve_retry_interval,
+// 5 s by default, by when the primary is gone), and the WAL the primary
+// writes meanwhile stays on the primary. Only for an asynchronous
+// standby: a synchronous one would hold every commit instead.
+func (h *harness) lagStandby() {
+	if h.prof.standby != "async" {
+		h.logf("pg_failover: standbyLag needs an asynchronous standby; not applied")
+		return
+	}
+	sb := h.pgha.standby
+	s := queryText(sb.dsn(), `SELECT pid::text FROM pg_stat_wal_receiver`)
+	pid, err := strconv.Atoi(s)
+	if err != nil || pid <= 1 {
+		h.logf("pg_failover: no WAL receiver pid on the standby (%s); no lag", s)
+		return
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		h.logf("pg_failover: stop the WAL receiver %d: %v; no lag", pid, err)
+		return
+	}
+	h.logf("standby WAL receiver (pid %d) stopped, the primary killed in %s", pid, h.prof.standbyLag)
+	time.Sleep(h.prof.standbyLag)
 }
 
 // queryText is the one value query returns on the server at dsn, or the
