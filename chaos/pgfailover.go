@@ -360,6 +360,7 @@ func (h *harness) failoverLoss(rows []store.Execution, invs map[fireKey][]invoca
 	keys := slices.SortedFunc(maps.Keys(l.lost), func(a, b fireKey) int {
 		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.code, b.code), cmp.Compare(a.shard, b.shard))
 	})
+	var others []string // examples after those of the fires that ran twice
 	for _, k := range keys {
 		inv, row := invs[k], now[k]
 		switch {
@@ -370,10 +371,15 @@ func (h *harness) failoverLoss(rows []store.Execution, invs map[fireKey][]invoca
 		case len(inv) == 0 && (row == nil || row.Status != store.StatusSkipped):
 			l.missed++
 		}
-		if len(l.examples) < 8 {
-			l.examples = append(l.examples, fmt.Sprintf("%s invoked %d times: %s; now %s", k.id(), len(inv), l.lost[k], rowText(row)))
+		e := fmt.Sprintf("%s invoked %d times: %s; now %s", k.id(), len(inv), l.lost[k], rowText(row))
+		if len(inv) > 1 {
+			l.examples = append(l.examples, e)
+		} else {
+			others = append(others, e)
 		}
 	}
+	l.examples = append(l.examples, others...)
+	l.examples = l.examples[:min(len(l.examples), 8)]
 	return l
 }
 
