@@ -168,6 +168,8 @@ func (h *harness) check() int {
 	for i := range rows {
 		byFire[fireKey{rows[i].TaskCode, rows[i].RunTime, rows[i].Shard}] = &rows[i]
 	}
+	loss := h.failoverLoss(rows, invs)
+	loss.trim(invs)
 
 	from := h.start.UnixMilli()
 	to := h.stopAt.Add(-2 * time.Second).Truncate(time.Second).UnixMilli()
@@ -244,6 +246,8 @@ func (h *harness) check() int {
 				if !inOutage(at) {
 					skippedOutside.add(k.id() + ": " + rowText(row))
 				}
+			case len(inv) == 0 && loss.excused(k):
+				// counted by loss
 			case len(inv) == 0:
 				missed.add(k.id() + ": " + rowText(row))
 				if row != nil && row.Replica != "" {
@@ -262,7 +266,7 @@ func (h *harness) check() int {
 					mismatch.add(k.id() + ": invoked by " + inv[0].String() + "; " + rowText(row))
 				}
 			}
-			if row != nil && !final(row.Status) {
+			if row != nil && !final(row.Status) && !loss.excused(k) {
 				stuck.add(k.id() + ": " + rowText(row))
 				if row.Replica != "" {
 					involved[row.Replica] = true
@@ -317,12 +321,13 @@ func (h *harness) check() int {
 	fmt.Printf("chaos: shards of %s (%d per fire): %s\n", shardTask, shardCount, &sc.sharded)
 	fmt.Printf("chaos: shards of %s (one per replica): %s\n", broadcastTask, &sc.broadcast)
 	h.logVolume()
+	loss.print(h)
 	if exit != 0 {
 		h.tails(involved)
 	}
-	fmt.Printf("chaos: seed=%d profile=%s fires=%d invoked_once=%d duplicates=%d missed=%d skipped=%d stuck=%d late_p99_ms=%d max_failover_s=%.1f %s %s faults=%s\n",
+	fmt.Printf("chaos: seed=%d profile=%s fires=%d invoked_once=%d duplicates=%d missed=%d skipped=%d stuck=%d late_p99_ms=%d max_failover_s=%.1f %s %s faults=%s%s\n",
 		h.seed, h.prof.name, fires, once, dup.n, missed.n, skipped, stuck.n, p99, failover,
-		sc.sharded.fields("sharded"), sc.broadcast.fields("broadcast"), strings.Join(faults, ","))
+		sc.sharded.fields("sharded"), sc.broadcast.fields("broadcast"), strings.Join(faults, ","), loss.fields())
 	return exit
 }
 

@@ -90,6 +90,8 @@ func (h *harness) duration(k faultKind) time.Duration {
 		return redisDown + time.Second
 	case faultDBDown:
 		return h.prof.dbDown + 2*time.Second
+	case faultPGFailover:
+		return h.prof.standbyLag + h.prof.promoteAfter + 3*time.Second
 	case faultRolling:
 		n := h.prof.replicas - max(1, h.prof.replicas/2)
 		return time.Duration(n) * (h.prof.rollWait + 2*time.Second)
@@ -141,6 +143,8 @@ func (h *harness) inject(f fault) {
 		h.dbDown()
 	case faultRolling:
 		h.rolling()
+	case faultPGFailover:
+		h.pgFailover()
 	}
 }
 
@@ -348,7 +352,7 @@ func (h *harness) startReplica(idx int, extra bool, skew time.Duration) error {
 		return err
 	}
 	defer errf.Close()
-	args := []string{"-app", app, "-dsn", h.pg.dsn(), "-redis", h.redis.addr(), "-id", r.id,
+	args := []string{"-app", app, "-dsn", h.dsn(), "-redis", h.redis.addr(), "-id", r.id,
 		"-tasks", fmt.Sprint(h.prof.tasks), "-log", r.inv}
 	if extra {
 		args = append(args, "-extra")

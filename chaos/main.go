@@ -6,6 +6,7 @@
 //
 //	go run ./chaos -profile short -seed 1   # ~75 s, run by .ci/run
 //	go run ./chaos -profile long -seed 1    # 10 min, 500 tasks, every fault kind
+//	go run ./chaos -profile pg-sync -seed 1  # ~75 s, PostgreSQL failover (pgfailover.go)
 //
 // It prints the fault schedule first (so a run can be replayed with the
 // same seed; victims are chosen by who owns slots at that moment), then
@@ -17,8 +18,11 @@
 // not sharded; the sharded_ and broadcast_ figures count the shards of
 // the sharded task (8 per fire) and of the broadcast task (one per
 // replica), per (task, run time, shard): see shardCheck in shards.go for
-// their rules. It exits 1 when a promise broke (duplicated, missed or
-// stuck fires or shards, a broadcast fire run twice on one replica or a
+// their rules. A run with a PostgreSQL failover ends the line with what
+// it lost (failover_lost_commits=... failover_lost_rows=...
+// failover_repeated=... failover_unrecorded=... failover_missed=...: see
+// failoverLoss in pgfailover.go). It exits 1 when a promise broke
+// (duplicated, missed or stuck fires or shards, a broadcast fire run twice on one replica or a
 // broadcast shard run on a replica other than its row's, a buffer task's
 // run that started before the one before it ended, or a failover slower
 // than 10 s), after printing which one, example fire IDs with what their
@@ -31,10 +35,12 @@ package main
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -59,6 +65,14 @@ type profile struct {
 	dbDown   time.Duration
 	killWait time.Duration // how long a killed replica stays dead
 	rollWait time.Duration // between the restarts of a rolling deploy
+	// standby is "" (one PostgreSQL server), or "sync" or "async": a
+	// streaming standby with that replication, promoted by the
+	// pg_failover fault promoteAfter after the primary is killed
+	// (pgfailover.go); an asynchronous standby stops receiving WAL
+	// standbyLag before the kill, as a standby that far behind would.
+	standby      string
+	promoteAfter time.Duration
+	standbyLag   time.Duration
 }
 
 var profiles = map[string]profile{
@@ -122,14 +136,14 @@ const (
 const bufferTail = 10 * time.Second
 
 func main() {
-	prof := flag.String("profile", "short", "short (~75 s, CI) or long (10 min, 500 tasks)")
+	prof := flag.String("profile", "short", "short (~75 s, CI), long (10 min, 500 tasks), or a fault's own (pg-sync, ...)")
 	seed := flag.Uint64("seed", 1, "seed of the fault schedule")
 	keep := flag.Bool("keep", false, "keep the temp dir (server data, replica logs, invocation files)")
 	strict := flag.Bool("strict", false, "count fires recorded skipped outside a database outage as missed")
 	flag.Parse()
 	p, ok := profiles[*prof]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "chaos: -profile %q: want short or long\n", *prof)
+		fmt.Fprintf(os.Stderr, "chaos: -profile %q: want one of %s\n", *prof, strings.Join(slices.Sorted(maps.Keys(profiles)), ", "))
 		os.Exit(2)
 	}
 	h := &harness{prof: p, seed: *seed, keep: *keep, strict: *strict, counts: map[faultKind]int{}}
@@ -147,6 +161,7 @@ type harness struct {
 	bin    string // the replica binary
 	redis  *redisServer
 	pg     *postgresServer
+	pgha   *pgFailover // the standby, when the profile has one
 	db     *gorm.DB
 	start  time.Time // the measured window opens here
 	stopAt time.Time // the final SIGTERM
@@ -263,10 +278,16 @@ func (h *harness) setup() error {
 	if err := h.pg.init(); err != nil {
 		return err
 	}
+	if err := h.replicationPrimary(); err != nil {
+		return err
+	}
 	if err := h.pg.start(); err != nil {
 		return err
 	}
 	h.onCleanup(func() { _ = h.pg.stop("immediate") })
+	if err := h.startStandby(); err != nil {
+		return err
+	}
 	h.logf("redis-server on %s, PostgreSQL (%s) on port %d, data in %s", h.redis.addr(), pbin, pport, h.tmp)
 	return nil
 }
@@ -285,7 +306,7 @@ func moduleRoot() (string, error) {
 
 // run starts the replicas, injects the faults and stops the replicas.
 func (h *harness) run() error {
-	db, err := openDB(h.pg.dsn())
+	db, err := openDB(h.dsn())
 	if err != nil {
 		return err
 	}

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -82,6 +84,9 @@ type postgresServer struct {
 	bin  string // /usr/lib/postgresql/N/bin
 	dir  string // owned by the server's user: data/, sock/, server.log
 	port int
+	// settings are more server options ("-c name=value ..."), after the
+	// harness's own: a later -c wins. Empty for the single server.
+	settings string
 }
 
 func (p *postgresServer) dsn() string {
@@ -108,6 +113,16 @@ func (p *postgresServer) run(name string, args ...string) error {
 }
 
 func (p *postgresServer) init() error {
+	if err := p.makeDirs(); err != nil {
+		return err
+	}
+	return p.run("initdb", "-D", filepath.Join(p.dir, "data"), "-U", "postgres", "-A", "trust",
+		"-E", "UTF8", "--no-sync", "--no-instructions")
+}
+
+// makeDirs creates the server's dir and socket dir, owned by the postgres
+// user when we are root.
+func (p *postgresServer) makeDirs() error {
 	for _, d := range []string{p.dir, filepath.Join(p.dir, "sock")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err
@@ -124,13 +139,15 @@ func (p *postgresServer) init() error {
 			}
 		}
 	}
-	return p.run("initdb", "-D", filepath.Join(p.dir, "data"), "-U", "postgres", "-A", "trust",
-		"-E", "UTF8", "--no-sync", "--no-instructions")
+	return nil
 }
 
 func (p *postgresServer) start() error {
 	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c max_connections=300 -c fsync=off "+
 		"-c synchronous_commit=off -c full_page_writes=off", p.port, filepath.Join(p.dir, "sock"))
+	if p.settings != "" {
+		opts += " " + p.settings
+	}
 	return p.run("pg_ctl", "-D", filepath.Join(p.dir, "data"), "-l", filepath.Join(p.dir, "server.log"),
 		"-w", "-t", "60", "-o", opts, "start")
 }
@@ -139,4 +156,76 @@ func (p *postgresServer) start() error {
 // (immediate, for cleanup, skips the shutdown checkpoint).
 func (p *postgresServer) stop(mode string) error {
 	return p.run("pg_ctl", "-D", filepath.Join(p.dir, "data"), "-m", mode, "-w", "-t", "60", "stop")
+}
+
+// A primary and its streaming standby (the pg_failover fault,
+// pgfailover.go): the standby is a copy of the primary's data taken with
+// pg_basebackup -R, which also writes the standby.signal file and the
+// primary_conninfo the standby streams from.
+
+// basebackup fills p's data dir with a copy of primary's, streaming the
+// WAL written during the copy, and configures p as its standby.
+func (p *postgresServer) basebackup(primary *postgresServer) error {
+	if err := p.makeDirs(); err != nil {
+		return err
+	}
+	return p.run("pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(primary.port), "-U", "postgres",
+		"-D", filepath.Join(p.dir, "data"), "-R", "-X", "stream", "-c", "fast", "--no-sync")
+}
+
+// allowReplication makes sure the primary's pg_hba.conf lets a standby on
+// 127.0.0.1 connect for replication without a password (initdb -A trust
+// writes such a line already; it is checked, not assumed). It takes
+// effect at the next start.
+func (p *postgresServer) allowReplication() error {
+	hba := filepath.Join(p.dir, "data", "pg_hba.conf")
+	data, err := os.ReadFile(hba)
+	if err != nil {
+		return err
+	}
+	want := []string{"host", "replication", "all", "127.0.0.1/32", "trust"}
+	for _, l := range strings.Split(string(data), "\n") {
+		if slices.Equal(strings.Fields(l), want) {
+			return nil
+		}
+	}
+	f, err := os.OpenFile(hba, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(f, strings.Join(want, "\t"))
+	return errors.Join(err, f.Close())
+}
+
+// promote ends the standby's recovery and waits until it accepts writes.
+func (p *postgresServer) promote() error {
+	return p.run("pg_ctl", "-D", filepath.Join(p.dir, "data"), "-w", "-t", "60", "promote")
+}
+
+// killGroup SIGKILLs the postmaster and every backend: pg_ctl starts the
+// postmaster in a session of its own, so its process group is the
+// server's. Nothing is flushed or shut down, as when the machine dies
+// (the operating system's page cache survives, which a power loss would
+// not: with fsync=off that is the harness's one concession). It waits
+// until the group is gone.
+func (p *postgresServer) killGroup() error {
+	data, err := os.ReadFile(filepath.Join(p.dir, "data", "postmaster.pid"))
+	if err != nil {
+		return fmt.Errorf("read postmaster.pid: %w", err)
+	}
+	first, _, _ := strings.Cut(string(data), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 1 {
+		return fmt.Errorf("postmaster.pid: bad pid %q", first)
+	}
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill process group %d: %w", pid, err)
+	}
+	for range 100 {
+		if !groupAlive(pid) {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("process group %d still alive 5 s after SIGKILL", pid)
 }
