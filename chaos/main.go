@@ -1,11 +1,14 @@
 // Command chaos proves xtimer's promises under faults (issue 4): it starts
 // its own Redis and PostgreSQL, runs several replica processes
-// (./chaos/replica) with the same tasks firing every second, injects
-// faults on a schedule derived from -seed, then checks every fire of the
-// measured window against the invocation files the handlers wrote.
+// (./replica) with the same tasks firing every second, injects faults on
+// a schedule derived from -seed, then checks every fire of the measured
+// window against the invocation files the handlers wrote.
 //
-//	go run ./chaos -profile short -seed 1   # ~75 s, run by .ci/run
-//	go run ./chaos -profile long -seed 1    # 10 min, 500 tasks, every fault kind
+// It is a module of its own (chaos/go.mod), so that its dependencies stay
+// out of the library's go.mod; run it from chaos/:
+//
+//	cd chaos && go run . -profile short -seed 1   # ~75 s, run by .ci/run
+//	cd chaos && go run . -profile long -seed 1    # 10 min, 500 tasks, every fault kind
 //
 // It prints the fault schedule first (so a run can be replayed with the
 // same seed; victims are chosen by who owns slots at that moment), then
@@ -235,10 +238,10 @@ func (h *harness) setup() error {
 		}
 	}
 	h.bin = filepath.Join(h.tmp, "replica")
-	build := exec.Command("go", "build", "-o", h.bin, "./chaos/replica")
+	build := exec.Command("go", "build", "-o", h.bin, "./replica")
 	build.Dir = root
 	if out, buildErr := build.CombinedOutput(); buildErr != nil {
-		return fmt.Errorf("go build ./chaos/replica: %w\n%s", buildErr, out)
+		return fmt.Errorf("go build ./replica in %s: %w\n%s", root, buildErr, out)
 	}
 
 	rport, err := localsvc.FreePort()
@@ -271,16 +274,23 @@ func (h *harness) setup() error {
 	return nil
 }
 
+// chaosModule is the module path of chaos/go.mod: the harness is a module
+// of its own, so that its dependencies (toxiproxy) stay out of the
+// library's go.mod.
+const chaosModule = "github.com/xtimer-go/xtimer/chaos"
+
+// moduleRoot is the directory of the chaos module, which the replica
+// binary is built in.
 func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Path}} {{.Dir}}").Output()
 	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
+		return "", fmt.Errorf("go list -m (run from chaos/: cd chaos && go run .): %w", err)
 	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", fmt.Errorf("run from inside the xtimer module (go run ./chaos)")
+	path, dir, ok := strings.Cut(strings.TrimSpace(string(out)), " ")
+	if !ok || path != chaosModule {
+		return "", fmt.Errorf("main module %q: run from the chaos module (cd chaos && go run .)", path)
 	}
-	return filepath.Dir(mod), nil
+	return dir, nil
 }
 
 // run starts the replicas, injects the faults and stops the replicas.
