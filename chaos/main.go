@@ -7,14 +7,15 @@
 // It is a module of its own (chaos/go.mod), so that its dependencies stay
 // out of the library's go.mod; run it from chaos/:
 //
-//	cd chaos && go run . -profile short -seed 1   # ~75 s, run by .ci/run
+//	cd chaos && go run . -profile short -seed 1   # ~85 s, run by .ci/run
 //	cd chaos && go run . -profile long -seed 1    # 10 min, 500 tasks, every fault kind
+//	cd chaos && go run . -profile partition -seed 1   # 90 s, replicas cut from Redis or the database, a slow link (partition.go)
 //
 // It prints the fault schedule first (so a run can be replayed with the
 // same seed; victims are chosen by who owns slots at that moment), then
 // one summary line:
 //
-//	chaos: seed=1 profile=short fires=... invoked_once=... duplicates=0 missed=0 skipped=... stuck=0 late_p99_ms=... max_failover_s=... sharded_shards=... sharded_once=... sharded_dup=0 sharded_missed=0 sharded_skipped=... broadcast_shards=... broadcast_once=... broadcast_dup=0 broadcast_missed=0 broadcast_skipped=... faults=kill:1,...
+//	chaos: seed=1 profile=short fires=... invoked_once=... duplicates=0 missed=0 skipped=... stuck=0 late_p99_ms=... max_failover_s=... failover_s=kill:...,cut_redis:... sharded_shards=... sharded_once=... sharded_dup=0 sharded_missed=0 sharded_skipped=... broadcast_shards=... broadcast_once=... broadcast_dup=0 broadcast_missed=0 broadcast_skipped=... faults=kill:1,...
 //
 // fires and the figures after it count the fires of the tasks that are
 // not sharded; the sharded_ and broadcast_ figures count the shards of
@@ -23,8 +24,9 @@
 // their rules. It exits 1 when a promise broke (duplicated, missed or
 // stuck fires or shards, a broadcast fire run twice on one replica or a
 // broadcast shard run on a replica other than its row's, a buffer task's
-// run that started before the one before it ended, or a failover slower
-// than 10 s), after printing which one, example fire IDs with what their
+// run that started before the one before it ended, or a failover after a
+// kill or a cut slower than 10 s: max_failover_s, failover_s per fault
+// kind), after printing which one, example fire IDs with what their
 // rows say, and the tail of the replicas' logs. Fires
 // recorded skipped with a reason count as skipped wherever they fall; with
 // -strict only those of a database outage do, and the overlap skips of
@@ -34,10 +36,12 @@ package main
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -62,23 +66,30 @@ type profile struct {
 	dbDown   time.Duration
 	killWait time.Duration // how long a killed replica stays dead
 	rollWait time.Duration // between the restarts of a rolling deploy
+	cutFor   time.Duration // how long a cut_* fault cuts a replica off (partition.go)
+	slowFor  time.Duration // how long slow_db slows a replica's database link
 }
 
 var profiles = map[string]profile{
-	// short fits in CI: every fault kind once, back to back, a 10 s
-	// database outage instead of 30 s.
+	// short fits in CI: the fault kinds of this file once, back to back,
+	// a 10 s database outage instead of 30 s, then a 6 s slow database
+	// link (partition.go).
 	"short": {
-		name: "short", replicas: 3, tasks: 50, length: 75 * time.Second,
-		faults: []faultKind{faultRolling, faultKill, faultRedisFlush, faultStop, faultDBDown, faultRedisRestart},
+		name: "short", replicas: 3, tasks: 50, length: 85 * time.Second,
+		faults: []faultKind{faultRolling, faultKill, faultRedisFlush, faultStop, faultDBDown, faultRedisRestart,
+			faultSlowDB},
 		gapMin: 2 * time.Second, gapMax: 4 * time.Second,
 		dbDown: 10 * time.Second, killWait: 3 * time.Second, rollWait: 4 * time.Second,
+		slowFor: 6 * time.Second,
 	},
 	"long": {
 		name: "long", replicas: 3, tasks: 500, length: 10 * time.Minute,
 		faults: []faultKind{faultRolling, faultKill, faultKill, faultKill, faultStop, faultStop,
-			faultRedisFlush, faultRedisFlush, faultRedisRestart, faultRedisRestart, faultDBDown},
+			faultRedisFlush, faultRedisFlush, faultRedisRestart, faultRedisRestart, faultDBDown,
+			faultCutRedis, faultCutDB, faultCutBoth, faultSlowDB},
 		gapMin: 15 * time.Second, gapMax: 30 * time.Second,
 		dbDown: 30 * time.Second, killWait: 5 * time.Second, rollWait: 10 * time.Second,
+		cutFor: 10 * time.Second, slowFor: 15 * time.Second,
 	},
 }
 
@@ -91,6 +102,8 @@ const (
 	// failoverBound is the promise on max_failover_s.
 	failoverBound = 10 * time.Second
 )
+
+func profileNames() string { return strings.Join(slices.Sorted(maps.Keys(profiles)), ", ") }
 
 func taskCode(i int) string { return fmt.Sprintf("chaos.t.%03d", i) }
 
@@ -125,14 +138,14 @@ const (
 const bufferTail = 10 * time.Second
 
 func main() {
-	prof := flag.String("profile", "short", "short (~75 s, CI) or long (10 min, 500 tasks)")
+	prof := flag.String("profile", "short", "one of "+profileNames()+" (short: ~85 s, CI; long: 10 min, 500 tasks)")
 	seed := flag.Uint64("seed", 1, "seed of the fault schedule")
 	keep := flag.Bool("keep", false, "keep the temp dir (server data, replica logs, invocation files)")
 	strict := flag.Bool("strict", false, "count fires recorded skipped outside a database outage as missed")
 	flag.Parse()
 	p, ok := profiles[*prof]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "chaos: -profile %q: want short or long\n", *prof)
+		fmt.Fprintf(os.Stderr, "chaos: -profile %q: want one of %s\n", *prof, profileNames())
 		os.Exit(2)
 	}
 	h := &harness{prof: p, seed: *seed, keep: *keep, strict: *strict, counts: map[faultKind]int{}}
@@ -154,13 +167,17 @@ type harness struct {
 	start  time.Time // the measured window opens here
 	stopAt time.Time // the final SIGTERM
 	counts map[faultKind]int
+	begun  []time.Time // when each fault was injected
+	links  *links      // the replicas' proxies (partition.go); nil when the profile has no partition fault
 
 	mu       sync.Mutex
 	replicas []*replica // current process of each replica slot
 	all      []*replica // every process started, for the files
 	cleanups []func()
 	outages  []window // database outages
-	kills    []killRecord
+	// failovers (under mu) are the kills, cuts and slow links whose
+	// takeover maxFailover measures.
+	failovers []failoverRecord
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -271,7 +288,7 @@ func (h *harness) setup() error {
 	}
 	h.onCleanup(func() { _ = h.pg.stop("immediate") })
 	h.logf("redis-server on %s, PostgreSQL (%s) on port %d, data in %s", h.redis.addr(), pbin, pport, h.tmp)
-	return nil
+	return h.startLinks()
 }
 
 // chaosModule is the module path of chaos/go.mod: the harness is a module
