@@ -122,7 +122,7 @@ func (h *harness) replicaLinks(idx int) (dsn, redisAddr string) {
 func addToxic(p *toxiproxy.Proxy, name, stream string, toxicity float32, t toxics.Toxic, typ string) error {
 	body, err := json.Marshal(&toxics.ToxicWrapper{Toxic: t, Name: name, Type: typ, Stream: stream, Toxicity: toxicity})
 	if err != nil {
-		return err
+		return fmt.Errorf("toxic %s on %s: %w", name, p.Name, err)
 	}
 	if _, err := p.Toxics.AddToxicJson(bytes.NewReader(body)); err != nil {
 		return fmt.Errorf("toxic %s on %s: %w", name, p.Name, err)
