@@ -6,11 +6,12 @@
 test:
 	go test -race -count=1 ./...
 
-# lint: golangci-lint v2.15.0 (.golangci.yml) on the library and on bench/,
-# a module of its own; .ci/run installs that version.
+# lint: golangci-lint v2.15.0 (.golangci.yml) on the library and on bench/
+# and chaos/, modules of their own; .ci/run installs that version.
 lint:
 	golangci-lint run ./...
 	cd bench && golangci-lint run --config ../.golangci.yml ./...
+	cd chaos && golangci-lint run --config ../.golangci.yml ./...
 
 # ci: what CI runs on a clean clone: services, tests, lint, paging check, chaos, bench smoke.
 ci:

@@ -281,7 +281,7 @@ func (h *harness) check() int {
 	sc.stuck, sc.skippedOutside, sc.mismatch, sc.involved = stuck, skippedOutside, mismatch, involved
 	sc.run()
 	p99 := percentile(lateness, 0.99)
-	failover := h.maxFailover(invs)
+	failover, perKind := h.maxFailover(invs)
 
 	faults := make([]string, len(faultOrder))
 	for i, f := range faultOrder {
@@ -300,9 +300,11 @@ func (h *harness) check() int {
 	if failover > failoverBound.Seconds() {
 		exit = 1
 		fmt.Printf("chaos: BROKEN failover: max_failover_s=%.1f > %.0f\n", failover, failoverBound.Seconds())
-		for _, k := range h.kills {
-			fmt.Printf("    SIGKILL %s at %s: %s\n", k.victim, k.at.UTC().Format("15:04:05.000"), k.detail)
-			involved[k.victim] = true
+		for _, k := range h.failovers {
+			if k.bounded {
+				fmt.Printf("    %s %s at %s: %s\n", k.kind, k.victim, k.at.UTC().Format("15:04:05.000"), k.detail)
+				involved[k.victim] = true
+			}
 		}
 	}
 	for _, b := range []*broken{skippedOutside, mismatch} {
@@ -325,33 +327,44 @@ func (h *harness) check() int {
 	if exit != 0 {
 		h.tails(involved)
 	}
-	fmt.Printf("chaos: seed=%d profile=%s fires=%d invoked_once=%d duplicates=%d missed=%d skipped=%d stuck=%d late_p99_ms=%d max_failover_s=%.1f %s %s faults=%s%s\n",
-		h.seed, h.prof.name, fires, once, dup.n, missed.n, skipped, stuck.n, p99, failover,
+	fmt.Printf("chaos: seed=%d profile=%s fires=%d invoked_once=%d duplicates=%d missed=%d skipped=%d stuck=%d late_p99_ms=%d max_failover_s=%.1f failover_s=%s %s %s faults=%s%s\n",
+		h.seed, h.prof.name, fires, once, dup.n, missed.n, skipped, stuck.n, p99, failover, perKind,
 		sc.sharded.fields("sharded"), sc.broadcast.fields("broadcast"), strings.Join(faults, ","), loss.fields())
 	return exit
 }
 
-// maxFailover measures, for each SIGKILL, how late the fires the victim
-// had recorded ahead started elsewhere: over the fires of the victim's
-// tasks (those with rows it recorded ahead at the kill, i.e. its slots)
-// whose run time falls in the 15 s after the kill, the largest
+// maxFailover measures, for each SIGKILL, cut and slow link, how late the
+// fires the victim had recorded ahead started, on another replica or
+// (cut or slow) on the victim itself: over the fires of the victim's
+// tasks (those with rows it recorded ahead at the fault, i.e. its slots)
+// whose run time falls between the fault and its record's until (15 s
+// after a kill, the end of a cut or slow link) or the next fault, if
+// sooner (a freeze right after a kill is not the kill's), the largest
 // (first start - run time), in seconds; each shard of the sharded task's
-// fires counts as a fire (the shards dealt to the victim are taken over),
-// the broadcast task's do not (they never run elsewhere). A fire never
-// invoked there is counted by the missed check instead. The result is the
-// maximum over all kills.
-func (h *harness) maxFailover(invs map[fireKey][]invocation) float64 {
+// fires counts as a fire (the shards dealt to the victim are taken
+// over), the broadcast task's do not (they never run elsewhere). A fire
+// never invoked there is counted by the missed check instead. It returns
+// the maximum over the faults whose figure is bounded (kills and cuts),
+// and the maximum per fault kind, slow links included.
+func (h *harness) maxFailover(invs map[fireKey][]invocation) (float64, failoverFigures) {
 	var worst float64
-	for i := range h.kills {
-		k := &h.kills[i]
+	perKind := failoverFigures{}
+	for i := range h.failovers {
+		k := &h.failovers[i]
 		var kmax int64
 		var at fireKey
 		first := k.at.Truncate(time.Second).Add(time.Second).UnixMilli()
+		until := k.until
+		for _, b := range h.begun {
+			if b.After(k.at) && b.Before(until) {
+				until = b
+			}
+		}
 		for code := range k.codes {
 			if _, buffer := bufferSkips[code]; buffer || slices.Contains(jitterTasks, code) || code == broadcastTask {
 				continue // its fires wait for its long runs, start late by design, or never run elsewhere
 			}
-			for t := first; t < k.at.Add(15*time.Second).UnixMilli(); t += 1000 {
+			for t := first; t < until.UnixMilli(); t += 1000 {
 				for shard := range shardsOf(code) {
 					fk := fireKey{code, t, shard}
 					if inv := invs[fk]; len(inv) > 0 && inv[0].started-t > kmax {
@@ -360,10 +373,33 @@ func (h *harness) maxFailover(invs map[fireKey][]invocation) float64 {
 				}
 			}
 		}
-		k.detail = fmt.Sprintf("slowest takeover %.1fs (%s, tasks %d)", float64(kmax)/1000, at.id(), len(k.codes))
-		worst = math.Max(worst, float64(kmax)/1000)
+		k.gap = float64(kmax) / 1000
+		k.detail = fmt.Sprintf("slowest takeover %.1fs (%s, tasks %d)", k.gap, at.id(), len(k.codes))
+		if k.bounded {
+			worst = math.Max(worst, k.gap)
+		}
+		if g, ok := perKind[k.kind]; !ok || k.gap > g {
+			perKind[k.kind] = k.gap
+		}
 	}
-	return worst
+	return worst, perKind
+}
+
+// failoverFigures are the slowest takeovers by fault kind, printed as
+// kill:5.2,cut_db:1.3 in faultOrder ("none" without such faults).
+type failoverFigures map[faultKind]float64
+
+func (f failoverFigures) String() string {
+	var parts []string
+	for _, k := range faultOrder {
+		if g, ok := f[k]; ok {
+			parts = append(parts, fmt.Sprintf("%s:%.1f", k, g))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ",")
 }
 
 // checkBuffered adds to b each run of a buffer task that started before

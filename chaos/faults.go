@@ -37,13 +37,18 @@ type fault struct {
 
 type window struct{ from, to time.Time }
 
-// killRecord is one SIGKILL: the victim and the tasks of the fires it had
-// recorded ahead, whose failover max_failover_s measures.
-type killRecord struct {
-	at     time.Time
-	victim string
-	codes  map[string]bool
-	detail string // filled by maxFailover
+// failoverRecord is one SIGKILL, cut or slow link (partition.go): the
+// victim and the tasks of the fires it had recorded ahead, whose
+// takeover maxFailover measures over the fires due from at to until.
+type failoverRecord struct {
+	kind    faultKind
+	at      time.Time
+	until   time.Time
+	victim  string
+	codes   map[string]bool
+	bounded bool    // its figure counts in max_failover_s (a slow link's is only reported)
+	gap     float64 // the slowest start, s; filled by maxFailover
+	detail  string  // filled by maxFailover
 }
 
 // schedule derives the fault times from the seed. The rolling deploy comes
@@ -95,6 +100,10 @@ func (h *harness) duration(k faultKind) time.Duration {
 	case faultRolling:
 		n := h.prof.replicas - max(1, h.prof.replicas/2)
 		return time.Duration(n) * (h.prof.rollWait + 2*time.Second)
+	case faultCutRedis, faultCutDB, faultCutBoth:
+		return h.prof.cutFor
+	case faultSlowDB:
+		return h.prof.slowFor
 	}
 	return 0
 }
@@ -117,6 +126,7 @@ func (h *harness) printSchedule(sched []fault) {
 
 func (h *harness) inject(f fault) {
 	h.counts[f.kind]++
+	h.begun = append(h.begun, time.Now())
 	switch f.kind {
 	case faultKill:
 		h.kill()
@@ -145,6 +155,10 @@ func (h *harness) inject(f fault) {
 		h.rolling()
 	case faultPGFailover:
 		h.pgFailover()
+	case faultCutRedis, faultCutDB, faultCutBoth:
+		h.cut(f.kind)
+	case faultSlowDB:
+		h.slowDB()
 	}
 }
 
@@ -241,7 +255,8 @@ func (h *harness) kill() {
 	_ = victim.cmd.Process.Signal(syscall.SIGKILL)
 	<-victim.done
 	h.mu.Lock()
-	h.kills = append(h.kills, killRecord{at: at, victim: victim.id, codes: codes})
+	h.failovers = append(h.failovers, failoverRecord{kind: faultKill, at: at, until: at.Add(15 * time.Second),
+		victim: victim.id, codes: codes, bounded: true})
 	h.mu.Unlock()
 	h.logf("SIGKILL %s (recorded ahead fires of %d tasks); restart in %s", victim.id, len(codes), h.prof.killWait)
 	time.Sleep(h.prof.killWait)
@@ -352,7 +367,8 @@ func (h *harness) startReplica(idx int, extra bool, skew time.Duration) error {
 		return err
 	}
 	defer errf.Close()
-	args := []string{"-app", app, "-dsn", h.dsn(), "-redis", h.redis.addr(), "-id", r.id,
+	dsn, redisAddr := h.replicaLinks(idx)
+	args := []string{"-app", app, "-dsn", dsn, "-redis", redisAddr, "-id", r.id,
 		"-tasks", fmt.Sprint(h.prof.tasks), "-log", r.inv}
 	if extra {
 		args = append(args, "-extra")

@@ -1,18 +1,22 @@
 // Command chaos proves xtimer's promises under faults (issue 4): it starts
 // its own Redis and PostgreSQL, runs several replica processes
-// (./chaos/replica) with the same tasks firing every second, injects
-// faults on a schedule derived from -seed, then checks every fire of the
-// measured window against the invocation files the handlers wrote.
+// (./replica) with the same tasks firing every second, injects faults on
+// a schedule derived from -seed, then checks every fire of the measured
+// window against the invocation files the handlers wrote.
 //
-//	go run ./chaos -profile short -seed 1   # ~75 s, run by .ci/run
-//	go run ./chaos -profile long -seed 1    # 10 min, 500 tasks, every fault kind
-//	go run ./chaos -profile pg-sync -seed 1  # ~75 s, PostgreSQL failover (pgfailover.go)
+// It is a module of its own (chaos/go.mod), so that its dependencies stay
+// out of the library's go.mod; run it from chaos/:
+//
+//	cd chaos && go run . -profile short -seed 1   # ~85 s, run by .ci/run
+//	cd chaos && go run . -profile long -seed 1    # 10 min, 500 tasks, every fault kind
+//	cd chaos && go run . -profile pg-sync -seed 1     # ~75 s, PostgreSQL failover (pgfailover.go)
+//	cd chaos && go run . -profile partition -seed 1   # 90 s, replicas cut from Redis or the database, a slow link (partition.go)
 //
 // It prints the fault schedule first (so a run can be replayed with the
 // same seed; victims are chosen by who owns slots at that moment), then
 // one summary line:
 //
-//	chaos: seed=1 profile=short fires=... invoked_once=... duplicates=0 missed=0 skipped=... stuck=0 late_p99_ms=... max_failover_s=... sharded_shards=... sharded_once=... sharded_dup=0 sharded_missed=0 sharded_skipped=... broadcast_shards=... broadcast_once=... broadcast_dup=0 broadcast_missed=0 broadcast_skipped=... faults=kill:1,...
+//	chaos: seed=1 profile=short fires=... invoked_once=... duplicates=0 missed=0 skipped=... stuck=0 late_p99_ms=... max_failover_s=... failover_s=kill:...,cut_redis:... sharded_shards=... sharded_once=... sharded_dup=0 sharded_missed=0 sharded_skipped=... broadcast_shards=... broadcast_once=... broadcast_dup=0 broadcast_missed=0 broadcast_skipped=... faults=kill:1,...
 //
 // fires and the figures after it count the fires of the tasks that are
 // not sharded; the sharded_ and broadcast_ figures count the shards of
@@ -24,8 +28,9 @@
 // failoverLoss in pgfailover.go). It exits 1 when a promise broke
 // (duplicated, missed or stuck fires or shards, a broadcast fire run twice on one replica or a
 // broadcast shard run on a replica other than its row's, a buffer task's
-// run that started before the one before it ended, or a failover slower
-// than 10 s), after printing which one, example fire IDs with what their
+// run that started before the one before it ended, or a failover after a
+// kill or a cut slower than 10 s: max_failover_s, failover_s per fault
+// kind), after printing which one, example fire IDs with what their
 // rows say, and the tail of the replicas' logs. Fires
 // recorded skipped with a reason count as skipped wherever they fall; with
 // -strict only those of a database outage do, and the overlap skips of
@@ -73,23 +78,30 @@ type profile struct {
 	standby      string
 	promoteAfter time.Duration
 	standbyLag   time.Duration
+	cutFor       time.Duration // how long a cut_* fault cuts a replica off (partition.go)
+	slowFor      time.Duration // how long slow_db slows a replica's database link
 }
 
 var profiles = map[string]profile{
-	// short fits in CI: every fault kind once, back to back, a 10 s
-	// database outage instead of 30 s.
+	// short fits in CI: the fault kinds of this file once, back to back,
+	// a 10 s database outage instead of 30 s, then a 6 s slow database
+	// link (partition.go).
 	"short": {
-		name: "short", replicas: 3, tasks: 50, length: 75 * time.Second,
-		faults: []faultKind{faultRolling, faultKill, faultRedisFlush, faultStop, faultDBDown, faultRedisRestart},
+		name: "short", replicas: 3, tasks: 50, length: 85 * time.Second,
+		faults: []faultKind{faultRolling, faultKill, faultRedisFlush, faultStop, faultDBDown, faultRedisRestart,
+			faultSlowDB},
 		gapMin: 2 * time.Second, gapMax: 4 * time.Second,
 		dbDown: 10 * time.Second, killWait: 3 * time.Second, rollWait: 4 * time.Second,
+		slowFor: 6 * time.Second,
 	},
 	"long": {
 		name: "long", replicas: 3, tasks: 500, length: 10 * time.Minute,
 		faults: []faultKind{faultRolling, faultKill, faultKill, faultKill, faultStop, faultStop,
-			faultRedisFlush, faultRedisFlush, faultRedisRestart, faultRedisRestart, faultDBDown},
+			faultRedisFlush, faultRedisFlush, faultRedisRestart, faultRedisRestart, faultDBDown,
+			faultCutRedis, faultCutDB, faultCutBoth, faultSlowDB},
 		gapMin: 15 * time.Second, gapMax: 30 * time.Second,
 		dbDown: 30 * time.Second, killWait: 5 * time.Second, rollWait: 10 * time.Second,
+		cutFor: 10 * time.Second, slowFor: 15 * time.Second,
 	},
 }
 
@@ -102,6 +114,8 @@ const (
 	// failoverBound is the promise on max_failover_s.
 	failoverBound = 10 * time.Second
 )
+
+func profileNames() string { return strings.Join(slices.Sorted(maps.Keys(profiles)), ", ") }
 
 func taskCode(i int) string { return fmt.Sprintf("chaos.t.%03d", i) }
 
@@ -136,14 +150,14 @@ const (
 const bufferTail = 10 * time.Second
 
 func main() {
-	prof := flag.String("profile", "short", "short (~75 s, CI), long (10 min, 500 tasks), or a fault's own (pg-sync, ...)")
+	prof := flag.String("profile", "short", "one of "+profileNames()+" (short: ~85 s, CI; long: 10 min, 500 tasks)")
 	seed := flag.Uint64("seed", 1, "seed of the fault schedule")
 	keep := flag.Bool("keep", false, "keep the temp dir (server data, replica logs, invocation files)")
 	strict := flag.Bool("strict", false, "count fires recorded skipped outside a database outage as missed")
 	flag.Parse()
 	p, ok := profiles[*prof]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "chaos: -profile %q: want one of %s\n", *prof, strings.Join(slices.Sorted(maps.Keys(profiles)), ", "))
+		fmt.Fprintf(os.Stderr, "chaos: -profile %q: want one of %s\n", *prof, profileNames())
 		os.Exit(2)
 	}
 	h := &harness{prof: p, seed: *seed, keep: *keep, strict: *strict, counts: map[faultKind]int{}}
@@ -166,13 +180,17 @@ type harness struct {
 	start  time.Time // the measured window opens here
 	stopAt time.Time // the final SIGTERM
 	counts map[faultKind]int
+	begun  []time.Time // when each fault was injected
+	links  *links      // the replicas' proxies (partition.go); nil when the profile has no partition fault
 
 	mu       sync.Mutex
 	replicas []*replica // current process of each replica slot
 	all      []*replica // every process started, for the files
 	cleanups []func()
 	outages  []window // database outages
-	kills    []killRecord
+	// failovers (under mu) are the kills, cuts and slow links whose
+	// takeover maxFailover measures.
+	failovers []failoverRecord
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -250,10 +268,10 @@ func (h *harness) setup() error {
 		}
 	}
 	h.bin = filepath.Join(h.tmp, "replica")
-	build := exec.Command("go", "build", "-o", h.bin, "./chaos/replica")
+	build := exec.Command("go", "build", "-o", h.bin, "./replica")
 	build.Dir = root
 	if out, buildErr := build.CombinedOutput(); buildErr != nil {
-		return fmt.Errorf("go build ./chaos/replica: %w\n%s", buildErr, out)
+		return fmt.Errorf("go build ./replica in %s: %w\n%s", root, buildErr, out)
 	}
 
 	rport, err := localsvc.FreePort()
@@ -289,19 +307,26 @@ func (h *harness) setup() error {
 		return err
 	}
 	h.logf("redis-server on %s, PostgreSQL (%s) on port %d, data in %s", h.redis.addr(), pbin, pport, h.tmp)
-	return nil
+	return h.startLinks()
 }
 
+// chaosModule is the module path of chaos/go.mod: the harness is a module
+// of its own, so that its dependencies (toxiproxy) stay out of the
+// library's go.mod.
+const chaosModule = "github.com/xtimer-go/xtimer/chaos"
+
+// moduleRoot is the directory of the chaos module, which the replica
+// binary is built in.
 func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Path}} {{.Dir}}").Output()
 	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
+		return "", fmt.Errorf("go list -m (run from chaos/: cd chaos && go run .): %w", err)
 	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", fmt.Errorf("run from inside the xtimer module (go run ./chaos)")
+	path, dir, ok := strings.Cut(strings.TrimSpace(string(out)), " ")
+	if !ok || path != chaosModule {
+		return "", fmt.Errorf("main module %q: run from the chaos module (cd chaos && go run .)", path)
 	}
-	return filepath.Dir(mod), nil
+	return dir, nil
 }
 
 // run starts the replicas, injects the faults and stops the replicas.
