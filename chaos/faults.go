@@ -141,6 +141,10 @@ func (h *harness) inject(f fault) {
 		h.dbDown()
 	case faultRolling:
 		h.rolling()
+	case faultSentinelFailover:
+		h.sentinelFailover()
+	case faultClusterFailover:
+		h.clusterFailover()
 	}
 }
 
@@ -348,8 +352,8 @@ func (h *harness) startReplica(idx int, extra bool, skew time.Duration) error {
 		return err
 	}
 	defer errf.Close()
-	args := []string{"-app", app, "-dsn", h.pg.dsn(), "-redis", h.redis.addr(), "-id", r.id,
-		"-tasks", fmt.Sprint(h.prof.tasks), "-log", r.inv}
+	args := append([]string{"-app", app, "-dsn", h.pg.dsn(), "-id", r.id,
+		"-tasks", fmt.Sprint(h.prof.tasks), "-log", r.inv}, h.redisArgs()...)
 	if extra {
 		args = append(args, "-extra")
 	}

@@ -48,6 +48,7 @@ import (
 // profile is the size and length of a run.
 type profile struct {
 	name     string
+	redis    string // standalone (""), cluster or sentinel: the Redis it runs (redistopo.go)
 	replicas int
 	tasks    int
 	length   time.Duration // from the start of the measured window to the final SIGTERM
@@ -146,6 +147,7 @@ type harness struct {
 	tmp    string
 	bin    string // the replica binary
 	redis  *redisServer
+	topo   *redisTopology // the cluster or Sentinel set of a profile's redis (redistopo.go)
 	pg     *postgresServer
 	db     *gorm.DB
 	start  time.Time // the measured window opens here
@@ -241,13 +243,7 @@ func (h *harness) setup() error {
 		return fmt.Errorf("go build ./chaos/replica: %w\n%s", buildErr, out)
 	}
 
-	rport, err := localsvc.FreePort()
-	if err != nil {
-		return err
-	}
-	h.redis = &redisServer{port: rport, dir: filepath.Join(h.tmp, "redis"), log: filepath.Join(h.tmp, "logs", "redis.log")}
-	h.onCleanup(h.redis.stop)
-	if err = h.redis.start(); err != nil {
+	if err = h.startRedis(); err != nil {
 		return err
 	}
 
@@ -267,7 +263,7 @@ func (h *harness) setup() error {
 		return err
 	}
 	h.onCleanup(func() { _ = h.pg.stop("immediate") })
-	h.logf("redis-server on %s, PostgreSQL (%s) on port %d, data in %s", h.redis.addr(), pbin, pport, h.tmp)
+	h.logf("%s, PostgreSQL (%s) on port %d, data in %s", h.redisDesc(), pbin, pport, h.tmp)
 	return nil
 }
 
