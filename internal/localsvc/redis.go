@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,7 +113,13 @@ func (p *RedisProcess) Start(ctx context.Context) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		err = c.Ping(pctx).Err()
+		// PING only once the port accepts: the client logs the dials it
+		// retries.
+		var conn net.Conn
+		if conn, err = (&net.Dialer{}).DialContext(pctx, "tcp", p.Addr()); err == nil {
+			_ = conn.Close()
+			err = c.Ping(pctx).Err()
+		}
 		cancel()
 		if err == nil {
 			return nil
