@@ -159,6 +159,10 @@ func (h *harness) inject(f fault) {
 		h.cut(f.kind)
 	case faultSlowDB:
 		h.slowDB()
+	case faultSentinelFailover:
+		h.sentinelFailover()
+	case faultClusterFailover:
+		h.clusterFailover()
 	}
 }
 
@@ -368,8 +372,8 @@ func (h *harness) startReplica(idx int, extra bool, skew time.Duration) error {
 	}
 	defer errf.Close()
 	dsn, redisAddr := h.replicaLinks(idx)
-	args := []string{"-app", app, "-dsn", dsn, "-redis", redisAddr, "-id", r.id,
-		"-tasks", fmt.Sprint(h.prof.tasks), "-log", r.inv}
+	args := append([]string{"-app", app, "-dsn", dsn, "-id", r.id,
+		"-tasks", fmt.Sprint(h.prof.tasks), "-log", r.inv}, h.redisArgs(redisAddr)...)
 	if extra {
 		args = append(args, "-extra")
 	}

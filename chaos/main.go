@@ -59,6 +59,7 @@ import (
 // profile is the size and length of a run.
 type profile struct {
 	name     string
+	redis    string // standalone (""), cluster or sentinel: the Redis it runs (redistopo.go)
 	replicas int
 	tasks    int
 	length   time.Duration // from the start of the measured window to the final SIGTERM
@@ -174,6 +175,7 @@ type harness struct {
 	tmp    string
 	bin    string // the replica binary
 	redis  *redisServer
+	topo   *redisTopology // the cluster or Sentinel set of a profile's redis (redistopo.go)
 	pg     *postgresServer
 	pgha   *pgFailover // the standby, when the profile has one
 	db     *gorm.DB
@@ -274,13 +276,7 @@ func (h *harness) setup() error {
 		return fmt.Errorf("go build ./replica in %s: %w\n%s", root, buildErr, out)
 	}
 
-	rport, err := localsvc.FreePort()
-	if err != nil {
-		return err
-	}
-	h.redis = &redisServer{port: rport, dir: filepath.Join(h.tmp, "redis"), log: filepath.Join(h.tmp, "logs", "redis.log")}
-	h.onCleanup(h.redis.stop)
-	if err = h.redis.start(); err != nil {
+	if err = h.startRedis(); err != nil {
 		return err
 	}
 
@@ -306,7 +302,7 @@ func (h *harness) setup() error {
 	if err := h.startStandby(); err != nil {
 		return err
 	}
-	h.logf("redis-server on %s, PostgreSQL (%s) on port %d, data in %s", h.redis.addr(), pbin, pport, h.tmp)
+	h.logf("%s, PostgreSQL (%s) on port %d, data in %s", h.redisDesc(), pbin, pport, h.tmp)
 	return h.startLinks()
 }
 

@@ -112,6 +112,9 @@ func (h *harness) startLinks() error {
 // idx dials: its proxies, or the servers when there are none.
 func (h *harness) replicaLinks(idx int) (dsn, redisAddr string) {
 	if h.links == nil {
+		if h.redis == nil {
+			return h.dsn(), "" // a cluster or Sentinel set: redisArgs names it
+		}
 		return h.dsn(), h.redis.addr()
 	}
 	return h.links.dsn[idx], h.links.redis[idx].Listen

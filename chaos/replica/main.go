@@ -7,6 +7,9 @@
 //
 //	replica -app chaos -dsn postgres://... -redis 127.0.0.1:6380 -id r0-g1 -tasks 50 -log inv/r0-g1.log
 //
+// -redis-cluster (node addresses) or -sentinels with -master replace
+// -redis for a Redis Cluster or a Sentinel-watched master.
+//
 // The invocation file is opened with O_APPEND and every line is written
 // with one write(2): a line the handler wrote survives a SIGKILL of the
 // process, since the kernel holds the data.
@@ -22,6 +25,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -37,16 +41,56 @@ func main() {
 	app := flag.String("app", "chaos", "xtimer App")
 	dsn := flag.String("dsn", "", "PostgreSQL URL (postgres://user@host:port/db?sslmode=disable)")
 	redisAddr := flag.String("redis", "", "Redis address for the slot lock")
+	clusterAddrs := flag.String("redis-cluster", "", "Redis Cluster node addresses, comma-separated (instead of -redis)")
+	sentinelAddrs := flag.String("sentinels", "", "Redis Sentinel addresses, comma-separated (instead of -redis; with -master)")
+	masterName := flag.String("master", "", "the master name the Sentinels monitor")
 	id := flag.String("id", "", "InstanceID of this replica")
 	tasks := flag.Int("tasks", 50, "tasks chaos.t.000.. firing every second")
 	extra := flag.Bool("extra", false, "also register chaos.extra (the rolling-deploy task)")
 	skew := flag.Duration("skew", 0, "run this replica's clock ahead by this offset")
 	logPath := flag.String("log", "", "append-only invocation file")
 	flag.Parse()
-	if err := run(*app, *dsn, *redisAddr, *id, *tasks, *extra, *skew, *logPath); err != nil {
+	rdb, err := redisClient(*redisAddr, *clusterAddrs, *sentinelAddrs, *masterName)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "replica:", err)
+		os.Exit(2)
+	}
+	err = run(*app, *dsn, rdb, *id, *tasks, *extra, *skew, *logPath)
+	_ = rdb.Close()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "replica:", err)
 		os.Exit(1)
 	}
+}
+
+// redisClient connects to the Redis of exactly one of -redis (one
+// server), -redis-cluster (redis.NewClusterClient) and -sentinels with
+// -master (redis.NewFailoverClient). Every call is bounded by a second, as
+// the slot lock's calls are.
+func redisClient(addr, cluster, sentinels, master string) (redis.UniversalClient, error) {
+	set := 0
+	for _, f := range []string{addr, cluster, sentinels} {
+		if f != "" {
+			set++
+		}
+	}
+	if set != 1 {
+		return nil, fmt.Errorf("-redis %q, -redis-cluster %q, -sentinels %q: give exactly one", addr, cluster, sentinels)
+	}
+	if (sentinels == "") != (master == "") {
+		return nil, fmt.Errorf("-sentinels %q, -master %q: give both or neither", sentinels, master)
+	}
+	const timeout = time.Second
+	switch {
+	case cluster != "":
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(cluster, ","), ContextTimeoutEnabled: true,
+			DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout}), nil
+	case sentinels != "":
+		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: master, SentinelAddrs: strings.Split(sentinels, ","),
+			ContextTimeoutEnabled: true, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout}), nil
+	}
+	return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true,
+		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout}), nil
 }
 
 // TaskCode is the code of the i-th chaos task; the harness uses the same
@@ -116,9 +160,9 @@ type skewedClock struct {
 
 func (c skewedClock) Now() time.Time { return c.Clock.Now().Add(c.skew) }
 
-func run(app, dsn, redisAddr, id string, tasks int, extra bool, skew time.Duration, logPath string) error {
-	if dsn == "" || redisAddr == "" || id == "" || logPath == "" {
-		return fmt.Errorf("-dsn, -redis, -id and -log are required")
+func run(app, dsn string, rdb redis.UniversalClient, id string, tasks int, extra bool, skew time.Duration, logPath string) error {
+	if dsn == "" || id == "" || logPath == "" {
+		return fmt.Errorf("-dsn, -id and -log are required")
 	}
 	inv, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
@@ -130,9 +174,6 @@ func run(app, dsn, redisAddr, id string, tasks int, extra bool, skew time.Durati
 	if err != nil {
 		return fmt.Errorf("open %s: %w", dsn, err)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true,
-		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
-	defer rdb.Close()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var clock xtimer.Clock = xtimer.SystemClock()

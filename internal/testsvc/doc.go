@@ -29,6 +29,14 @@
 // which case it fails. `bash .ci/run` starts all three servers and runs the
 // whole suite.
 //
+// Tests that need a Redis topology of their own start one from the
+// installed redis-server on free ports, stopped when the test ends:
+// StartRedisCluster (three masters, a redis.ClusterClient) and
+// StartRedisSentinel (a master, a replica and three Sentinels, a
+// redis.NewFailoverClient, KillMaster and Rejoin for failovers). Without
+// redis-server they skip, or fail under XTIMER_REQUIRE_SERVICES=1. The
+// processes are internal/localsvc's, which the chaos harness shares.
+//
 // To run one test body on every SQL backend:
 //
 //	for _, b := range testsvc.Backends() {
