@@ -47,16 +47,19 @@ func (s *Store) SecretTargets(ctx context.Context, app string, afterID int64, li
 
 // RewriteSecretTarget writes target over the stored target of the HTTP
 // task of app and code, if the row is still at version and its target
-// still old: it names what it replaces, so that an edit made since wins
-// (the version guards where the database compares text without regard to
-// case). The stored target means the same before and after, so neither
+// still old, byte for byte: it names what it replaces, and an edit made
+// since wins. The stored target means the same before and after, so neither
 // the version nor the app's task generation changes: replicas running with
 // the old text keep running right. It reports whether the row was written.
 func (s *Store) RewriteSecretTarget(ctx context.Context, app, code string, version int64, old, target string) (bool, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
+	same := "http_target = ?"
+	if s.db.Dialector.Name() == "mysql" {
+		same = "BINARY http_target = ?" // its default collation ignores case
+	}
 	res := s.db.WithContext(ctx).Model(&Task{}).
-		Where("app = ? AND code = ? AND kind = ? AND version = ? AND http_target = ?", app, code, KindHTTP, version, old).
+		Where("app = ? AND code = ? AND kind = ? AND version = ? AND "+same, app, code, KindHTTP, version, old).
 		UpdateColumn("http_target", target)
 	if res.Error != nil {
 		return false, fmt.Errorf("store: rewrite the target of http task %q: %w", code, res.Error)
