@@ -14,6 +14,7 @@ import (
 
 	"github.com/xtimer-go/xtimer/executor"
 	"github.com/xtimer-go/xtimer/internal/engine"
+	"github.com/xtimer-go/xtimer/internal/secretbox"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
 
@@ -177,10 +178,12 @@ type HTTPTask struct {
 }
 
 // HTTPTarget is the request an HTTP callback task sends. It is stored as
-// JSON in the task's row (xtimer_tasks.http_target), secrets included: the
-// database holds them, as it holds the DSN's password, so guard it
-// accordingly. Reads through this package (HTTPTask, the console) mask
-// them, and logs never show them.
+// JSON in the task's row (xtimer_tasks.http_target). Its secrets (secret
+// header values and Secret) are encrypted there with Options.SecretKeys,
+// each bound to its task and field; without keys they are stored in
+// plaintext, as the DSN's password is, so guard the database accordingly.
+// Reads through this package (HTTPTask, the console) mask them, and logs
+// never show them.
 type HTTPTarget struct {
 	// Method is GET, POST, PUT, PATCH or DELETE.
 	Method string `json:"method"`
@@ -215,8 +218,8 @@ type HTTPHeader struct {
 const Masked = "••••••"
 
 // httpSpec is what Task.HTTPTarget holds for a task of kind http: the
-// target, secrets included (the database holds them, as it holds the
-// DSN's password; reads through this package mask them), and the task's
+// target, secrets included (encrypted with Options.SecretKeys, else in
+// plaintext; reads through this package mask them), and the task's
 // concurrency bound, which has no column of its own.
 type httpSpec struct {
 	HTTPTarget
@@ -497,6 +500,7 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 	// them: the secrets it does not send again are cleared.
 	moved := old != nil && !sameDestination(old.Method, old.URL, tg.Method, tg.URL)
 	tg.Headers = slices.Clone(tg.Headers)
+	kept := make([]bool, len(tg.Headers)) // the value is the stored one, as stored (maybe encrypted)
 	var cleared []string
 	jsonBody := false
 	for i, h := range tg.Headers {
@@ -520,34 +524,41 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 			return nil, bad(at+".value", shorten(shown), "not valid UTF-8")
 		case len(h.Value) > 8<<10:
 			return nil, bad(at+".value", shorten(shown), "longer than 8 KiB")
+		case h.Secret && secretbox.IsSealed(h.Value):
+			return nil, bad(at+".value", shown, fmt.Sprintf("starts with %q, the prefix of encrypted values", secretbox.Prefix))
 		}
 		if h.Secret && (h.Value == "" || h.Value == Masked) && moved {
 			cleared = append(cleared, h.Name)
 			continue
 		}
 		if h.Secret && (h.Value == "" || h.Value == Masked) {
-			kept := ""
+			stored := ""
 			if old != nil {
 				for _, o := range old.Headers {
 					if o.Secret && strings.EqualFold(o.Name, h.Name) {
-						kept = o.Value
+						stored = o.Value
 						break
 					}
 				}
 			}
-			if kept == "" {
+			if stored == "" {
 				return nil, bad(at+".value", shown, "a secret header needs its value (there is no stored one to keep)")
 			}
-			tg.Headers[i].Value = kept
+			tg.Headers[i].Value, kept[i] = stored, true
 		}
 		if strings.EqualFold(h.Name, "Content-Type") && strings.Contains(strings.ToLower(h.Value), "json") {
 			jsonBody = true
 		}
 	}
 	if cleared != nil {
-		tg.Headers = slices.DeleteFunc(tg.Headers, func(h HTTPHeader) bool {
-			return h.Secret && (h.Value == "" || h.Value == Masked)
-		})
+		n := 0
+		for i, h := range tg.Headers {
+			if !(h.Secret && (h.Value == "" || h.Value == Masked)) {
+				tg.Headers[n], kept[n] = h, kept[i]
+				n++
+			}
+		}
+		tg.Headers, kept = tg.Headers[:n], kept[:n]
 	}
 	switch {
 	case len(tg.Body) > s.opts.HTTPMaxBody:
@@ -564,6 +575,7 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 			return nil, bad(fmt.Sprintf("target.success_codes[%d]", i), fmt.Sprint(c), "want an HTTP status 100-599")
 		}
 	}
+	keptSecret := false
 	switch {
 	case moved && (tg.Secret == Masked || tg.Secret == ""):
 		if old.Secret != "" {
@@ -576,10 +588,15 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 				return nil, bad("target.secret", Masked, "no stored secret to keep: give the secret itself, or leave it empty")
 			}
 		} else {
-			tg.Secret = old.Secret
+			tg.Secret, keptSecret = old.Secret, true
 		}
 	case !utf8.ValidString(tg.Secret) || strings.ContainsRune(tg.Secret, 0) || len(tg.Secret) > 1024:
 		return nil, bad("target.secret", Masked, "want at most 1024 bytes of UTF-8 text without NUL")
+	case secretbox.IsSealed(tg.Secret):
+		return nil, bad("target.secret", Masked, fmt.Sprintf("starts with %q, the prefix of encrypted values", secretbox.Prefix))
+	}
+	if err := s.sealSecrets(t.Code, &tg, kept, keptSecret); err != nil {
+		return nil, err
 	}
 
 	if cleared != nil {
@@ -695,6 +712,30 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 		row.Status = store.TaskPaused
 	}
 	return row, nil
+}
+
+// sealSecrets encrypts tg's secrets for storing (Options.SecretKeys;
+// internal/engine/secrets.go): the new ones, and the kept ones stored in
+// plaintext. A kept value stored encrypted stays as it is: its ciphertext
+// is bound to the task and the header's name, which it keeps, and Start
+// encrypts it again when its key is no longer the first.
+func (s *Scheduler) sealSecrets(code string, tg *HTTPTarget, kept []bool, keptSecret bool) error {
+	seal := func(field string, v *string, wasKept bool) error {
+		if *v == "" || wasKept && secretbox.IsSealed(*v) {
+			return nil
+		}
+		sealed, err := s.eng.SealSecret(code, field, *v)
+		*v = sealed
+		return err
+	}
+	for i := range tg.Headers {
+		if h := &tg.Headers[i]; h.Secret {
+			if err := seal(engine.HeaderSecretField(h.Name), &h.Value, kept[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return seal(engine.SigningSecretField, &tg.Secret, keptSecret)
 }
 
 // sameDestination reports whether two requests go to the same place:

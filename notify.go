@@ -66,6 +66,14 @@ const (
 	// recorded, at most once a day per task across the replicas (and
 	// damped by AlertWindow), until SetCalendar creates the calendar.
 	EventCalendarMissing EventKind = "calendar.missing"
+	// EventSecretUndecryptable: a replica refused a fire of an HTTP task
+	// because the task's stored secrets do not decrypt there (no
+	// Options.SecretKeys, no key of the ID that encrypted them, a
+	// different key of that ID, or a value altered or copied from another
+	// task); nothing was sent. The execution is failed, not retried, with
+	// reason "secret undecryptable"; Error names the task, the secret and
+	// the key ID, never the value.
+	EventSecretUndecryptable EventKind = "task.secret_undecryptable" //nolint:gosec // G101: an event kind, not a credential
 )
 
 // Event is one alert. Fields that do not apply to its Kind are zero.
@@ -90,7 +98,8 @@ type Event struct {
 	ExecutionID int64     `json:"execution_id,omitempty"`
 	ScheduledAt time.Time `json:"scheduled_at,omitzero"`
 	Attempt     int       `json:"attempt,omitempty"`
-	// Reason is why a fire was skipped; for EventCalendarMissing, the
+	// Reason is why a fire was skipped, or "secret undecryptable"
+	// (EventSecretUndecryptable); for EventCalendarMissing, the
 	// calendar's name.
 	Reason string `json:"reason,omitempty"`
 	// Error is the last attempt's error.
@@ -144,7 +153,7 @@ func NewLogNotifier(l *slog.Logger) *LogNotifier {
 func (n *LogNotifier) Notify(ctx context.Context, e Event) error {
 	level := slog.LevelWarn
 	switch e.Kind {
-	case EventFailed, EventTimedOut, EventSilent, EventReplicaLost, EventTaskPaused:
+	case EventFailed, EventTimedOut, EventSilent, EventReplicaLost, EventTaskPaused, EventSecretUndecryptable:
 		level = slog.LevelError
 	}
 	attrs := []slog.Attr{slog.String("alert", e.ID), slog.String("kind", string(e.Kind)), slog.String("app", e.App),

@@ -112,6 +112,16 @@ type Options struct {
 	// has no secret of its own. Empty (the default) leaves those unsigned.
 	// It is never logged.
 	HTTPSigningSecret string
+	// SecretKeys encrypt the secrets of HTTP tasks at rest (secret header
+	// values and HTTPTarget.Secret) with AES-256-GCM, each value bound to
+	// its app, task and field and stored with its key's ID: the first key
+	// encrypts, every key decrypts, and Start encrypts again under the
+	// first key what is stored in plaintext or under another key
+	// (ParseSecretKeys reads them from text; docs/configuration.md has
+	// rotation). A replica that cannot decrypt a task's secrets refuses its
+	// fires (EventSecretUndecryptable) and never sends ciphertext. Empty,
+	// the default, stores secrets in plaintext, with a warning logged once.
+	SecretKeys []SecretKey
 	// HTTPMaxBody caps the request body of an HTTPTarget. Defaults to
 	// DefaultHTTPMaxBody (64 KiB); at most 1 MiB.
 	HTTPMaxBody int
@@ -317,7 +327,7 @@ func (o Options) validate() error {
 	case len(o.HTTPSigningSecret) > 1024:
 		return bad("HTTPSigningSecret", fmt.Sprintf("%d bytes", len(o.HTTPSigningSecret)), "want at most 1024 bytes")
 	}
-	return nil
+	return checkSecretKeys(o.SecretKeys)
 }
 
 // Errors callers can test for with errors.Is.
@@ -367,6 +377,10 @@ func New(opts Options) (*Scheduler, error) {
 	case err != nil:
 		return nil, err
 	}
+	keys, err := keyring(opts.SecretKeys)
+	if err != nil {
+		return nil, err
+	}
 	s := &Scheduler{opts: opts, caller: caller, regOpts: map[regKey]*regOpts{}, log: opts.Logger.With("app", opts.App, "replica", opts.InstanceID)}
 	s.store = store.New(opts.DB, store.WithNow(opts.Clock.Now), store.WithRollups(!opts.NoRollups))
 	var locker Locker
@@ -395,7 +409,7 @@ func New(opts Options) (*Scheduler, error) {
 		Metrics: opts.Metrics, TracerProvider: opts.TracerProvider, Propagator: opts.Propagator,
 		Store: s.store, Clock: opts.Clock, Locker: locker, LockMode: mode,
 		Logger: s.log,
-		Caller: caller, Invoke: invoke, Notifier: notify,
+		Caller: caller, Invoke: invoke, Notifier: notify, SecretKeys: keys,
 	})
 	if err != nil {
 		return nil, err

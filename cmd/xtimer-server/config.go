@@ -37,6 +37,11 @@ type config struct {
 	// InsecureListen says a TLS proxy terminates in front of a cleartext,
 	// non-loopback -listen: it silences the start warning, nothing else.
 	InsecureListen bool // -insecure-listen, XTIMER_INSECURE_LISTEN
+	// SecretKeys encrypt the tasks' secrets at rest: read from the file
+	// -secret-key-file names, or from XTIMER_SECRET_KEY, which holds the
+	// keys themselves (secretkeys.go).
+	SecretKeyFile string
+	SecretKeys    []xtimer.SecretKey
 }
 
 // Defaults of config.
@@ -83,6 +88,8 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.StringVar(&c.AlertSecret, "alert-secret", env("XTIMER_ALERT_SECRET", ""), "HMAC secret that signs the alert webhook's requests (X-Xtimer-Signature) (env XTIMER_ALERT_SECRET)")
 	fs.StringVar(&c.TLSCert, "tls-cert", env("XTIMER_TLS_CERT", ""), "PEM certificate (chain) file: serve HTTPS, TLS 1.2 or later; needs -tls-key; read at start, restart to rotate (env XTIMER_TLS_CERT)")
 	fs.StringVar(&c.TLSKey, "tls-key", env("XTIMER_TLS_KEY", ""), "PEM private key file of -tls-cert (env XTIMER_TLS_KEY)")
+	fs.StringVar(&c.SecretKeyFile, "secret-key-file", "", "file of keys that encrypt task secrets at rest, one ID:base64-of-32-bytes a line, the first encrypting; "+
+		"or the keys themselves in env "+secretKeyEnv+"; without either, secrets are stored in plaintext")
 	for _, d := range []struct {
 		dst       *time.Duration
 		flag, env string
@@ -130,6 +137,9 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	}
 	if fs.NArg() > 0 {
 		return config{}, usagef("unexpected argument %q: every setting is a flag (-h lists them)", fs.Arg(0))
+	}
+	if err := c.readSecretKeys(getenv(secretKeyEnv)); err != nil {
+		return config{}, err
 	}
 	for _, a := range strings.Split(allow, ",") {
 		if a = strings.TrimSpace(a); a != "" {

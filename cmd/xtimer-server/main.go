@@ -26,6 +26,13 @@
 //	-tls-cert XTIMER_TLS_CERT              PEM certificate file: serve HTTPS (TLS 1.2 or later); needs -tls-key
 //	-tls-key XTIMER_TLS_KEY                PEM private key file of -tls-cert
 //	-insecure-listen XTIMER_INSECURE_LISTEN  a TLS proxy terminates in front: no cleartext warning
+//	-secret-key-file, or XTIMER_SECRET_KEY   keys encrypting task secrets at rest (the file's path, or the keys)
+//
+// The keys of -secret-key-file (or XTIMER_SECRET_KEY, which holds the keys
+// themselves, in the same format) are one ID:base64-of-32-bytes a line,
+// the first encrypting new secrets and every one decrypting; a bad line
+// fails the start (exit 2) naming it. Without keys, task secrets are
+// stored in plaintext and a warning says so.
 //
 // Without -tls-cert, a -listen address that is not loopback logs a warning
 // at start (the token and console sessions would cross the network in
@@ -148,6 +155,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	s, err := xtimer.New(xtimer.Options{
 		DB: db, Redis: rdb, App: cfg.App, InstanceID: cfg.Instance, Version: version(), Logger: log,
 		HTTPAllow: cfg.Allow, HTTPSigningSecret: cfg.SigningSecret, Metrics: metrics, Notifier: notifier,
+		SecretKeys: cfg.SecretKeys,
 	})
 	if err != nil {
 		return usageError{fmt.Errorf("%s%w", flagOf(err), err)}

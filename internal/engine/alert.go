@@ -539,6 +539,13 @@ func (a *alerter) settled(r store.Execution, f store.Finish) {
 	if a == nil || f.Reason == store.ReasonCancelled {
 		return // a run its task's policy stopped for the next fire: the policy's doing, not a failure to report
 	}
+	if f.Reason == ReasonSecretUndecryptable {
+		a.raise(Event{Kind: EventSecretUndecryptable, Task: r.TaskCode, At: time.UnixMilli(f.FinishedMs), ExecutionID: r.ID,
+			ScheduledAt: time.UnixMilli(r.RunTime).UTC(), Attempt: f.Attempt, Reason: f.Reason, Error: f.Error,
+			Message: fmt.Sprintf("task %s: execution %d refused on replica %s, nothing sent: %s", r.TaskCode, r.ID, a.opts.InstanceID, f.Error)},
+			r.TaskCode, fireOccurrence(r))
+		return
+	}
 	kind, what := EventFailed, "failed"
 	switch f.Status {
 	case store.StatusFailed:

@@ -22,6 +22,7 @@ import (
 
 	"github.com/xtimer-go/xtimer/cron"
 	"github.com/xtimer-go/xtimer/executor"
+	"github.com/xtimer-go/xtimer/internal/secretbox"
 	"github.com/xtimer-go/xtimer/internal/startstop"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
@@ -64,6 +65,9 @@ type Config struct {
 	Caller   *executor.HTTPCaller
 	Invoke   Invoker
 	Notifier Notify // nil sends no alerts
+	// SecretKeys encrypts the secrets of HTTP tasks (secrets.go); nil
+	// stores them in plaintext.
+	SecretKeys *secretbox.Keyring
 }
 
 // Engine is one replica's engine. Its fields are the components and what
@@ -79,6 +83,7 @@ type Engine struct {
 	httpPool   *executor.Pool
 	caller     *executor.HTTPCaller
 	httpQueues httpQueues
+	secrets    secrets // the keys of HTTP tasks' secrets (secrets.go)
 	locker     Locker
 
 	// mu guards the lifecycle (state); each component's fields are
@@ -127,6 +132,7 @@ func New(cfg Config) (*Engine, error) {
 		caller:   cfg.Caller,
 		tracer:   newTracer(cfg.TracerProvider),
 	}
+	s.secrets = secrets{keys: cfg.SecretKeys, app: cfg.App, replica: cfg.InstanceID, log: cfg.Logger}
 	s.view.init(s)
 	s.pool.OnDone(func() { s.dispatcher.poke() })
 	var err error
@@ -242,6 +248,9 @@ func (s *Engine) Start(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	if err := s.retryStart(ctx, "create tables", s.store.Migrate); err != nil {
+		return err
+	}
+	if err := s.retryStart(ctx, "encrypt stored secrets", s.sealStored); err != nil {
 		return err
 	}
 	if err := s.retryStart(ctx, "record tasks", s.view.registerAll); err != nil {

@@ -911,6 +911,12 @@ func (s *Engine) settle(r store.Execution, at time.Time, err error, timedOut boo
 		return f
 	}
 	f.Error = err.Error()
+	if errors.As(err, new(*secretError)) {
+		// Nothing was sent: the task's secrets do not decrypt on this
+		// replica, and would not on the next attempt either.
+		f.Status, f.Reason = store.StatusFailed, ReasonSecretUndecryptable
+		return f
+	}
 	s.view.mu.Lock()
 	t := s.view.taskLocked(r.TaskCode)
 	s.view.mu.Unlock()

@@ -169,7 +169,20 @@ func (s *Engine) doneHTTP(code string) {
 // the target's secret or Options.HTTPSigningSecret. The response lands in
 // run's output: a first line ("HTTP 200 OK in 12 ms", or the error) and
 // the body, capped at MaxOutput; its status in *status.
-func (s *Engine) httpAttempt(sp *HTTPSpec, r store.Execution, out *Output, status *atomic.Int64) func(context.Context) error {
+//
+// The target's secrets are decrypted here, for this request only
+// (secrets.go). When they do not decrypt on this replica, the attempt
+// sends nothing: it fails with a *secretError, which settle records
+// without a retry (ReasonSecretUndecryptable) and the alerter reports as
+// EventSecretUndecryptable.
+func (s *Engine) httpAttempt(stored *HTTPSpec, r store.Execution, out *Output, status *atomic.Int64) func(context.Context) error {
+	sp, err := s.secrets.openSecrets(r.TaskCode, stored)
+	if err != nil {
+		return func(context.Context) error {
+			out.Printf("refused, nothing sent: %v", err)
+			return err
+		}
+	}
 	headers := make([][2]string, len(sp.Headers))
 	for i, h := range sp.Headers {
 		headers[i] = [2]string{h.Name, h.Value}

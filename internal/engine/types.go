@@ -208,10 +208,11 @@ type HTTPHeader struct {
 }
 
 // HTTPSpec is what Task.HTTPTarget holds for a task of kind http: the
-// target, secrets included (the database holds them, as it holds the
-// DSN's password; reads through the root package mask them), and the
-// task's concurrency bound, which has no column of its own. Its JSON is
-// the stored form; the root's HTTPTarget has the same fields.
+// target, secrets included (encrypted with Config.SecretKeys, else in
+// plaintext: secrets.go; reads through the root package mask them), and
+// the task's concurrency bound, which has no column of its own. Its JSON
+// is the stored form; the root's HTTPTarget has the same fields. The
+// view holds it as stored: secrets are decrypted per request (httprun.go).
 type HTTPSpec struct {
 	Method        string       `json:"method"`
 	URL           string       `json:"url"`
@@ -253,6 +254,9 @@ const (
 	EventFallbackLeft    EventKind = "redis.fallback_left"
 	EventTaskPaused      EventKind = "task.paused"
 	EventCalendarMissing EventKind = "calendar.missing"
+	// EventSecretUndecryptable is the root's: an HTTP task's secrets do
+	// not decrypt on the replica that was to run its fire (secrets.go).
+	EventSecretUndecryptable EventKind = "task.secret_undecryptable" //nolint:gosec // G101: an event kind, not a credential
 )
 
 // Event is one alert, field for field the root's Event (notify.go
