@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/xtimer-go/xtimer"
@@ -33,9 +34,17 @@ type Options struct {
 	// one that came through a proxy (Forwarded or X-Forwarded-For), is
 	// refused with 403 and told how to configure an authorizer. See
 	// BasicAuth and BearerToken.
+	//
+	// The principal's Role says what it may do (RoleViewer, RoleOperator,
+	// RoleAdmin; none is RoleAdmin, logged once) and its Apps whose tasks
+	// it may see (none: every app). An authorizer of this package built
+	// with a bad argument (a password shorter than MinSecretBytes) is an
+	// error of New naming this option.
 	Authorize Authorizer
-	// ReadOnly refuses every state-changing request (pause, resume, run
-	// now, retry, schedule edits) with 403 read_only. Defaults to false.
+	// ReadOnly caps every principal at RoleViewer: every state-changing
+	// request (pause, resume, run now, retry, schedule edits) is refused
+	// with 403 read_only, and the pages offer no action. Defaults to
+	// false.
 	ReadOnly bool
 	// MaxBodyBytes bounds a request body. Defaults to DefaultMaxBodyBytes
 	// (64 KiB).
@@ -95,6 +104,10 @@ type console struct {
 	sopts  xtimer.Options
 	log    *slog.Logger
 	prefix string
+	// routes are the routes mounted, each with its rules (route).
+	routes []mountedRoute
+	// noRoleOnce logs the first principal without a role (withRole).
+	noRoleOnce sync.Once
 }
 
 // New returns the console for s: the JSON API under Prefix+"api/" and the
@@ -106,6 +119,9 @@ func New(s *xtimer.Scheduler, o Options) (http.Handler, error) {
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
 		return nil, err
+	}
+	if err := checkAuthorizer(o.Authorize); err != nil {
+		return nil, fmt.Errorf("xtimer/admin: Options.Authorize: %w", err)
 	}
 	sopts := s.Options()
 	// A store of its own on the scheduler's database, with the scheduler's

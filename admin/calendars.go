@@ -49,15 +49,10 @@ type CalendarEdit struct {
 
 func (c *console) routeCalendars(mux *http.ServeMux) {
 	api := c.prefix + "api/"
-	route(mux, api+"calendars", map[string]http.HandlerFunc{"GET": c.apiCalendars})
-	route(mux, api+"calendars/{name}", map[string]http.HandlerFunc{"GET": c.apiCalendar, "PUT": c.apiSetCalendar})
-	page := func(p string, h http.HandlerFunc) {
-		route(mux, c.prefix+p, map[string]http.HandlerFunc{"GET": func(w http.ResponseWriter, r *http.Request) {
-			h(w, c.asPage(r))
-		}})
-	}
-	page("calendars", c.calendarsPage)
-	page("calendars/{name}", c.calendarPage)
+	c.route(mux, api+"calendars", map[string]endpoint{"GET": read(c.apiCalendars)})
+	c.route(mux, api+"calendars/{name}", map[string]endpoint{"GET": read(c.apiCalendar), "PUT": administer(c.apiSetCalendar)})
+	c.page(mux, "calendars", routeRule{Role: RoleViewer}, c.calendarsPage)
+	c.page(mux, "calendars/{name}", routeRule{Role: RoleViewer}, c.calendarPage)
 }
 
 // calendarErr maps the scheduler's calendar errors to the API's: a bad
@@ -249,7 +244,7 @@ type calendarsPage struct {
 func (c *console) calendarsPage(w http.ResponseWriter, r *http.Request) {
 	q := newQuery(r, "app")
 	app := c.app(q)
-	p := &calendarsPage{layout: c.layoutFor(r, "calendars", "Calendars"), AppSel: app, CanSave: !c.opts.ReadOnly && app == c.sopts.App}
+	p := &calendarsPage{layout: c.layoutFor(r, "calendars", "Calendars"), AppSel: app, CanSave: app == c.sopts.App && principalOf(r.Context()).Role.Allows(RoleAdmin)}
 	var err error
 	if p.Apps, err = c.appsWith(r.Context(), app); err != nil {
 		c.fail(w, r, err)
@@ -293,7 +288,7 @@ func (c *console) calendarPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := &calendarPage{layout: c.layoutFor(r, "calendars", "Calendar "+name), AppSel: app, Calendar: v,
-		Text: strings.Join(v.Days, "\n"), CanSave: !c.opts.ReadOnly && app == c.sopts.App}
+		Text: strings.Join(v.Days, "\n"), CanSave: app == c.sopts.App && principalOf(r.Context()).Role.Allows(RoleAdmin)}
 	c.render(w, "calendar", p)
 }
 

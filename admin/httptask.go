@@ -408,7 +408,7 @@ func (c *console) renderTaskForm(w http.ResponseWriter, r *http.Request, title s
 		Overlaps: withValue(overlapPolicies, overlap), Overlap: overlap,
 		SecretSet: t.Target.Secret != "", TimeoutMs: t.Timeout.Milliseconds(),
 		BackoffBase: t.BackoffBase.Milliseconds(), BackoffMax: t.BackoffMax.Milliseconds(),
-		JitterMs: t.Jitter.Milliseconds(), CanSave: !c.opts.ReadOnly, CancelURL: c.prefix,
+		JitterMs: t.Jitter.Milliseconds(), CanSave: l.CanAdmin(), CancelURL: c.prefix,
 		Misfires: withValue(misfirePolicies, string(cmp.Or(t.Misfire, xtimer.MisfireRunOnce))),
 		Misfire:  string(cmp.Or(t.Misfire, xtimer.MisfireRunOnce)), MisfireWindowMs: t.MisfireWindow.Milliseconds()}
 	if !t.EndAt.IsZero() {
