@@ -113,15 +113,21 @@ type console struct {
 // New returns the console for s: the JSON API under Prefix+"api/" and the
 // web pages under Prefix, or an error naming the option that is wrong.
 func New(s *xtimer.Scheduler, o Options) (http.Handler, error) {
+	_, h, err := newConsole(s, o)
+	return h, err
+}
+
+// newConsole is New, with the console, whose routes the tests read.
+func newConsole(s *xtimer.Scheduler, o Options) (*console, http.Handler, error) {
 	if s == nil {
-		return nil, errors.New("xtimer/admin: scheduler is nil")
+		return nil, nil, errors.New("xtimer/admin: scheduler is nil")
 	}
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := checkAuthorizer(o.Authorize); err != nil {
-		return nil, fmt.Errorf("xtimer/admin: Options.Authorize: %w", err)
+		return nil, nil, fmt.Errorf("xtimer/admin: Options.Authorize: %w", err)
 	}
 	sopts := s.Options()
 	// A store of its own on the scheduler's database, with the scheduler's
@@ -133,7 +139,7 @@ func New(s *xtimer.Scheduler, o Options) (http.Handler, error) {
 	csrf := http.NewCrossOriginProtection()
 	for _, origin := range o.TrustedOrigins {
 		if err := csrf.AddTrustedOrigin(origin); err != nil {
-			return nil, fmt.Errorf("xtimer/admin: Options.TrustedOrigins %q: %w", origin, err)
+			return nil, nil, fmt.Errorf("xtimer/admin: Options.TrustedOrigins %q: %w", origin, err)
 		}
 	}
 	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -151,7 +157,7 @@ func New(s *xtimer.Scheduler, o Options) (http.Handler, error) {
 		}
 		c.notFound(w, r)
 	})
-	return c.guard(csrf.Handler(mux)), nil
+	return c, c.guard(csrf.Handler(mux)), nil
 }
 
 // Handler is New for use at init, where options are constants: it panics

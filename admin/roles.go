@@ -138,7 +138,11 @@ func (c *console) route(mux *http.ServeMux, path string, byMethod map[string]end
 			return
 		}
 		if !p.Role.Allows(e.rule.Role) {
-			writeError(w, r, errRole(p, e.rule.Role, r.Method+" "+r.URL.Path))
+			err := errRole(p, e.rule.Role, r.Method+" "+r.URL.Path)
+			if c.opts.ReadOnly {
+				err.Message += " (admin.Options.ReadOnly makes every principal a viewer)"
+			}
+			writeError(w, r, err)
 			return
 		}
 		e.handler(w, r)
