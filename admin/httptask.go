@@ -239,7 +239,7 @@ func (c *console) apiUpdateTask(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return outcome{}, err
 		}
-		if err := c.s.UpdateHTTPTask(ctx, edit.task()); err != nil {
+		if err = c.s.UpdateHTTPTask(ctx, edit.task()); err != nil {
 			return outcome{}, edit.scrub(err)
 		}
 		after, err := c.s.HTTPTask(ctx, code)
