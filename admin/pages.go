@@ -33,12 +33,14 @@ import (
 // routePages serves the pages, GET and HEAD only: they change nothing,
 // so they need no CSRF token; the actions are the API's.
 func (c *console) routePages(mux *http.ServeMux) {
-	viewer, admin := routeRule{Role: RoleViewer}, routeRule{Role: RoleAdmin, OwnApp: true}
+	// The task forms show what the task page shows, and save only for an
+	// admin (CanSave); they are the scheduler's app's.
+	viewer, ownApp := routeRule{Role: RoleViewer}, routeRule{Role: RoleViewer, OwnApp: true}
 	c.page(mux, "{$}", viewer, c.tasksPage)
-	c.page(mux, "tasks/"+newTaskPath, admin, c.newTaskPage)
+	c.page(mux, "tasks/"+newTaskPath, ownApp, c.newTaskPage)
 	c.page(mux, "tasks/{code}", viewer, c.taskPage)
 	c.page(mux, "tasks/{code}/schedule", viewer, c.schedulePage)
-	c.page(mux, "tasks/{code}/edit", admin, c.editTaskPage)
+	c.page(mux, "tasks/{code}/edit", ownApp, c.editTaskPage)
 	c.page(mux, "executions", viewer, c.executionsPage)
 	c.page(mux, "executions/{id}", viewer, c.executionPage)
 	c.page(mux, "replicas", viewer, c.replicasPage)

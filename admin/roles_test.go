@@ -129,10 +129,10 @@ func roleTable(t *testing.T, f *roleFixture) []roleRequest {
 		{"PUT api/calendars/{name}", admin, 200, 404, fixed("api/calendars/holidays", `{"days":["2026-12-25","2027-01-01"]}`)},
 
 		{"GET {$}", viewer, 200, 200, fixed("", "")},
-		{"GET tasks/new", admin, 200, 404, fixed("tasks/new", "")},
+		{"GET tasks/new", viewer, 200, 404, fixed("tasks/new", "")},
 		{"GET tasks/{code}", viewer, 200, 404, fixed("tasks/report.minutely", "")},
 		{"GET tasks/{code}/schedule", viewer, 200, 404, fixed("tasks/report.minutely/schedule", "")},
-		{"GET tasks/{code}/edit", admin, 200, 404, fixed("tasks/hook/edit", "")},
+		{"GET tasks/{code}/edit", viewer, 200, 404, fixed("tasks/hook/edit", "")},
 		{"GET executions", viewer, 200, 200, fixed("executions", "")},
 		{"GET executions/{id}", viewer, 200, 404, exec("executions/%d")},
 		{"GET replicas", viewer, 200, 200, fixed("replicas", "")},
