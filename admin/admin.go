@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/xtimer-go/xtimer"
@@ -33,9 +34,17 @@ type Options struct {
 	// one that came through a proxy (Forwarded or X-Forwarded-For), is
 	// refused with 403 and told how to configure an authorizer. See
 	// BasicAuth and BearerToken.
+	//
+	// The principal's Role says what it may do (RoleViewer, RoleOperator,
+	// RoleAdmin; none is RoleAdmin, logged once) and its Apps whose tasks
+	// it may see (none: every app). An authorizer of this package built
+	// with a bad argument (a password shorter than MinSecretBytes) is an
+	// error of New naming this option.
 	Authorize Authorizer
-	// ReadOnly refuses every state-changing request (pause, resume, run
-	// now, retry, schedule edits) with 403 read_only. Defaults to false.
+	// ReadOnly caps every principal at RoleViewer: every state-changing
+	// request (pause, resume, run now, retry, schedule edits) is refused
+	// with 403 read_only, and the pages offer no action. Defaults to
+	// false.
 	ReadOnly bool
 	// MaxBodyBytes bounds a request body. Defaults to DefaultMaxBodyBytes
 	// (64 KiB).
@@ -95,17 +104,30 @@ type console struct {
 	sopts  xtimer.Options
 	log    *slog.Logger
 	prefix string
+	// routes are the routes mounted, each with its rules (route).
+	routes []mountedRoute
+	// noRoleOnce logs the first principal without a role (withRole).
+	noRoleOnce sync.Once
 }
 
 // New returns the console for s: the JSON API under Prefix+"api/" and the
 // web pages under Prefix, or an error naming the option that is wrong.
 func New(s *xtimer.Scheduler, o Options) (http.Handler, error) {
+	_, h, err := newConsole(s, o)
+	return h, err
+}
+
+// newConsole is New, with the console, whose routes the tests read.
+func newConsole(s *xtimer.Scheduler, o Options) (*console, http.Handler, error) {
 	if s == nil {
-		return nil, errors.New("xtimer/admin: scheduler is nil")
+		return nil, nil, errors.New("xtimer/admin: scheduler is nil")
 	}
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if err := checkAuthorizer(o.Authorize); err != nil {
+		return nil, nil, fmt.Errorf("xtimer/admin: Options.Authorize: %w", err)
 	}
 	sopts := s.Options()
 	// A store of its own on the scheduler's database, with the scheduler's
@@ -117,7 +139,7 @@ func New(s *xtimer.Scheduler, o Options) (http.Handler, error) {
 	csrf := http.NewCrossOriginProtection()
 	for _, origin := range o.TrustedOrigins {
 		if err := csrf.AddTrustedOrigin(origin); err != nil {
-			return nil, fmt.Errorf("xtimer/admin: Options.TrustedOrigins %q: %w", origin, err)
+			return nil, nil, fmt.Errorf("xtimer/admin: Options.TrustedOrigins %q: %w", origin, err)
 		}
 	}
 	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -135,7 +157,7 @@ func New(s *xtimer.Scheduler, o Options) (http.Handler, error) {
 		}
 		c.notFound(w, r)
 	})
-	return c.guard(csrf.Handler(mux)), nil
+	return c, c.guard(csrf.Handler(mux)), nil
 }
 
 // Handler is New for use at init, where options are constants: it panics

@@ -306,10 +306,12 @@ func jsonField(t reflect.Type, key string) (reflect.StructField, bool) {
 type query struct {
 	v   map[string][]string
 	err error
+	// p is the request's principal, whose apps an app parameter must name.
+	p Principal
 }
 
 func newQuery(r *http.Request, allowed ...string) *query {
-	q := &query{v: r.URL.Query()}
+	q := &query{v: r.URL.Query(), p: principalOf(r.Context())}
 	for name := range q.v {
 		ok := false
 		for _, a := range allowed {

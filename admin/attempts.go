@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -37,8 +38,8 @@ type AttemptView struct {
 
 func (c *console) routeAttempts(mux *http.ServeMux) {
 	api := c.prefix + "api/"
-	route(mux, api+"executions/{id}/attempts", map[string]http.HandlerFunc{"GET": c.apiAttempts})
-	route(mux, api+"executions/{id}/retry", map[string]http.HandlerFunc{"POST": c.apiRetry})
+	c.route(mux, api+"executions/{id}/attempts", map[string]endpoint{"GET": read(c.apiAttempts)})
+	c.route(mux, api+"executions/{id}/retry", map[string]endpoint{"POST": operate(c.apiRetry)})
 }
 
 // attemptViews reads the attempts of execution id, and its row.
@@ -46,6 +47,9 @@ func (c *console) attemptViews(ctx context.Context, id int64) (store.Execution, 
 	row, rows, err := c.st.Attempts(ctx, id)
 	if err != nil {
 		return store.Execution{}, nil, err
+	}
+	if !principalOf(ctx).SeesApp(row.App) {
+		return store.Execution{}, nil, errOutOfScope(fmt.Sprintf("execution %d", id))
 	}
 	out := make([]AttemptView, len(rows))
 	for i, a := range rows {
@@ -82,6 +86,9 @@ func (c *console) apiRetry(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	row, err := c.st.Execution(ctx, id)
+	if err == nil && !principalOf(ctx).SeesApp(row.App) {
+		err = errOutOfScope(fmt.Sprintf("execution %d", id))
+	}
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -109,7 +116,7 @@ func (c *console) apiRetry(w http.ResponseWriter, r *http.Request) {
 	writeData(w, v, "")
 }
 
-// canRetry tells whether the execution page offers Retry for e.
-func (c *console) canRetry(e ExecutionView) bool {
-	return !c.opts.ReadOnly && e.App == c.sopts.App && (e.Status == store.StatusFailed || e.Status == store.StatusTimedOut)
+// canRetry tells whether the execution page offers Retry for e to p.
+func (c *console) canRetry(p Principal, e ExecutionView) bool {
+	return p.Role.Allows(RoleOperator) && e.App == c.sopts.App && (e.Status == store.StatusFailed || e.Status == store.StatusTimedOut)
 }

@@ -4,17 +4,28 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"reflect"
+	"slices"
 	"strings"
 )
 
-// Principal is who a request acts as; its Name is written beside every
-// action in the log and the task's history.
+// Principal is who a request acts as: its Name is written beside every
+// action in the log and the task's history, its Role says what it may do
+// and its Apps whose tasks it may see.
 type Principal struct {
 	Name string
+	// Role is what the principal may do. The zero value, which
+	// authorizers written before roles existed return, is RoleAdmin: the
+	// console logs that once.
+	Role Role
+	// Apps are the apps whose tasks, executions, history and calendars
+	// the principal may see and act on; empty for every app.
+	Apps []string
 }
 
 // Authorizer decides who may use the console. It returns the principal of
@@ -32,16 +43,58 @@ var (
 	ErrForbidden = errors.New("xtimer/admin: forbidden")
 )
 
+// MinSecretBytes is the shortest password BasicAuth and token BearerToken
+// accept.
+const MinSecretBytes = 16
+
+// authorizerError is an authorizer of this package built with a bad
+// argument (a short password): New refuses it, naming
+// Options.Authorize, and, used without New, it refuses every request
+// with a 500 that says why.
+type authorizerError struct{ error }
+
+func (e authorizerError) Unwrap() error { return e.error }
+
+// probeKey marks the request New hands this package's authorizers to
+// learn whether they were built with a bad argument: they answer
+// authorizerError or errProbed, and check no credential.
+type probeKey struct{}
+
+var errProbed = errors.New("xtimer/admin: authorizer probed")
+
+// probedAnyOf is AnyOf's answer to the probe: the authorizers it tries,
+// for checkAuthorizer to ask in turn.
+type probedAnyOf []Authorizer
+
+func (probedAnyOf) Error() string { return "xtimer/admin: AnyOf probed" }
+
+func probing(r *http.Request) bool { return r.Context().Value(probeKey{}) != nil }
+
 // BasicAuth accepts HTTP basic authentication with one user name and
-// password, compared in constant time. The principal is the user name.
-// Browsers ask for the credential once and send it with every request.
-// It panics if user or password is empty, a programmer error at init.
+// password, compared in constant time, as an admin named by the user
+// name. Browsers ask for the credential once and send it with every
+// request. An empty user name, or a password shorter than MinSecretBytes,
+// makes New return an error naming Options.Authorize (and the authorizer
+// refuse every request).
+//
+//go:noinline
 func BasicAuth(user, password string) Authorizer {
-	if user == "" || password == "" {
-		panic("xtimer/admin: BasicAuth: user and password must not be empty")
+	var bad error
+	switch {
+	case user == "":
+		bad = errors.New("xtimer/admin: BasicAuth: the user name is empty")
+	case len(password) < MinSecretBytes:
+		// The password is a secret: its length only.
+		bad = fmt.Errorf("xtimer/admin: BasicAuth: the password of user %q is %d bytes, want at least %d (e.g. openssl rand -hex 24)", user, len(password), MinSecretBytes)
 	}
 	wantUser, wantPass := digest(user), digest(password)
 	return func(r *http.Request) (Principal, error) {
+		switch {
+		case bad != nil:
+			return Principal{}, authorizerError{bad}
+		case probing(r):
+			return Principal{}, errProbed
+		}
 		u, p, ok := r.BasicAuth()
 		if !ok {
 			return Principal{}, basicChallenge{fmt.Errorf("%w: send HTTP basic authentication", ErrUnauthenticated)}
@@ -52,45 +105,83 @@ func BasicAuth(user, password string) Authorizer {
 		if okUser&okPass != 1 {
 			return Principal{}, basicChallenge{fmt.Errorf("%w: wrong user name or password", ErrUnauthenticated)}
 		}
-		return Principal{Name: u}, nil
+		return Principal{Name: u, Role: RoleAdmin}, nil
 	}
 }
 
 // BearerToken accepts "Authorization: Bearer <token>" with one token,
-// compared in constant time; the principal is named "token". For scripts
-// and for consoles behind a proxy that adds the header. It panics if token
-// is shorter than 16 bytes, a programmer error at init.
+// compared in constant time, as an admin named "token-" and the first 8
+// hex digits of the token's SHA-256 (TokenName), which tell tokens apart
+// in the history without revealing them. For scripts and for consoles
+// behind a proxy that adds the header. A token shorter than
+// MinSecretBytes makes New return an error naming Options.Authorize (and
+// the authorizer refuse every request).
+//
+//go:noinline
 func BearerToken(token string) Authorizer {
-	if len(token) < 16 {
-		panic("xtimer/admin: BearerToken: the token must be at least 16 bytes")
+	var bad error
+	if len(token) < MinSecretBytes {
+		bad = fmt.Errorf("xtimer/admin: BearerToken: the token is %d bytes, want at least %d (e.g. openssl rand -hex 24)", len(token), MinSecretBytes)
 	}
 	want := digest(token)
+	name := TokenName(token)
 	return func(r *http.Request) (Principal, error) {
-		// The scheme is case-insensitive (RFC 9110 section 11.1).
-		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") {
+		switch {
+		case bad != nil:
+			return Principal{}, authorizerError{bad}
+		case probing(r):
+			return Principal{}, errProbed
+		}
+		got, ok := bearer(r)
+		if !ok {
 			return Principal{}, bearerChallenge{fmt.Errorf("%w: send Authorization: Bearer <token>", ErrUnauthenticated)}
 		}
-		if subtle.ConstantTimeCompare(digest(strings.TrimSpace(got)), want) != 1 {
+		if subtle.ConstantTimeCompare(digest(got), want) != 1 {
 			return Principal{}, bearerChallenge{fmt.Errorf("%w: wrong token", ErrUnauthenticated)}
 		}
-		return Principal{Name: "token"}, nil
+		return Principal{Name: name, Role: RoleAdmin}, nil
 	}
+}
+
+// TokenName is the principal name BearerToken gives token: "token-" and
+// the first 8 hex digits of its SHA-256.
+func TokenName(token string) string {
+	d := sha256.Sum256([]byte(token))
+	return "token-" + hex.EncodeToString(d[:4])
+}
+
+// bearer reads the token of an "Authorization: Bearer <token>" header;
+// the scheme is case-insensitive (RFC 9110 section 11.1).
+func bearer(r *http.Request) (string, bool) {
+	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(got), true
 }
 
 // AnyOf accepts a request that one of the authorizers accepts, tried in
 // order; it refuses with the first authorizer's error otherwise. Use it
 // for basic auth for people and a bearer token for scripts.
+//
+//go:noinline
 func AnyOf(authorizers ...Authorizer) Authorizer {
 	return func(r *http.Request) (Principal, error) {
+		if probing(r) {
+			return Principal{}, probedAnyOf(authorizers)
+		}
 		var first error
 		for _, a := range authorizers {
 			p, err := a(r)
 			if err == nil {
 				return p, nil
 			}
-			if first == nil {
+			var bad authorizerError
+			if first == nil || errors.As(err, &bad) {
 				first = err
+			}
+			if errors.As(err, &bad) {
+				break // misconfigured: refuse, whatever the others say
 			}
 		}
 		if first == nil {
@@ -197,7 +288,7 @@ func loopbackClient(r *http.Request, howto string) (Principal, error) {
 	if ip == nil || !ip.IsLoopback() {
 		return Principal{}, fmt.Errorf("%w: client %s is not loopback; %s", ErrForbidden, host, howto)
 	}
-	return Principal{Name: "local"}, nil
+	return Principal{Name: "local", Role: RoleAdmin}, nil
 }
 
 // guard authenticates every request, enforces the read-only switch and the
@@ -216,6 +307,14 @@ func (c *console) guard(next http.Handler) http.Handler {
 		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 		h.Set("Cache-Control", "no-store")
 		p, err := authorize(r)
+		var bad authorizerError
+		switch {
+		case errors.As(err, &bad):
+			writeError(w, r, apiErrorf(http.StatusInternalServerError, codeInternal, "the console's authorizer is misconfigured: %s", bad.Error()))
+			return
+		case err == nil:
+			p, err = c.withRole(p)
+		}
 		if err != nil {
 			if errors.Is(err, ErrUnauthenticated) {
 				var ch challenger
@@ -237,6 +336,65 @@ func (c *console) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
+}
+
+// withRole completes the principal an authorizer returned: no role is
+// RoleAdmin (authorizers written before roles), logged once; a read-only
+// console caps every role at RoleViewer; a role that is none of the
+// constants is refused.
+func (c *console) withRole(p Principal) (Principal, error) {
+	switch {
+	case p.Role == "":
+		c.noRoleOnce.Do(func() {
+			c.log.Warn("the console's authorizer returned a principal without a role: it acts as admin; set admin.Principal.Role (viewer, operator or admin)",
+				"principal", p.Name)
+		})
+		p.Role = RoleAdmin
+	case !p.Role.Valid():
+		return Principal{}, fmt.Errorf("%w: the authorizer gave principal %q the role %q: want %s, %s or %s",
+			ErrForbidden, p.Name, p.Role, RoleViewer, RoleOperator, RoleAdmin)
+	}
+	if c.opts.ReadOnly {
+		p.Role = RoleViewer
+	}
+	return p, nil
+}
+
+// checkAuthorizer returns the error an authorizer of this package was
+// built with (BasicAuth with a short password), found by asking it with a
+// probe request; nil for a good one, and for any other function, which
+// New never calls.
+func checkAuthorizer(a Authorizer) error {
+	if a == nil || !slices.Contains(ownAuthorizers[:], reflect.ValueOf(a).Pointer()) {
+		return nil
+	}
+	r, err := http.NewRequestWithContext(context.WithValue(context.Background(), probeKey{}, true), http.MethodGet, "/", nil)
+	if err != nil {
+		return err
+	}
+	_, err = a(r)
+	var bad authorizerError
+	var inner probedAnyOf
+	switch {
+	case errors.As(err, &bad):
+		return bad.error
+	case errors.As(err, &inner):
+		for _, a := range inner {
+			if err := checkAuthorizer(a); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ownAuthorizers are the code of the functions BasicAuth, BearerToken and
+// AnyOf return (which is why they are never inlined: an inlined copy's
+// closure would be other code), the authorizers checkAuthorizer asks.
+var ownAuthorizers = [...]uintptr{
+	reflect.ValueOf(BasicAuth("", "")).Pointer(),
+	reflect.ValueOf(BearerToken("")).Pointer(),
+	reflect.ValueOf(AnyOf()).Pointer(),
 }
 
 // changes reports whether a request may change state.

@@ -77,13 +77,13 @@ func TestAuthLoopbackOnlyByDefault(t *testing.T) {
 
 func TestAuthBasicAuth(t *testing.T) {
 	t.Parallel()
-	f := setup(t, fixtureOpts{admin: Options{Authorize: BasicAuth("alice", "correct horse")}})
+	f := setup(t, fixtureOpts{admin: Options{Authorize: BasicAuth("alice", "correct horse battery staple")}})
 
 	r := apiGet(t, f, "api/apps")
 	requireAPIError(t, r, 401, codeUnauthenticated, "")
 	require.Equal(t, `Basic realm="xtimer console", charset="UTF-8"`, r.Header.Get("WWW-Authenticate"))
 	require.Equal(t, "nosniff", r.Header.Get("X-Content-Type-Options"))
-	for _, wrong := range []string{basicAuth("alice", "wrong"), basicAuth("mallory", "correct horse"), basicAuth("", ""), "Basic !!!", "Bearer " + testToken} {
+	for _, wrong := range []string{basicAuth("alice", "wrong"), basicAuth("mallory", "correct horse battery staple"), basicAuth("", ""), "Basic !!!", "Bearer " + testToken} {
 		r = apiGet(t, f, "api/apps", "Authorization", wrong)
 		requireAPIError(t, r, 401, codeUnauthenticated, "")
 		require.Contains(t, r.Header.Get("WWW-Authenticate"), "Basic ", wrong)
@@ -92,7 +92,7 @@ func TestAuthBasicAuth(t *testing.T) {
 	requireAPIError(t, r, 401, codeUnauthenticated, "")
 	require.Equal(t, store.TaskActive, taskStatus(t, f, "report.minutely"))
 
-	ok := basicAuth("alice", "correct horse")
+	ok := basicAuth("alice", "correct horse battery staple")
 	require.Equal(t, http.StatusOK, apiGet(t, f, "api/apps", "Authorization", ok).Status)
 	r = apiSend(t, f, http.MethodPost, "api/tasks/report.minutely/pause", "{}", "Authorization", ok)
 	require.Equal(t, http.StatusOK, r.Status)
@@ -101,7 +101,7 @@ func TestAuthBasicAuth(t *testing.T) {
 	require.Equal(t, []ActionView{{At: fakeStart, Principal: "alice", Action: "pause"}}, d.Actions)
 
 	// With an authorizer, the client's address does not matter.
-	h, err := New(f.S, Options{Authorize: BasicAuth("alice", "correct horse"), Logger: f.S.Options().Logger})
+	h, err := New(f.S, Options{Authorize: BasicAuth("alice", "correct horse battery staple"), Logger: f.S.Options().Logger})
 	require.NoError(t, err)
 	req := apiReq(t, http.MethodGet, "http://console.test/xtimer/api/apps", "", "Authorization", ok)
 	req.RemoteAddr = "203.0.113.5:1234"
@@ -134,19 +134,48 @@ func TestAuthBearerToken(t *testing.T) {
 	require.Equal(t, http.StatusOK, apiSend(t, f, http.MethodPost, "api/tasks/report.minutely/pause", "{}", "Authorization", ok).Status)
 	require.Equal(t, store.TaskPaused, taskStatus(t, f, "report.minutely"))
 	d := apiData[TaskDetail](t, apiGet(t, f, "api/tasks/report.minutely", "Authorization", ok))
-	require.Equal(t, []ActionView{{At: fakeStart, Principal: "token", Action: "pause"}}, d.Actions)
+	require.Equal(t, []ActionView{{At: fakeStart, Principal: TokenName(testToken), Action: "pause"}}, d.Actions)
 }
 
-func TestAuthConstructorsPanicOnWeakSecrets(t *testing.T) {
+func TestNewRefusesWeakSecretsNamingTheOption(t *testing.T) {
 	t.Parallel()
-	require.PanicsWithValue(t, "xtimer/admin: BasicAuth: user and password must not be empty", func() { BasicAuth("", "pw") })
-	require.PanicsWithValue(t, "xtimer/admin: BasicAuth: user and password must not be empty", func() { BasicAuth("alice", "") })
-	require.PanicsWithValue(t, "xtimer/admin: BearerToken: the token must be at least 16 bytes", func() { BearerToken("short") })
+	f := setup(t, fixtureOpts{})
+	for _, c := range []struct {
+		name string
+		auth Authorizer
+		want string
+	}{
+		{"empty user", BasicAuth("", "correct horse battery staple"), "xtimer/admin: Options.Authorize: xtimer/admin: BasicAuth: the user name is empty"},
+		{"short password", BasicAuth("alice", "fifteen bytes!!"),
+			`xtimer/admin: Options.Authorize: xtimer/admin: BasicAuth: the password of user "alice" is 15 bytes, want at least 16 (e.g. openssl rand -hex 24)`},
+		{"empty password", BasicAuth("alice", ""),
+			`xtimer/admin: Options.Authorize: xtimer/admin: BasicAuth: the password of user "alice" is 0 bytes, want at least 16 (e.g. openssl rand -hex 24)`},
+		{"short token", BearerToken("short"), "xtimer/admin: Options.Authorize: xtimer/admin: BearerToken: the token is 5 bytes, want at least 16 (e.g. openssl rand -hex 24)"},
+		{"inside AnyOf", AnyOf(BearerToken(testToken), AnyOf(BasicAuth("alice", "short"))),
+			`xtimer/admin: Options.Authorize: xtimer/admin: BasicAuth: the password of user "alice" is 5 bytes, want at least 16 (e.g. openssl rand -hex 24)`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := New(f.S, Options{Authorize: c.auth})
+			require.EqualError(t, err, c.want)
+			require.NotPanics(t, func() { c.auth(httptest.NewRequest(http.MethodGet, "/", nil)) })
+		})
+	}
+	// Used without New (wrapped in a function of the caller's), a weak
+	// authorizer refuses every request, the right credential too.
+	weak := BasicAuth("alice", "short")
+	h, err := New(f.S, Options{Authorize: func(r *http.Request) (Principal, error) { return weak(r) }})
+	require.NoError(t, err)
+	req := httptest.NewRequest(http.MethodGet, "/xtimer/api/apps", nil)
+	req.SetBasicAuth("alice", "short")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusInternalServerError, rec.Code)
+	require.Contains(t, rec.Body.String(), "misconfigured")
 }
 
 func TestAuthAnyOf(t *testing.T) {
 	t.Parallel()
-	f := setup(t, fixtureOpts{admin: Options{Authorize: AnyOf(BasicAuth("alice", "correct horse"), BearerToken(testToken))}})
+	f := setup(t, fixtureOpts{admin: Options{Authorize: AnyOf(BasicAuth("alice", "correct horse battery staple"), BearerToken(testToken))}})
 	pause := "api/tasks/report.minutely/pause"
 
 	// Refused with the first authorizer's error: a browser is asked for a password.
@@ -156,11 +185,11 @@ func TestAuthAnyOf(t *testing.T) {
 	requireAPIError(t, apiGet(t, f, "api/apps", "Authorization", "Bearer wrong-token-0123456789"), 401, codeUnauthenticated, "")
 	requireAPIError(t, apiGet(t, f, "api/apps", "Authorization", basicAuth("alice", "wrong")), 401, codeUnauthenticated, "")
 
-	require.Equal(t, http.StatusOK, apiSend(t, f, http.MethodPost, pause, "{}", "Authorization", basicAuth("alice", "correct horse")).Status)
+	require.Equal(t, http.StatusOK, apiSend(t, f, http.MethodPost, pause, "{}", "Authorization", basicAuth("alice", "correct horse battery staple")).Status)
 	r = apiSend(t, f, http.MethodPost, "api/tasks/report.minutely/resume", "{}", "Authorization", "Bearer "+testToken)
 	require.Equal(t, http.StatusOK, r.Status)
 	require.Equal(t, []ActionView{
-		{At: fakeStart, Principal: "token", Action: "resume"},
+		{At: fakeStart, Principal: TokenName(testToken), Action: "resume"},
 		{At: fakeStart, Principal: "alice", Action: "pause"},
 	}, apiData[TaskDetail](t, r).Actions)
 
@@ -211,8 +240,8 @@ func TestAuthReadOnly(t *testing.T) {
 // A cross-site form or fetch cannot act through the operator's browser.
 func TestCSRFCrossSiteRequestsAreRefused(t *testing.T) {
 	t.Parallel()
-	f := setup(t, fixtureOpts{admin: Options{Authorize: BasicAuth("alice", "correct horse")}})
-	auth := basicAuth("alice", "correct horse") // the browser sends it along, as it would a cookie
+	f := setup(t, fixtureOpts{admin: Options{Authorize: BasicAuth("alice", "correct horse battery staple")}})
+	auth := basicAuth("alice", "correct horse battery staple") // the browser sends it along, as it would a cookie
 	pause := "api/tasks/report.minutely/pause"
 
 	// The classic: an HTML form on evil.example posting to the console.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,15 +50,10 @@ type CalendarEdit struct {
 
 func (c *console) routeCalendars(mux *http.ServeMux) {
 	api := c.prefix + "api/"
-	route(mux, api+"calendars", map[string]http.HandlerFunc{"GET": c.apiCalendars})
-	route(mux, api+"calendars/{name}", map[string]http.HandlerFunc{"GET": c.apiCalendar, "PUT": c.apiSetCalendar})
-	page := func(p string, h http.HandlerFunc) {
-		route(mux, c.prefix+p, map[string]http.HandlerFunc{"GET": func(w http.ResponseWriter, r *http.Request) {
-			h(w, c.asPage(r))
-		}})
-	}
-	page("calendars", c.calendarsPage)
-	page("calendars/{name}", c.calendarPage)
+	c.route(mux, api+"calendars", map[string]endpoint{"GET": read(c.apiCalendars)})
+	c.route(mux, api+"calendars/{name}", map[string]endpoint{"GET": read(c.apiCalendar), "PUT": administer(c.apiSetCalendar)})
+	c.page(mux, "calendars", routeRule{Role: RoleViewer}, c.calendarsPage)
+	c.page(mux, "calendars/{name}", routeRule{Role: RoleViewer}, c.calendarPage)
 }
 
 // calendarErr maps the scheduler's calendar errors to the API's: a bad
@@ -162,9 +158,9 @@ func (c *console) apiSetCalendar(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	before := "none"
+	before, existed := []string(nil), false
 	if old, readErr := c.st.Calendar(ctx, c.sopts.App, name); readErr == nil {
-		before = fmt.Sprintf("%d days", len(old.Days))
+		before, existed = old.Days, true
 	}
 	if err = c.s.SetCalendar(ctx, name, edit.Days); err != nil {
 		writeError(w, r, calendarErr(err))
@@ -176,12 +172,40 @@ func (c *console) apiSetCalendar(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	who := principalOf(ctx).Name
-	detail := fmt.Sprintf("calendar %s: %s → %d days", name, before, len(v.Days))
+	detail := calendarChange(name, before, existed, v.Days)
 	c.log.Info("console action", "principal", who, "action", store.ActionSetCalendar, "detail", detail, "app", c.sopts.App)
 	if _, err := c.st.RecordAction(ctx, store.Action{App: c.sopts.App, Principal: who, Action: store.ActionSetCalendar, Detail: detail}); err != nil {
 		c.log.Error("console action not written to the audit log", "action", store.ActionSetCalendar, "calendar", name, "err", err)
 	}
 	writeData(w, v, "")
+}
+
+// calendarChange is the history line of a calendar's new days: how many
+// before and after, and which were added and removed.
+func calendarChange(name string, before []string, existed bool, after []string) string {
+	was := "none"
+	if existed {
+		was = fmt.Sprintf("%d days", len(before))
+	}
+	d := fmt.Sprintf("calendar %s: %s → %d days", name, was, len(after))
+	var added, removed []string
+	for _, day := range after {
+		if !slices.Contains(before, day) {
+			added = append(added, day)
+		}
+	}
+	for _, day := range before {
+		if !slices.Contains(after, day) {
+			removed = append(removed, day)
+		}
+	}
+	if added != nil {
+		d += "; added " + strings.Join(added, ", ")
+	}
+	if removed != nil {
+		d += "; removed " + strings.Join(removed, ", ")
+	}
+	return d
 }
 
 // calendarDays holds the days of the calendars the tasks of a page name,
@@ -249,7 +273,7 @@ type calendarsPage struct {
 func (c *console) calendarsPage(w http.ResponseWriter, r *http.Request) {
 	q := newQuery(r, "app")
 	app := c.app(q)
-	p := &calendarsPage{layout: c.layoutFor(r, "calendars", "Calendars"), AppSel: app, CanSave: !c.opts.ReadOnly && app == c.sopts.App}
+	p := &calendarsPage{layout: c.layoutFor(r, "calendars", "Calendars"), AppSel: app, CanSave: app == c.sopts.App && principalOf(r.Context()).Role.Allows(RoleAdmin)}
 	var err error
 	if p.Apps, err = c.appsWith(r.Context(), app); err != nil {
 		c.fail(w, r, err)
@@ -293,7 +317,7 @@ func (c *console) calendarPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := &calendarPage{layout: c.layoutFor(r, "calendars", "Calendar "+name), AppSel: app, Calendar: v,
-		Text: strings.Join(v.Days, "\n"), CanSave: !c.opts.ReadOnly && app == c.sopts.App}
+		Text: strings.Join(v.Days, "\n"), CanSave: app == c.sopts.App && principalOf(r.Context()).Role.Allows(RoleAdmin)}
 	c.render(w, "calendar", p)
 }
 

@@ -61,7 +61,7 @@ func TestAPICalendarsReadAndReplace(t *testing.T) {
 			require.Equal(t, "local", a.Principal)
 			details = append(details, a.Detail)
 		}
-		require.ElementsMatch(t, []string{"calendar holidays: none → 2 days", "calendar holidays: 2 days → 0 days"}, details)
+		require.ElementsMatch(t, []string{"calendar holidays: none → 2 days; added 2026-12-24, 2026-12-25", "calendar holidays: 2 days → 0 days; removed 2026-12-24, 2026-12-25"}, details)
 	})
 }
 
@@ -120,7 +120,7 @@ func TestAPIHTTPTaskExclusions(t *testing.T) {
 	require.Equal(t, []string{}, d.Task.Exclude)
 	require.Empty(t, d.Task.Calendar)
 	require.Equal(t, utc(2026, 12, 1, 8, 0), d.NextRuns[0])
-	require.Contains(t, d.Actions[0].Detail, "exclude, calendar")
+	require.Contains(t, d.Actions[0].Detail, `exclude [2026-12-01] → []; calendar "holidays" → ""`)
 }
 
 // A Go task's page shows its exclusions; the calendars' pages list and

@@ -6,7 +6,10 @@
 //		Authorize: admin.AnyOf(admin.BasicAuth("ops", password), admin.BearerToken(token)),
 //	}))
 //
-// Without Options.Authorize only loopback clients are served. The pages and
+// Without Options.Authorize only loopback clients are served. The
+// principal an authorizer returns has a Role (RoleViewer reads,
+// RoleOperator also pauses, resumes, runs, retries and backfills,
+// RoleAdmin also edits) and the Apps it may see; every route checks both. The pages and
 // the API show tasks, their next fires, executions with their output and
 // every attempt, and replicas, and let an operator pause, resume, run now,
 // retry a failed execution and edit a schedule;

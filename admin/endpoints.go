@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -66,55 +65,40 @@ import (
 // the handlers.
 func (c *console) routeAPI(mux *http.ServeMux) {
 	api := c.prefix + "api/"
-	route(mux, api+"apps", map[string]http.HandlerFunc{"GET": c.apiApps})
-	route(mux, api+"tasks", map[string]http.HandlerFunc{"GET": c.apiTasks, "POST": c.apiCreateTask})
-	route(mux, api+"tasks/{code}", map[string]http.HandlerFunc{"GET": c.apiTask, "PUT": c.apiUpdateTask, "DELETE": c.apiDeleteTask})
-	route(mux, api+"tasks/{code}/pause", map[string]http.HandlerFunc{"POST": c.apiPause})
-	route(mux, api+"tasks/{code}/resume", map[string]http.HandlerFunc{"POST": c.apiResume})
-	route(mux, api+"tasks/{code}/trigger", map[string]http.HandlerFunc{"POST": c.apiTrigger})
-	route(mux, api+"tasks/{code}/schedule", map[string]http.HandlerFunc{"PUT": c.apiSetSchedule, "DELETE": c.apiResetSchedule})
-	route(mux, api+"tasks/{code}/options", map[string]http.HandlerFunc{"PUT": c.apiSetOptions, "DELETE": c.apiResetOptions})
-	route(mux, api+"tasks/{code}/backfill", map[string]http.HandlerFunc{"GET": c.apiBackfillPreview, "POST": c.apiBackfill})
-	route(mux, api+"executions", map[string]http.HandlerFunc{"GET": c.apiExecutions})
-	route(mux, api+"executions/{id}", map[string]http.HandlerFunc{"GET": c.apiExecution})
+	c.route(mux, api+"apps", map[string]endpoint{"GET": read(c.apiApps)})
+	c.route(mux, api+"tasks", map[string]endpoint{"GET": read(c.apiTasks), "POST": administer(c.apiCreateTask)})
+	c.route(mux, api+"tasks/{code}", map[string]endpoint{"GET": read(c.apiTask), "PUT": administer(c.apiUpdateTask), "DELETE": administer(c.apiDeleteTask)})
+	c.route(mux, api+"tasks/{code}/pause", map[string]endpoint{"POST": operate(c.apiPause)})
+	c.route(mux, api+"tasks/{code}/resume", map[string]endpoint{"POST": operate(c.apiResume)})
+	// Running an HTTP task with parameters of its own needs admin: apiTrigger checks.
+	c.route(mux, api+"tasks/{code}/trigger", map[string]endpoint{"POST": operate(c.apiTrigger)})
+	c.route(mux, api+"tasks/{code}/schedule", map[string]endpoint{"PUT": administer(c.apiSetSchedule), "DELETE": administer(c.apiResetSchedule)})
+	c.route(mux, api+"tasks/{code}/options", map[string]endpoint{"PUT": administer(c.apiSetOptions), "DELETE": administer(c.apiResetOptions)})
+	// The preview reads the scheduler's app, which the backfill acts on.
+	c.route(mux, api+"tasks/{code}/backfill", map[string]endpoint{"GET": {routeRule{Role: RoleViewer, OwnApp: true}, c.apiBackfillPreview}, "POST": operate(c.apiBackfill)})
+	c.route(mux, api+"executions", map[string]endpoint{"GET": read(c.apiExecutions)})
+	c.route(mux, api+"executions/{id}", map[string]endpoint{"GET": read(c.apiExecution)})
 	c.routeAttempts(mux)
-	route(mux, api+"replicas", map[string]http.HandlerFunc{"GET": c.apiReplicas})
-	route(mux, api+"preview", map[string]http.HandlerFunc{"GET": c.apiPreview})
-	route(mux, api+"health", map[string]http.HandlerFunc{"GET": c.apiHealth})
+	c.route(mux, api+"replicas", map[string]endpoint{"GET": read(c.apiReplicas)})
+	c.route(mux, api+"preview", map[string]endpoint{"GET": read(c.apiPreview)})
+	c.route(mux, api+"health", map[string]endpoint{"GET": {routeRule{Role: RoleViewer, OwnApp: true}, c.apiHealth}})
 	mux.HandleFunc(api, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, apiErrorf(http.StatusNotFound, codeNotFound, "no API endpoint %s %s", r.Method, r.URL.Path))
 	})
 }
 
-// route serves one path with a handler per method, answering other
-// methods with the API's 405 and an Allow header.
-func route(mux *http.ServeMux, path string, byMethod map[string]http.HandlerFunc) {
-	allowed := make([]string, 0, len(byMethod)+1)
-	for m := range byMethod {
-		allowed = append(allowed, m)
-	}
-	if _, ok := byMethod["GET"]; ok {
-		allowed = append(allowed, "HEAD")
-		byMethod["HEAD"] = byMethod["GET"]
-	}
-	sort.Strings(allowed)
-	mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-		h, ok := byMethod[r.Method]
-		if !ok {
-			w.Header().Set("Allow", strings.Join(allowed, ", "))
-			writeError(w, r, apiErrorf(http.StatusMethodNotAllowed, codeMethod, "method %s not allowed on %s: use %s", r.Method, r.URL.Path, strings.Join(allowed, ", ")))
-			return
-		}
-		h(w, r)
-	})
-}
-
-// app reads the app parameter: the scheduler's app when absent.
+// app reads the app parameter: when absent, the scheduler's app, or the
+// principal's first if it may not see that one. An app the principal may
+// not see sets q.err to a 404.
 func (c *console) app(q *query) string {
-	if a := q.str("app", 64); a != "" {
-		return a
+	a := q.str("app", 64)
+	if a == "" {
+		return c.defaultApp(q.p)
 	}
-	return c.sopts.App
+	if !q.p.SeesApp(a) && q.err == nil {
+		q.err = errOutOfScope(fmt.Sprintf("app %q", a))
+	}
+	return a
 }
 
 func (c *console) apiApps(w http.ResponseWriter, r *http.Request) {
@@ -127,7 +111,7 @@ func (c *console) apiApps(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeData(w, apps, "")
+	writeData(w, visibleApps(principalOf(r.Context()), apps), "")
 }
 
 // apps lists the apps in the database, the scheduler's own always first.

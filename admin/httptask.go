@@ -205,53 +205,6 @@ func describeTarget(t xtimer.HTTPTask) string {
 	return fmt.Sprintf("%s %s, %q (%s, %s)", t.Target.Method, u, v.Spec, v.Dialect, v.Zone)
 }
 
-// changedFields names what a change alters, for the history: never the
-// values of secrets, only that they changed.
-func changedFields(before xtimer.HTTPTask, edit *TaskEdit) []string {
-	after := edit.task()
-	var out []string
-	add := func(name string, changed bool) {
-		if changed {
-			out = append(out, name)
-		}
-	}
-	add("name", before.Name != cmp.Or(after.Name, after.Code)) // an empty name is the code
-	add("description", before.Description != after.Description)
-	add("owner", before.Owner != after.Owner)
-	add("spec", before.Spec != after.Spec)
-	add("dialect", after.Dialect != "" && before.Dialect != after.Dialect)
-	add("zone", after.Zone != "" && before.Zone != after.Zone)
-	add("target.method", before.Target.Method != after.Target.Method)
-	add("target.url", before.Target.URL != after.Target.URL)
-	headers := len(before.Target.Headers) != len(after.Target.Headers)
-	for i := 0; !headers && i < len(after.Target.Headers); i++ {
-		b, a := before.Target.Headers[i], after.Target.Headers[i]
-		kept := a.Secret && (a.Value == "" || a.Value == xtimer.Masked)
-		headers = b.Name != a.Name || b.Secret != a.Secret || !kept && b.Value != a.Value
-	}
-	add("target.headers", headers)
-	add("target.body", before.Target.Body != after.Target.Body)
-	add("target.success_codes", !slices.Equal(before.Target.SuccessCodes, after.Target.SuccessCodes))
-	add("target.secret", after.Target.Secret != "" && after.Target.Secret != xtimer.Masked)
-	add("timeout_ms", after.Timeout != 0 && before.Timeout != after.Timeout)
-	add("max_attempts", after.MaxAttempts != 0 && before.MaxAttempts != after.MaxAttempts)
-	add("backoff_base_ms", after.BackoffBase != 0 && before.BackoffBase != after.BackoffBase)
-	add("backoff_max_ms", after.BackoffMax != 0 && before.BackoffMax != after.BackoffMax)
-	add("max_concurrent", after.MaxConcurrent != 0 && before.MaxConcurrent != after.MaxConcurrent)
-	add("overlap", after.Overlap != "" && before.Overlap != after.Overlap)
-	add("jitter_ms", before.Jitter != after.Jitter)
-	add("pause_on_failure", before.PauseOnFailure != after.PauseOnFailure)
-	add("shards", max(before.Shards, 1) != max(after.Shards, 1))
-	add("broadcast", before.Broadcast != after.Broadcast)
-	add("misfire", after.Misfire != "" && before.Misfire != after.Misfire)
-	add("misfire_window_ms", after.MisfireWindow != 0 && before.MisfireWindow != after.MisfireWindow)
-	add("end_at", !before.EndAt.Equal(after.EndAt))
-	add("max_runs", before.MaxRuns != after.MaxRuns)
-	add("exclude", !slices.Equal(before.Exclude, sortedDays(after.Exclude)))
-	add("calendar", before.Calendar != after.Calendar)
-	return out
-}
-
 func (c *console) apiCreateTask(w http.ResponseWriter, r *http.Request) {
 	var edit TaskEdit
 	c.act(w, r, "create", &edit, func(ctx context.Context, _ string) (outcome, error) {
@@ -286,10 +239,14 @@ func (c *console) apiUpdateTask(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return outcome{}, err
 		}
-		if err := c.s.UpdateHTTPTask(ctx, edit.task()); err != nil {
+		if err = c.s.UpdateHTTPTask(ctx, edit.task()); err != nil {
 			return outcome{}, edit.scrub(err)
 		}
-		changed := changedFields(before, &edit)
+		after, err := c.s.HTTPTask(ctx, code)
+		if err != nil {
+			return outcome{}, err
+		}
+		changed := taskChanges(before, after, &edit)
 		if edit.Paused != nil {
 			row, err := c.st.Task(ctx, c.sopts.App, code)
 			if err != nil {
@@ -297,9 +254,9 @@ func (c *console) apiUpdateTask(w http.ResponseWriter, r *http.Request) {
 			}
 			switch {
 			case *edit.Paused && row.Status != store.TaskPaused:
-				err, changed = c.s.Pause(ctx, code), append(changed, "paused")
+				err, changed = c.s.Pause(ctx, code), append(changed, "status active → paused")
 			case !*edit.Paused && row.Status == store.TaskPaused:
-				err, changed = c.s.Resume(ctx, code), append(changed, "resumed")
+				err, changed = c.s.Resume(ctx, code), append(changed, "status paused → active")
 			}
 			if err != nil {
 				return outcome{}, err
@@ -307,7 +264,7 @@ func (c *console) apiUpdateTask(w http.ResponseWriter, r *http.Request) {
 		}
 		detail := "no change"
 		if len(changed) > 0 {
-			detail = "changed " + strings.Join(changed, ", ")
+			detail = "changed " + strings.Join(changed, "; ")
 		}
 		return outcome{detail: detail}, nil
 	})
@@ -408,7 +365,7 @@ func (c *console) renderTaskForm(w http.ResponseWriter, r *http.Request, title s
 		Overlaps: withValue(overlapPolicies, overlap), Overlap: overlap,
 		SecretSet: t.Target.Secret != "", TimeoutMs: t.Timeout.Milliseconds(),
 		BackoffBase: t.BackoffBase.Milliseconds(), BackoffMax: t.BackoffMax.Milliseconds(),
-		JitterMs: t.Jitter.Milliseconds(), CanSave: !c.opts.ReadOnly, CancelURL: c.prefix,
+		JitterMs: t.Jitter.Milliseconds(), CanSave: l.CanAdmin(), CancelURL: c.prefix,
 		Misfires: withValue(misfirePolicies, string(cmp.Or(t.Misfire, xtimer.MisfireRunOnce))),
 		Misfire:  string(cmp.Or(t.Misfire, xtimer.MisfireRunOnce)), MisfireWindowMs: t.MisfireWindow.Milliseconds()}
 	if !t.EndAt.IsZero() {

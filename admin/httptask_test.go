@@ -143,7 +143,8 @@ func TestAPICreatesUpdatesAndDeletesAnHTTPTask(t *testing.T) {
 	require.Equal(t, "http://127.0.0.1:9/reconcile/v2", d.HTTP.URL)
 	require.Equal(t, "30 9 * * *", d.Task.Schedule.Spec)
 	require.True(t, d.HTTP.SecretSet)
-	require.Equal(t, ActionView{At: fakeStart, Principal: "local", Action: "update", Detail: "changed spec, target.url"}, d.Actions[0])
+	require.Equal(t, ActionView{At: fakeStart, Principal: "local", Action: "update",
+		Detail: `changed spec "0 9 * * *" → "30 9 * * *"; target.url "http://127.0.0.1:9/reconcile" → "http://127.0.0.1:9/reconcile/v2"`}, d.Actions[0])
 	row, err = f.Store.Task(ctx, f.S.App(), "billing.hook")
 	require.NoError(t, err)
 	require.Contains(t, *row.HTTPTarget, hookToken, "a masked header value keeps the stored one")
@@ -159,7 +160,7 @@ func TestAPICreatesUpdatesAndDeletesAnHTTPTask(t *testing.T) {
 	require.NotContains(t, string(r.Data), "rotated-key-1")
 	d = apiData[TaskDetail](t, r)
 	require.Equal(t, store.TaskPaused, d.Task.Status)
-	require.Equal(t, "changed target.secret, paused", d.Actions[0].Detail)
+	require.Equal(t, "changed target.secret •••••• → •••••• (new value); status active → paused", d.Actions[0].Detail)
 
 	// Delete: gone from the API and the pages; its history stays.
 	r = apiSend(t, f, http.MethodDelete, "api/tasks/billing.hook", "{}")

@@ -478,6 +478,9 @@ func (c *console) executionDetail(ctx context.Context, id int64) (ExecutionView,
 	if err != nil {
 		return ExecutionView{}, err
 	}
+	if !principalOf(ctx).SeesApp(r.App) {
+		return ExecutionView{}, errOutOfScope(fmt.Sprintf("execution %d", id))
+	}
 	zone := ""
 	if t, taskErr := c.st.Task(ctx, r.App, r.TaskCode); taskErr == nil {
 		_, _, zone = t.Effective()

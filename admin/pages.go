@@ -33,31 +33,30 @@ import (
 // routePages serves the pages, GET and HEAD only: they change nothing,
 // so they need no CSRF token; the actions are the API's.
 func (c *console) routePages(mux *http.ServeMux) {
-	page := func(p string, h http.HandlerFunc) {
-		route(mux, c.prefix+p, map[string]http.HandlerFunc{"GET": func(w http.ResponseWriter, r *http.Request) {
-			h(w, c.asPage(r))
-		}})
-	}
-	page("{$}", c.tasksPage)
-	page("tasks/"+newTaskPath, c.newTaskPage)
-	page("tasks/{code}", c.taskPage)
-	page("tasks/{code}/schedule", c.schedulePage)
-	page("tasks/{code}/edit", c.editTaskPage)
-	page("executions", c.executionsPage)
-	page("executions/{id}", c.executionPage)
-	page("replicas", c.replicasPage)
-	page("zone", c.setZone)
-	page("static/{file}", c.static)
+	// The task forms show what the task page shows, and save only for an
+	// admin (CanSave); they are the scheduler's app's.
+	viewer, ownApp := routeRule{Role: RoleViewer}, routeRule{Role: RoleViewer, OwnApp: true}
+	c.page(mux, "{$}", viewer, c.tasksPage)
+	c.page(mux, "tasks/"+newTaskPath, ownApp, c.newTaskPage)
+	c.page(mux, "tasks/{code}", viewer, c.taskPage)
+	c.page(mux, "tasks/{code}/schedule", viewer, c.schedulePage)
+	c.page(mux, "tasks/{code}/edit", ownApp, c.editTaskPage)
+	c.page(mux, "executions", viewer, c.executionsPage)
+	c.page(mux, "executions/{id}", viewer, c.executionPage)
+	c.page(mux, "replicas", viewer, c.replicasPage)
+	c.page(mux, "zone", viewer, c.setZone)
+	c.page(mux, "static/{file}", viewer, c.static)
 }
 
 // appsWith lists the apps for a page's app selector, with the one the
 // request names even when it has nothing in the database yet.
+// Apps the principal may not see are left out, the one requested too.
 func (c *console) appsWith(ctx context.Context, app string) ([]string, error) {
 	apps, err := c.apps(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return withValue(apps, app), nil
+	return visibleApps(principalOf(ctx), withValue(apps, app)), nil
 }
 
 type tasksPage struct {
@@ -210,7 +209,7 @@ func (c *console) schedulePage(w http.ResponseWriter, r *http.Request) {
 	// Without live replicas: this page shows the schedule, not the state.
 	v := c.taskView(t, nil, nil, now, nil)
 	p := &schedulePage{layout: c.layoutFor(r, "tasks", "Schedule of "+v.Code), Task: v,
-		CanSave: !c.opts.ReadOnly && v.App == c.sopts.App}
+		CanSave: v.App == c.sopts.App && principalOf(r.Context()).Role.Allows(RoleAdmin)}
 	if q.err != nil {
 		p.Err = asAPIError(q.err)
 		form = scheduleForm{}
@@ -325,7 +324,7 @@ func (c *console) executionPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.render(w, "execution", &executionPage{layout: c.layoutFor(r, "executions", "Execution "+strconv.FormatInt(id, 10)), E: e,
-		Attempts: attempts, CanRetry: c.canRetry(e)})
+		Attempts: attempts, CanRetry: c.canRetry(principalOf(r.Context()), e)})
 }
 
 type replicasPage struct {

@@ -150,8 +150,11 @@ type layout struct {
 	Title    string
 	Nav      string
 	ReadOnly bool
-	Zone     displayZone
-	Zones    []string
+	// Principal is who the page is drawn for: the buttons and forms
+	// offered are those its role may use (CanOperate, CanAdmin).
+	Principal Principal
+	Zone      displayZone
+	Zones     []string
 	// Back is the page itself, where the zone form returns.
 	Back string
 	Now  time.Time
@@ -163,7 +166,7 @@ type layout struct {
 func (c *console) layoutFor(r *http.Request, nav, title string) layout {
 	z := zoneOf(r)
 	return layout{
-		Prefix: c.prefix, App: c.sopts.App, Title: title, Nav: nav, ReadOnly: c.opts.ReadOnly,
+		Prefix: c.prefix, App: c.sopts.App, Title: title, Nav: nav, ReadOnly: c.opts.ReadOnly, Principal: principalOf(r.Context()),
 		Zone: z, Zones: zonesWith(z.Name), Back: r.URL.RequestURI(), Now: c.now(),
 	}
 }
@@ -246,14 +249,29 @@ func (l *layout) TaskRow(e ExecutionView) executionRow {
 	return row
 }
 
-// Actions are the buttons a task offers, nil when the console may not act
-// on it: read-only, or a task of another app (the API acts on the
-// scheduler's own app, whose replicas hold the handlers).
+// CanOperate reports whether the viewer may pause, resume, run now, retry
+// and backfill the tasks of the scheduler's app (RoleOperator).
+func (l *layout) CanOperate() bool {
+	return l.Principal.Role.Allows(RoleOperator) && l.Principal.SeesApp(l.App)
+}
+
+// CanAdmin reports whether the viewer may create, edit and delete the
+// tasks of the scheduler's app, their schedules and options, and its
+// calendars (RoleAdmin).
+func (l *layout) CanAdmin() bool {
+	return l.Principal.Role.Allows(RoleAdmin) && l.Principal.SeesApp(l.App)
+}
+
+// Actions are the buttons a task offers, nil when the viewer may not act
+// on it: a viewer (or a read-only console), or a task of another app (the
+// API acts on the scheduler's own app, whose replicas hold the handlers).
+// Admin marks the ones only an admin has.
 func (l *layout) Actions(t TaskView) *taskActions {
-	if l.ReadOnly || t.App != l.App {
+	if !l.CanOperate() || t.App != l.App {
 		return nil
 	}
-	a := &taskActions{Code: t.Code, Paused: t.Status == store.TaskPaused, EditURL: l.ScheduleURL(t.App, t.Code), HTTP: t.Kind == store.KindHTTP}
+	a := &taskActions{Code: t.Code, Paused: t.Status == store.TaskPaused, EditURL: l.ScheduleURL(t.App, t.Code), HTTP: t.Kind == store.KindHTTP,
+		Admin: l.CanAdmin()}
 	if a.HTTP {
 		a.EditTaskURL = l.Prefix + "tasks/" + url.PathEscape(t.Code) + "/edit"
 	}
@@ -268,6 +286,9 @@ type taskActions struct {
 	// whole at EditTaskURL.
 	HTTP        bool
 	EditTaskURL string
+	// Admin: the viewer may also edit the schedule, the options and the
+	// task, delete it, and run an HTTP task with a body of its own.
+	Admin bool
 }
 
 // NewTaskURL links the form of a new HTTP callback task.

@@ -60,6 +60,9 @@ func (c *console) apiTrigger(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return outcome{}, err
 		}
+		if err = c.mayTriggerWith(ctx, code, o); err != nil {
+			return outcome{}, err
+		}
 		e, err := c.s.TriggerWith(ctx, code, o)
 		var te *xtimer.TriggerError
 		if errors.As(err, &te) {
@@ -76,6 +79,25 @@ func (c *console) apiTrigger(w http.ResponseWriter, r *http.Request) {
 		v.Params = paramsView(row.Params)
 		return outcome{status: http.StatusCreated, data: v, detail: triggerDetail(e.ID, o)}, nil
 	})
+}
+
+// mayTriggerWith refuses parameters of its own for an HTTP task unless
+// the principal is an admin: they replace the body the task sends and
+// signs, which is an edit of the task for one run. An operator may run it
+// with its own body, and a Go task with any parameters.
+func (c *console) mayTriggerWith(ctx context.Context, code string, o xtimer.TriggerOptions) error {
+	p := principalOf(ctx)
+	if len(o.Params) == 0 || p.Role.Allows(RoleAdmin) {
+		return nil
+	}
+	t, err := c.st.Task(ctx, c.sopts.App, code)
+	if err != nil {
+		return err
+	}
+	if t.Kind == store.KindHTTP {
+		return errRole(p, RoleAdmin, fmt.Sprintf("running HTTP task %q with params (a body of its own, which it signs)", code))
+	}
+	return nil
 }
 
 // triggerFieldError is the scheduler's refusal of TriggerOptions as a 400

@@ -21,7 +21,9 @@ type config struct {
 	DB            string        // -db, XTIMER_DB
 	Redis         string        // -redis, XTIMER_REDIS
 	Listen        string        // -listen, XTIMER_LISTEN
-	Token         string        // -token, XTIMER_TOKEN
+	Token         string        // -token, XTIMER_TOKEN, or read from -token-file
+	TokenFile     string        // -token-file, XTIMER_TOKEN_FILE
+	TokensFile    string        // -tokens-file, XTIMER_TOKENS_FILE
 	App           string        // -app, XTIMER_APP
 	SigningSecret string        // -signing-secret, XTIMER_SIGNING_SECRET
 	Allow         []string      // -allow, XTIMER_ALLOW
@@ -42,6 +44,8 @@ type config struct {
 	// keys themselves (secretkeys.go).
 	SecretKeyFile string
 	SecretKeys    []xtimer.SecretKey
+	// tokens are the principals of TokensFile.
+	tokens []namedToken
 }
 
 // Defaults of config.
@@ -50,7 +54,7 @@ const (
 	defaultListen = "127.0.0.1:8080"
 	defaultApp    = "platform"
 	// minTokenLen is admin.BearerToken's minimum.
-	minTokenLen = 16
+	minTokenLen = admin.MinSecretBytes
 )
 
 // usageError is a bad flag or environment value: the process exits 2.
@@ -79,7 +83,9 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.StringVar(&c.DB, "db", env("XTIMER_DB", defaultDB), "database: mysql://user:pass@host:port/db, postgres://user:pass@host:port/db?sslmode=disable, or a SQLite file path (env XTIMER_DB)")
 	fs.StringVar(&c.Redis, "redis", env("XTIMER_REDIS", ""), "Redis address host:port for the slot lock; empty: in-process lock, one instance only (env XTIMER_REDIS)")
 	fs.StringVar(&c.Listen, "listen", env("XTIMER_LISTEN", defaultListen), "address of the console and /healthz; without -token it must be loopback (env XTIMER_LISTEN)")
-	fs.StringVar(&c.Token, "token", env("XTIMER_TOKEN", ""), "protect the console: basic auth user admin with this password, or Authorization: Bearer <token>; at least 16 bytes (env XTIMER_TOKEN)")
+	fs.StringVar(&c.Token, "token", env("XTIMER_TOKEN", ""), "protect the console: basic auth user admin with this password, or Authorization: Bearer <token>, as an admin; at least 16 bytes; visible in ps, prefer -token-file (env XTIMER_TOKEN)")
+	fs.StringVar(&c.TokenFile, "token-file", env("XTIMER_TOKEN_FILE", ""), "file holding -token on its first line, so that it is not in the command line (env XTIMER_TOKEN_FILE)")
+	fs.StringVar(&c.TokensFile, "tokens-file", env("XTIMER_TOKENS_FILE", ""), `JSON list of the console's principals: [{"name": "alice", "role": "viewer|operator|admin", "apps": ["billing"], "token_sha256": "<hex>"}] (env XTIMER_TOKENS_FILE)`)
 	fs.StringVar(&c.App, "app", env("XTIMER_APP", defaultApp), "xtimer App: namespaces tasks in a shared database (env XTIMER_APP)")
 	fs.StringVar(&c.SigningSecret, "signing-secret", env("XTIMER_SIGNING_SECRET", ""), "default HMAC secret that signs callbacks (X-Xtimer-Signature) of tasks without their own (env XTIMER_SIGNING_SECRET)")
 	fs.StringVar(&allow, "allow", env("XTIMER_ALLOW", ""), "comma-separated callback destinations allowed: host names, *.suffix, IPs, CIDRs; empty: any but link-local and metadata (env XTIMER_ALLOW)")
@@ -146,6 +152,23 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 			c.Allow = append(c.Allow, a)
 		}
 	}
+	if c.TokenFile != "" {
+		if c.Token != "" {
+			return config{}, usagef("-token and -token-file are both set: give the admin token once, in the file")
+		}
+		token, err := readTokenFile(c.TokenFile)
+		if err != nil {
+			return config{}, err
+		}
+		c.Token = token
+	}
+	if c.TokensFile != "" {
+		tokens, err := readTokensFile(c.TokensFile)
+		if err != nil {
+			return config{}, err
+		}
+		c.tokens = tokens
+	}
 	return c, c.validate()
 }
 
@@ -166,7 +189,11 @@ func (c config) validate() error {
 	}
 	if c.Token != "" && len(c.Token) < minTokenLen {
 		// The value is a secret: say how long it is, not what it is.
-		return usagef("-token: %d bytes, want at least %d (e.g. openssl rand -hex 24)", len(c.Token), minTokenLen)
+		flag := "-token"
+		if c.TokenFile != "" {
+			flag = fmt.Sprintf("-token-file %q", c.TokenFile)
+		}
+		return usagef("%s: %d bytes, want at least %d (e.g. openssl rand -hex 24)", flag, len(c.Token), minTokenLen)
 	}
 	if c.AlertSecret != "" && c.AlertWebhook == "" {
 		return usagef("-alert-secret is set without -alert-webhook: it signs the webhook's requests")
@@ -189,8 +216,8 @@ func (c config) validate() error {
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return usagef("-listen %q: port %q: want 0-65535", c.Listen, port)
 	}
-	if c.Token == "" && !isLoopback(host) {
-		return usagef("-listen %q is not a loopback address: without -token (XTIMER_TOKEN) the console serves only this host; set -token to listen on other addresses", c.Listen)
+	if c.Token == "" && len(c.tokens) == 0 && !isLoopback(host) {
+		return usagef("-listen %q is not a loopback address: without -token, -token-file or -tokens-file the console serves only this host; set one to listen on other addresses", c.Listen)
 	}
 	return nil
 }

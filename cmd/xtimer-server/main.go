@@ -14,7 +14,9 @@
 //	-db XTIMER_DB                          mysql://…, postgres://… or a SQLite file path (default ./xtimer.db)
 //	-redis XTIMER_REDIS                    Redis address; empty: in-process lock, one instance only
 //	-listen XTIMER_LISTEN                  console and /healthz address (default 127.0.0.1:8080)
-//	-token XTIMER_TOKEN                    console auth: basic user admin or Bearer; required off loopback
+//	-token XTIMER_TOKEN                    console admin token: basic user admin or Bearer (visible in ps: prefer -token-file)
+//	-token-file XTIMER_TOKEN_FILE          file holding -token
+//	-tokens-file XTIMER_TOKENS_FILE        JSON list of named tokens with a role and apps (stored as SHA-256)
 //	-app XTIMER_APP                        xtimer App (default platform)
 //	-signing-secret XTIMER_SIGNING_SECRET  default HMAC secret for X-Xtimer-Signature
 //	-allow XTIMER_ALLOW                    comma list of callback destinations allowed
@@ -160,10 +162,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	if err != nil {
 		return usageError{fmt.Errorf("%s%w", flagOf(err), err)}
 	}
-	opts := admin.Options{Prefix: "/xtimer/", ReadOnly: cfg.ReadOnly, Logger: log}
-	if cfg.Token != "" {
-		opts.Authorize = admin.AnyOf(admin.BasicAuth("admin", cfg.Token), admin.BearerToken(cfg.Token))
-	}
+	opts := admin.Options{Prefix: "/xtimer/", ReadOnly: cfg.ReadOnly, Logger: log, Authorize: cfg.authorizer()}
 	console, err := admin.New(s, opts)
 	if err != nil {
 		return err
@@ -180,7 +179,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		_, _ = io.WriteString(w, "ok")
 	})
 	if reg != nil {
-		mux.Handle("GET /metrics", metricsHandler(reg, opts.Authorize, log))
+		mux.Handle("GET /metrics", metricsHandler(reg, opts.Authorize, cfg.App, log))
 	}
 
 	// Listen before Start, so that a taken port fails at once.

@@ -83,7 +83,7 @@ type server struct {
 func startServer(t *testing.T, bin string, args ...string) *server {
 	t.Helper()
 	s := &server{cmd: exec.Command(bin, args...), stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	s.cmd.Env = append(os.Environ(), "XTIMER_TOKEN=", "XTIMER_DB=", "XTIMER_LISTEN=", "XTIMER_REDIS=", "XTIMER_METRICS=",
+	s.cmd.Env = append(os.Environ(), "XTIMER_TOKEN=", "XTIMER_TOKEN_FILE=", "XTIMER_TOKENS_FILE=", "XTIMER_DB=", "XTIMER_LISTEN=", "XTIMER_REDIS=", "XTIMER_METRICS=",
 		"XTIMER_ALERT_WEBHOOK=", "XTIMER_ALERT_SECRET=", "XTIMER_TLS_CERT=", "XTIMER_TLS_KEY=", "XTIMER_INSECURE_LISTEN=")
 	s.cmd.Stderr = s.stderr
 	stdout, err := s.cmd.StdoutPipe()
@@ -444,7 +444,7 @@ func TestServerRefusesBadFlagsWithExitCode2(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			cmd := exec.Command(bin, c.args...)
-			cmd.Env = append(append(os.Environ(), "XTIMER_TOKEN=", "XTIMER_DB=", "XTIMER_LISTEN=", "XTIMER_REDIS=", "XTIMER_READ_ONLY=", "XTIMER_METRICS=",
+			cmd.Env = append(append(os.Environ(), "XTIMER_TOKEN=", "XTIMER_TOKEN_FILE=", "XTIMER_TOKENS_FILE=", "XTIMER_DB=", "XTIMER_LISTEN=", "XTIMER_REDIS=", "XTIMER_READ_ONLY=", "XTIMER_METRICS=",
 				"XTIMER_ALERT_WEBHOOK=", "XTIMER_ALERT_SECRET=", "XTIMER_READ_TIMEOUT=", "XTIMER_IDLE_TIMEOUT=",
 				"XTIMER_TLS_CERT=", "XTIMER_TLS_KEY=", "XTIMER_INSECURE_LISTEN="), c.env...)
 			var stderr bytes.Buffer

@@ -34,7 +34,10 @@ func newRegistry(db *sql.DB) *prometheus.Registry {
 // authorization.credentials (a bearer token) or basic_auth (user admin);
 // without it, the console's loopback rule (admin.LoopbackOnly): a proxied
 // request, or one naming another Host, is refused like the console's.
-func metricsHandler(reg *prometheus.Registry, authorize admin.Authorizer, log *slog.Logger) http.Handler {
+//
+// A principal of -tokens-file reads them when it may see app, the
+// server's: the series are that app's and the process's.
+func metricsHandler(reg *prometheus.Registry, authorize admin.Authorizer, app string, log *slog.Logger) http.Handler {
 	h := promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), Registry: reg,
 	}))
@@ -42,7 +45,11 @@ func metricsHandler(reg *prometheus.Registry, authorize admin.Authorizer, log *s
 		authorize = admin.LoopbackOnly()
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := authorize(r); err != nil {
+		p, err := authorize(r)
+		if err == nil && !p.SeesApp(app) {
+			err = admin.ErrForbidden
+		}
+		if err != nil {
 			code := http.StatusForbidden
 			if errors.Is(err, admin.ErrUnauthenticated) {
 				code = http.StatusUnauthorized

@@ -6,7 +6,7 @@
 //	go run ./examples/quickstart              # until Ctrl-C
 //	go run ./examples/quickstart -for 30s
 //	go run ./examples/quickstart -console 127.0.0.1:9000
-//	go run ./examples/quickstart -console 0.0.0.0:8080 -password s3cret   # reachable from other hosts, user admin
+//	go run ./examples/quickstart -console 0.0.0.0:8080 -password "$(openssl rand -hex 12)"   # reachable from other hosts, user admin; at least 16 bytes
 //	go run ./examples/quickstart -redis 127.0.0.1:6379 -dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
 package main
 
@@ -38,7 +38,7 @@ func main() {
 	dsn := flag.String("dsn", "", "mysql://... or postgres://... (default: SQLite in a temp dir)")
 	verbose := flag.Bool("v", false, "log at debug level")
 	consoleAddr := flag.String("console", "127.0.0.1:8080", `address of the console ("off": none); without -password only loopback clients are served`)
-	password := flag.String("password", "", "protect the console with basic auth, user admin and this password")
+	password := flag.String("password", "", "protect the console with basic auth, user admin and this password (at least 16 bytes)")
 	flag.Parse()
 	if err := run(*runFor, *redisAddr, *dsn, *verbose, *consoleAddr, *password); err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
