@@ -150,7 +150,8 @@ func ExampleScheduler_Executions() {
 func ExampleScheduler_Tasks() {
 	db, closeDB := exampleDB("xtimer-example-tasks")
 	defer closeDB()
-	s, err := xtimer.New(xtimer.Options{DB: db, App: "billing"})
+	// The callback below calls this host, which is refused unless listed.
+	s, err := xtimer.New(xtimer.Options{DB: db, App: "billing", HTTPAllow: []string{"localhost"}})
 	if err != nil {
 		log.Fatal(err)
 	}

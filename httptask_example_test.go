@@ -23,7 +23,8 @@ func ExampleScheduler_CreateHTTPTask() {
 
 	db, closeDB := exampleDB("xtimer-example-httptask")
 	defer closeDB()
-	s, err := xtimer.New(xtimer.Options{DB: db, App: "example", HTTPSigningSecret: "signs-every-callback-of-the-app"})
+	s, err := xtimer.New(xtimer.Options{DB: db, App: "example", HTTPSigningSecret: "signs-every-callback-of-the-app",
+		HTTPAllow: []string{"127.0.0.1"}}) // the receiver listens on loopback, which is refused unless listed
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func ExampleScheduler_CreateHTTPTask() {
 func ExampleHTTPTask_options() {
 	db, closeDB := exampleDB("xtimer-example-httptask-options")
 	defer closeDB()
-	s, err := xtimer.New(xtimer.Options{DB: db, App: "example"})
+	s, err := xtimer.New(xtimer.Options{DB: db, App: "example", HTTPAllow: []string{"127.0.0.1"}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -64,10 +64,20 @@ func (rc *receiver) requests() []received {
 	return slices.Clone(rc.got)
 }
 
-// startHTTP starts a scheduler on SQLite with the system clock.
+// allowLoopback lets a scheduler's callbacks reach the test receivers,
+// httptest servers on 127.0.0.1: loopback is refused unless listed.
+func allowLoopback(o *Options) { o.HTTPAllow = []string{"127.0.0.1"} }
+
+// startHTTP starts a scheduler on SQLite with the system clock, its
+// callbacks allowed to reach the test receivers (allowLoopback).
 func startHTTP(t *testing.T, mod func(*Options)) *Scheduler {
 	t.Helper()
-	s := newScheduler(t, setupOpts{db: testsvc.SQLite(t)}, mod)
+	s := newScheduler(t, setupOpts{db: testsvc.SQLite(t)}, func(o *Options) {
+		allowLoopback(o)
+		if mod != nil {
+			mod(o)
+		}
+	})
 	require.NoError(t, s.Start(context.Background()))
 	stopOnCleanup(t, s)
 	return s
@@ -337,6 +347,47 @@ func runOnce(t *testing.T, s *Scheduler, code string) store.Execution {
 	return waitRow(t, s, ex.ID, func(r store.Execution) bool { return Status(r.Status).Final() })
 }
 
+// Issue 25, hole 5: without an explicit allow, an HTTP task may not call
+// the scheduler's own host (the console's API, Redis), in any spelling of
+// loopback: refused when the task is saved, and when a replica without the
+// allow runs a task saved by one that has it.
+func TestHTTPTaskToLoopbackIsRefusedUnlessAllowed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testsvc.SQLite(t)
+	app := testsvc.App(t)
+	fenced := newScheduler(t, setupOpts{db: db, app: app}, nil)
+	for url, why := range map[string]string{
+		"http://127.0.0.1:8080/xtimer/api/tasks":       "forbidden destination: 127.0.0.1 is loopback, refused unless HTTPOptions.Allow lists it (127.0.0.1, ::1, localhost or a CIDR holding it)",
+		"http://localhost:6379/":                       "forbidden destination: localhost is a loopback name, refused unless HTTPOptions.Allow lists it",
+		"http://[::ffff:7f00:1]:8080/xtimer/api/tasks": "forbidden destination: 127.0.0.1 is loopback",
+		"http://[::1]:8080/xtimer/api/tasks":           "forbidden destination: ::1 is loopback",
+		"http://0.0.0.0:8080/xtimer/api/tasks":         "forbidden destination: 0.0.0.0 is unspecified",
+		"http://168.63.129.16/machine":                 "forbidden destination: 168.63.129.16 is a cloud metadata address",
+		"http://[::a9fe:a9fe]/latest/meta-data/":       "(IPv4-compatible form of 169.254.169.254)",
+	} {
+		err := fenced.CreateHTTPTask(ctx, HTTPTask{Code: "rebind.task", Spec: hourly, Paused: true, Target: HTTPTarget{Method: "POST", URL: url}})
+		require.ErrorIs(t, err, executor.ErrForbiddenDestination, url)
+		var fe *FieldError
+		require.ErrorAs(t, err, &fe, url)
+		require.Equal(t, "target.url", fe.Field, url)
+		require.Equal(t, fmt.Sprintf(`xtimer: http task "rebind.task": target.url %q: %s`, url, fe.Reason), err.Error(), "the URL and the reason")
+		require.Contains(t, fe.Reason, why, url)
+	}
+
+	rc := newReceiver(t, nil)
+	allowed := newScheduler(t, setupOpts{db: db, app: app}, allowLoopback)
+	require.NoError(t, allowed.Start(ctx))
+	require.NoError(t, allowed.CreateHTTPTask(ctx, HTTPTask{Code: "cb.local", Spec: hourly, Target: HTTPTarget{Method: "GET", URL: rc.URL + "/hook"}}))
+	require.NoError(t, allowed.Stop(ctx))
+	require.NoError(t, fenced.Start(ctx))
+	stopOnCleanup(t, fenced)
+	row := runOnce(t, fenced, "cb.local")
+	require.Equal(t, store.StatusFailed, row.Status)
+	require.Contains(t, row.Error, "127.0.0.1 is loopback, refused unless HTTPOptions.Allow lists it")
+	require.Empty(t, rc.requests(), "nothing reached the receiver")
+}
+
 func TestHTTPTaskSendsTheRequestAsDescribedAndSigned(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -540,7 +591,11 @@ func TestHTTPTaskIsAdoptedAndRunByAReplicaThatDidNotCreateIt(t *testing.T) {
 	app := testsvc.App(t)
 	locker := NewLocalLocker(SystemClock())
 	start := func(id string) *Scheduler {
-		s := newScheduler(t, setupOpts{db: db, app: app}, func(o *Options) { o.Locker = locker; o.InstanceID = id })
+		s := newScheduler(t, setupOpts{db: db, app: app}, func(o *Options) {
+			allowLoopback(o)
+			o.Locker = locker
+			o.InstanceID = id
+		})
 		require.NoError(t, s.Start(ctx))
 		return s
 	}
@@ -572,7 +627,7 @@ func TestHTTPTaskIsAdoptedAndRunByAReplicaThatDidNotCreateIt(t *testing.T) {
 func TestExecutorSendsTheHeaderConstants(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t, nil)
-	c, err := executor.NewHTTPCaller(executor.HTTPOptions{})
+	c, err := executor.NewHTTPCaller(executor.HTTPOptions{Allow: []string{"127.0.0.1"}})
 	require.NoError(t, err)
 	_, err = c.Do(context.Background(), executor.HTTPCall{Method: "POST", URL: rc.URL, Secret: "k", ID: "app/t/1/2", Execution: 7, Task: "t", ScheduledAt: time.Now(), Attempt: 1,
 		Shard: 2, Shards: 3})
@@ -631,7 +686,7 @@ func TestSlowCallbacksDoNotStarveGoHandlers(t *testing.T) {
 		})
 		urls = append(urls, rc.URL)
 	}
-	s := newScheduler(t, setupOpts{db: db}, func(o *Options) { o.HTTPWorkers = workers })
+	s := newScheduler(t, setupOpts{db: db}, func(o *Options) { allowLoopback(o); o.HTTPWorkers = workers })
 	var mu sync.Mutex
 	var goLate []time.Duration
 	var goAt []time.Time
@@ -740,6 +795,7 @@ func TestHTTPCallbacksRunOnceAcrossReplicas(t *testing.T) {
 			pool = testsvc.Reopen(t, db)
 		}
 		s := newScheduler(t, setupOpts{db: pool, app: app}, func(o *Options) {
+			allowLoopback(o)
 			o.Redis = testsvc.Redis(t)
 			o.InstanceID = fmt.Sprintf("replica-%d", i)
 		})

@@ -18,7 +18,7 @@ import (
 // schedule's next fire; an HTTP task's jitter the same, naming its field.
 func TestJitterRefusesRangesThatReachTheNextFire(t *testing.T) {
 	t.Parallel()
-	s := newScheduler(t, setupOpts{db: testsvc.SQLite(t)}, nil)
+	s := newScheduler(t, setupOpts{db: testsvc.SQLite(t)}, allowLoopback)
 	ok := func(context.Context, *Run) error { return nil }
 	for i, c := range []struct {
 		spec   string

@@ -120,7 +120,7 @@ func TestSetTaskOptionsRefusesWhatTheOptionsRefuse(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clock := fakeclock.New(hms(0, 0))
-	s := newScheduler(t, setupOpts{db: testsvc.SQLite(t), app: testsvc.App(t), clock: clock}, nil)
+	s := newScheduler(t, setupOpts{db: testsvc.SQLite(t), app: testsvc.App(t), clock: clock}, allowLoopback)
 	nop := func(context.Context, *Run) error { return nil }
 	require.NoError(t, s.Register("every10s", "*/10 * * * * *", nop, WithBackoff(time.Second, 5*time.Second)))
 	require.NoError(t, s.Start(ctx))

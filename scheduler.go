@@ -105,8 +105,10 @@ type Options struct {
 	HTTPWorkers int
 	// HTTPAllow lists the destinations HTTP callbacks may call: host names,
 	// "*.example.com", IPs and CIDRs (see executor.HTTPOptions.Allow).
-	// Empty allows any destination but the forbidden ones (link-local,
-	// cloud metadata, unspecified), which are refused even when listed.
+	// Empty allows any destination but loopback and the forbidden ones
+	// (link-local, cloud metadata, unspecified), which are refused even
+	// when listed. Loopback (127.0.0.0/8, ::1, localhost) is called only
+	// when listed: "127.0.0.1", "::1", "localhost" or a CIDR holding it.
 	HTTPAllow []string
 	// HTTPSigningSecret keys the signature of HTTP callbacks whose target
 	// has no secret of its own. Empty (the default) leaves those unsigned.

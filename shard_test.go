@@ -21,7 +21,7 @@ import (
 // naming the field.
 func TestShardOptionsRefuseBadInput(t *testing.T) {
 	t.Parallel()
-	s := newScheduler(t, setupOpts{db: testsvc.SQLite(t), app: testsvc.App(t)}, nil)
+	s := newScheduler(t, setupOpts{db: testsvc.SQLite(t), app: testsvc.App(t)}, allowLoopback)
 	nop := func(context.Context, *Run) error { return nil }
 	for _, tc := range []struct {
 		opts []TaskOption

@@ -299,6 +299,7 @@ func (c *console) guard(next http.Handler) http.Handler {
 	if authorize == nil {
 		authorize = LoopbackOnly(c.opts.AllowedHosts...)
 	}
+	logins := newLoginThrottle(c.now, c.log) // throttle.go
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("X-Content-Type-Options", "nosniff")
@@ -306,6 +307,9 @@ func (c *console) guard(next http.Handler) http.Handler {
 		h.Set("Referrer-Policy", "same-origin")
 		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 		h.Set("Cache-Control", "no-store")
+		if logins.throttled(w, r) {
+			return
+		}
 		p, err := authorize(r)
 		var bad authorizerError
 		switch {
@@ -317,6 +321,7 @@ func (c *console) guard(next http.Handler) http.Handler {
 		}
 		if err != nil {
 			if errors.Is(err, ErrUnauthenticated) {
+				logins.failed(r)
 				var ch challenger
 				if errors.As(err, &ch) {
 					h.Set("WWW-Authenticate", ch.Challenge())

@@ -41,6 +41,9 @@ type fixtureOpts struct {
 	admin    Options  // console options; Prefix defaults to /xtimer/
 	register func(*xtimer.Scheduler, chan string)
 	app      string
+	// fenceLoopback leaves xtimer.Options.HTTPAllow empty, as a deployment
+	// that lists nothing: callbacks to loopback are refused.
+	fenceLoopback bool
 }
 
 // fakeStart is the fake clock's start: a Monday, 08:59:30 UTC.
@@ -55,7 +58,13 @@ func setup(t *testing.T, o fixtureOpts) *fixture {
 	if f.DB == nil {
 		f.DB = testsvc.SQLite(t)
 	}
-	opts := xtimer.Options{DB: f.DB, App: o.app, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), InstanceID: "replica-a", Version: "v1.2.3"}
+	opts := xtimer.Options{DB: f.DB, App: o.app, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), InstanceID: "replica-a", Version: "v1.2.3",
+		// The fixtures' callbacks go to httptest receivers and to the
+		// 127.0.0.1:9 placeholder: loopback is refused unless listed.
+		HTTPAllow: []string{"127.0.0.1"}}
+	if o.fenceLoopback {
+		opts.HTTPAllow = nil
+	}
 	if opts.App == "" {
 		opts.App = testsvc.App(t)
 	}

@@ -2,7 +2,8 @@
 // in the order it was submitted (Pool), one attempt under a timeout with
 // panics turned into errors (Call), the retry back-off (Backoff), and the
 // HTTP callbacks of HTTP tasks (HTTPCaller: one shared client whose dialer
-// refuses link-local and cloud-metadata addresses after DNS resolution;
+// refuses link-local and cloud-metadata addresses, and loopback unless
+// allowed, after DNS resolution;
 // SignWebhook/VerifyWebhook for the Standard Webhooks signature headers, and
 // Sign/VerifySignature for the deprecated X-Xtimer-Signature header).
 //

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -62,9 +61,17 @@ type HTTPOptions struct {
 	// wildcard domains ("*.example.com", which does not match example.com
 	// itself), IPs and CIDRs ("10.0.0.0/8", "fd00::/8"). A destination
 	// passes when its host name matches a name entry or the address dialed
-	// matches an IP/CIDR entry. Empty allows any destination except the
-	// forbidden ones (unspecified, link-local, cloud metadata), which are
-	// refused even when listed here.
+	// matches an IP/CIDR entry. Empty allows any destination except
+	// loopback and the forbidden ones (unspecified, link-local, cloud
+	// metadata), which are refused even when listed here.
+	//
+	// Loopback (127.0.0.0/8, ::1, their IPv4-mapped, IPv4-compatible and
+	// NAT64 forms, and localhost names) is refused unless listed: an IP or
+	// CIDR entry holding the address ("127.0.0.1", "::1", "127.0.0.0/8";
+	// "0.0.0.0/0" holds it too), or a "localhost" name entry for URLs that
+	// name localhost. A callback to loopback reaches the host's own
+	// services (the console, Redis), so another name entry, even one whose
+	// DNS answers 127.0.0.1, never allows it.
 	Allow []string
 	// MaxResponse is how many bytes of a response body are kept. Defaults
 	// to DefaultMaxResponse (64 KiB).
@@ -90,10 +97,6 @@ type HTTPCaller struct {
 	client      *http.Client
 	resolver    *net.Resolver
 	propagator  propagation.TextMapPropagator // nil: no trace headers
-
-	// extraForbidden lets tests forbid loopback to exercise the dial check
-	// through DNS resolution; always nil outside tests.
-	extraForbidden []netip.Prefix
 }
 
 // NewHTTPCaller returns a caller configured by o. A bad Allow entry gives
@@ -236,11 +239,9 @@ func (c *HTTPCaller) Do(ctx context.Context, call HTTPCall) (HTTPResponse, error
 	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 		return HTTPResponse{}, fail(fmt.Errorf("scheme %q not allowed (want http or https)", req.URL.Scheme))
 	}
-	if ip, parseErr := netip.ParseAddr(req.URL.Hostname()); parseErr == nil {
-		// The dialer would refuse it too; this fails before opening a socket.
-		if err = c.checkAddr(false, ip); err != nil {
-			return HTTPResponse{}, fail(err)
-		}
+	// The dialer would refuse these too; this fails before opening a socket.
+	if err = c.checkHost(req.URL.Hostname()); err != nil {
+		return HTTPResponse{}, fail(err)
 	}
 	for _, h := range call.Headers {
 		if strings.EqualFold(h[0], "Host") {
@@ -359,13 +360,8 @@ func (c *HTTPCaller) checkRedirect(req *http.Request, via []*http.Request) error
 			return errors.New("downgrade from https to http not allowed")
 		}
 	}
-	host := req.URL.Hostname()
-	if ip, err := netip.ParseAddr(host); err == nil {
-		if err := c.checkAddr(false, ip); err != nil {
-			return err
-		}
-	} else if !c.allow.empty() && len(c.allow.prefixes) == 0 && !c.allow.matchesName(host) {
-		return &forbiddenError{addr: host, reason: "is not in HTTPOptions.Allow"}
+	if err := c.checkHost(req.URL.Hostname()); err != nil {
+		return err
 	}
 	req.Header.Del("Referer")
 	if origin(req.URL) != origin(via[0].URL) {

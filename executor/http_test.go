@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,6 +42,10 @@ func receiver(t *testing.T, status int, body string) (*httptest.Server, <-chan r
 	return srv, got
 }
 
+// loopback is the Allow of a caller whose receivers are httptest servers,
+// which listen on 127.0.0.1: loopback is refused unless listed.
+var loopback = []string{"127.0.0.1"}
+
 func newCaller(t *testing.T, o HTTPOptions) *HTTPCaller {
 	t.Helper()
 	c, err := NewHTTPCaller(o)
@@ -54,7 +57,7 @@ func newCaller(t *testing.T, o HTTPOptions) *HTTPCaller {
 func TestHTTPDeliversEachMethodWithBodyAndHeaders(t *testing.T) {
 	t.Parallel()
 	srv, got := receiver(t, http.StatusOK, "ok")
-	c := newCaller(t, HTTPOptions{})
+	c := newCaller(t, HTTPOptions{Allow: loopback})
 	scheduled := time.Date(2026, 3, 1, 9, 30, 0, 120_000_000, time.FixedZone("CET", 3600))
 	body := "{\"amount\": 12.5,\n \"note\": \"café ☕\"}\r\n\x00 trailing  "
 	for _, method := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
@@ -101,7 +104,7 @@ func TestHTTPDeliversEachMethodWithBodyAndHeaders(t *testing.T) {
 func TestHTTPOwnHeadersWinAndUserAgentCanBeSet(t *testing.T) {
 	t.Parallel()
 	srv, got := receiver(t, http.StatusNoContent, "")
-	c := newCaller(t, HTTPOptions{})
+	c := newCaller(t, HTTPOptions{Allow: loopback})
 	_, err := c.Do(t.Context(), HTTPCall{
 		Method:    "post",
 		URL:       srv.URL,
@@ -122,7 +125,7 @@ func TestHTTPOwnHeadersWinAndUserAgentCanBeSet(t *testing.T) {
 func TestHTTPSignedCallVerifiesAtTheReceiver(t *testing.T) {
 	t.Parallel()
 	srv, got := receiver(t, http.StatusOK, "")
-	c := newCaller(t, HTTPOptions{})
+	c := newCaller(t, HTTPOptions{Allow: loopback})
 	body := `{"invoice":42}`
 	before := time.Now().Unix()
 	_, err := c.Do(t.Context(), HTTPCall{Method: "POST", URL: srv.URL, Body: body, Secret: "whsec_1", Execution: 1, Task: "t", Attempt: 1})
@@ -145,7 +148,7 @@ func TestHTTPSignedCallVerifiesAtTheReceiver(t *testing.T) {
 func TestHTTPSignedCallCarriesStandardWebhooksHeaders(t *testing.T) {
 	t.Parallel()
 	srv, got := receiver(t, http.StatusOK, "")
-	c := newCaller(t, HTTPOptions{})
+	c := newCaller(t, HTTPOptions{Allow: loopback})
 	const secret, body, id = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", `{"invoice":42}`, "billing/reconcile/1700000000000"
 	_, err := c.Do(t.Context(), HTTPCall{Method: "POST", URL: srv.URL, Body: body, Secret: secret, ID: id, Execution: 1, Task: "reconcile", Attempt: 1,
 		Headers: [][2]string{{"Webhook-Id", "forged"}, {"Webhook-Signature", "v1,forged"}}})
@@ -175,7 +178,7 @@ func TestHTTPAnyTwoHundredIsSuccessUnlessSuccessCodesSaySo(t *testing.T) {
 	ok, _ := receiver(t, http.StatusOK, "fine")
 	created, _ := receiver(t, http.StatusCreated, "made")
 	accepted, _ := receiver(t, http.StatusAccepted, "")
-	c := newCaller(t, HTTPOptions{})
+	c := newCaller(t, HTTPOptions{Allow: loopback})
 
 	for _, url := range []string{ok.URL, created.URL, accepted.URL} {
 		_, err := c.Do(t.Context(), HTTPCall{URL: url})
@@ -198,7 +201,7 @@ func TestHTTPServerErrorReturnsTheResponseAndAnError(t *testing.T) {
 	t.Parallel()
 	unavailable, _ := receiver(t, http.StatusServiceUnavailable, `{"error":"maintenance"}`)
 	odd, _ := receiver(t, 599, "")
-	c := newCaller(t, HTTPOptions{})
+	c := newCaller(t, HTTPOptions{Allow: loopback})
 
 	resp, err := c.Do(t.Context(), HTTPCall{Method: "POST", URL: unavailable.URL})
 	require.EqualError(t, err, "HTTP 503 Service Unavailable")
@@ -224,7 +227,7 @@ func TestHTTPSlowReceiverTimesOutWithTheContextError(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) })
-	c := newCaller(t, HTTPOptions{})
+	c := newCaller(t, HTTPOptions{Allow: loopback})
 
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
@@ -250,7 +253,7 @@ func TestHTTPSlowBodyTimesOutWithTheContextError(t *testing.T) {
 		<-r.Context().Done()
 	}))
 	t.Cleanup(srv.Close)
-	c := newCaller(t, HTTPOptions{})
+	c := newCaller(t, HTTPOptions{Allow: loopback})
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	resp, err := c.Do(ctx, HTTPCall{URL: srv.URL})
@@ -266,7 +269,7 @@ func TestHTTPReceiverDownIsAnError(t *testing.T) {
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
-	c := newCaller(t, HTTPOptions{})
+	c := newCaller(t, HTTPOptions{Allow: loopback})
 
 	resp, err := c.Do(t.Context(), HTTPCall{Method: "POST", URL: "http://" + addr + "/hook"})
 	require.Error(t, err)
@@ -281,7 +284,7 @@ func TestHTTPLongResponseIsTruncatedAtARuneBoundary(t *testing.T) {
 	srv, _ := receiver(t, http.StatusOK, long)
 	exact, _ := receiver(t, http.StatusOK, "0123456789")
 	invalid, _ := receiver(t, http.StatusOK, "ab\xffcd")
-	c := newCaller(t, HTTPOptions{MaxResponse: 10})
+	c := newCaller(t, HTTPOptions{Allow: loopback, MaxResponse: 10})
 
 	resp, err := c.Do(t.Context(), HTTPCall{URL: srv.URL})
 	require.NoError(t, err)
@@ -297,7 +300,7 @@ func TestHTTPLongResponseIsTruncatedAtARuneBoundary(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "ab\uFFFDcd", resp.Body)
 
-	def := newCaller(t, HTTPOptions{})
+	def := newCaller(t, HTTPOptions{Allow: loopback})
 	resp, err = def.Do(t.Context(), HTTPCall{URL: srv.URL})
 	require.NoError(t, err)
 	require.True(t, resp.Truncated)
@@ -333,18 +336,64 @@ func TestHTTPRefusesForbiddenAddressesWithoutConnecting(t *testing.T) {
 	}
 }
 
-func TestHTTPRefusesANameThatResolvesToAForbiddenAddress(t *testing.T) {
+// Issue 25, hole 5: without an explicit allow, a callback may not call the
+// scheduler's own host — the console at 127.0.0.1:PORT/xtimer/api/..., Redis
+// at localhost:6379 — in any spelling of a loopback address.
+func TestHTTPRefusesLoopbackUnlessAllowed(t *testing.T) {
+	t.Parallel()
+	console, got := receiver(t, http.StatusOK, `{"tasks":[]}`)
+	port := console.URL[strings.LastIndex(console.URL, ":")+1:]
+	c := newCaller(t, HTTPOptions{})
+	for url, why := range map[string]string{
+		console.URL + "/xtimer/api/tasks":                "127.0.0.1 is loopback, refused unless HTTPOptions.Allow lists it",
+		"http://127.1.2.3:" + port + "/xtimer/api/tasks": "127.1.2.3 is loopback",
+		"http://localhost:" + port + "/xtimer/api/tasks": "localhost is a loopback name, refused unless HTTPOptions.Allow lists it",
+		"http://LocalHost.:" + port + "/":                "LocalHost. is a loopback name",
+		"http://console.localhost:" + port + "/":         "console.localhost is a loopback name",
+		"http://localhost:6379/":                         "localhost is a loopback name",
+		"http://[::1]:" + port + "/":                     "::1 is loopback",
+		"http://[::ffff:127.0.0.1]:" + port + "/":        "127.0.0.1 is loopback",
+		"http://[::127.0.0.1]:" + port + "/":             "::7f00:1 is loopback (IPv4-compatible form of 127.0.0.1)",
+		"http://[64:ff9b::127.0.0.1]:" + port + "/":      "64:ff9b::7f00:1 is loopback (NAT64 of 127.0.0.1)",
+		"http://0.0.0.0:" + port + "/":                   "0.0.0.0 is unspecified",
+		"http://[::]:" + port + "/":                      ":: is unspecified",
+		"http://[::ffff:0.0.0.0]:" + port + "/":          "0.0.0.0 is unspecified",
+	} {
+		resp, err := c.Do(t.Context(), HTTPCall{Method: "POST", URL: url, Body: "{}"})
+		require.ErrorIs(t, err, ErrForbiddenDestination, url)
+		require.Contains(t, err.Error(), why, url)
+		require.NotContains(t, err.Error(), "/xtimer/api", "the error names the host, not the path")
+		require.Equal(t, 0, resp.Status, url)
+	}
+	require.Empty(t, got, "nothing reached the console")
+
+	for _, allow := range [][]string{{"127.0.0.1"}, {"127.0.0.0/8"}, {"::ffff:127.0.0.1"}, {"0.0.0.0/0"}} {
+		resp, err := newCaller(t, HTTPOptions{Allow: allow}).Do(t.Context(), HTTPCall{URL: console.URL + "/xtimer/api/tasks"})
+		require.NoError(t, err, allow)
+		require.Equal(t, `{"tasks":[]}`, resp.Body)
+		<-got
+	}
+}
+
+// A name that is not a localhost name but resolves to loopback is refused
+// after DNS, by the dialer's Control hook: the request below skips Do's
+// early checks and goes straight to the transport.
+func TestHTTPDialerRefusesLoopbackAfterDNS(t *testing.T) {
 	t.Parallel()
 	srv, got := receiver(t, http.StatusOK, "")
 	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
-	c := newCaller(t, HTTPOptions{})
-	// Pretend loopback is forbidden: "localhost" is then refused only after
-	// DNS resolution, by the dialer's Control hook.
-	c.extraForbidden = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
-	_, err := c.Do(t.Context(), HTTPCall{URL: "http://localhost:" + port + "/"})
-	require.ErrorIs(t, err, ErrForbiddenDestination)
-	require.Contains(t, err.Error(), "is forbidden (test)")
-	require.Empty(t, got, "nothing reached the receiver")
+	for _, allow := range [][]string{nil, {"billing.internal", "10.0.0.0/8"}, {"::1"}} {
+		c := newCaller(t, HTTPOptions{Allow: allow})
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://localhost:"+port+"/", nil)
+		require.NoError(t, err)
+		resp, err := c.client.Do(req)
+		if resp != nil {
+			_ = resp.Body.Close()
+		}
+		require.ErrorIs(t, err, ErrForbiddenDestination, allow)
+		require.Contains(t, err.Error(), "127.0.0.1 is loopback, refused unless HTTPOptions.Allow lists it", allow)
+	}
+	require.Empty(t, got)
 }
 
 func TestHTTPAllowFencesDestinationsByNameOrAddress(t *testing.T) {
@@ -354,26 +403,28 @@ func TestHTTPAllowFencesDestinationsByNameOrAddress(t *testing.T) {
 	for _, tc := range []struct {
 		allow []string
 		url   string
-		ok    bool
+		why   string // "" when allowed
 	}{
-		{[]string{"10.0.0.0/8"}, srv.URL, false},
-		{[]string{"10.0.0.0/8"}, "http://localhost:" + port, false},
-		{[]string{"billing.internal"}, srv.URL, false},
-		{[]string{"billing.internal"}, "http://localhost:" + port, false},
-		{[]string{"127.0.0.0/8"}, srv.URL, true},
-		{[]string{"127.0.0.1", "::1"}, "http://localhost:" + port, true},
-		{[]string{"localhost"}, "http://localhost:" + port, true},
-		{[]string{"localhost"}, srv.URL, false},
+		{[]string{"10.0.0.0/8"}, srv.URL, "127.0.0.1 is loopback, refused unless HTTPOptions.Allow lists it"},
+		{[]string{"10.0.0.0/8"}, "http://localhost:" + port, "localhost is a loopback name, refused unless"},
+		{[]string{"billing.internal"}, srv.URL, "127.0.0.1 is loopback, refused unless"},
+		{[]string{"billing.internal"}, "http://localhost:" + port, "localhost is a loopback name, refused unless"},
+		{[]string{"*.localhost"}, "http://localhost:" + port, "localhost is a loopback name, refused unless"},
+		{[]string{"127.0.0.0/8"}, srv.URL, ""},
+		{[]string{"127.0.0.1", "::1"}, "http://localhost:" + port, ""},
+		{[]string{"localhost"}, "http://localhost:" + port, ""},
+		{[]string{"localhost"}, srv.URL, "127.0.0.1 is loopback, refused unless"},
+		{[]string{"127.0.0.1"}, "http://10.0.0.1:" + port, "10.0.0.1 is not in HTTPOptions.Allow"},
 	} {
 		c := newCaller(t, HTTPOptions{Allow: tc.allow})
 		_, err := c.Do(t.Context(), HTTPCall{URL: tc.url})
-		if tc.ok {
+		if tc.why == "" {
 			require.NoError(t, err, "%v %s", tc.allow, tc.url)
 			<-got
 			continue
 		}
 		require.ErrorIs(t, err, ErrForbiddenDestination, "%v %s", tc.allow, tc.url)
-		require.Contains(t, err.Error(), "is not in HTTPOptions.Allow")
+		require.Contains(t, err.Error(), tc.why, "%v %s", tc.allow, tc.url)
 	}
 	require.Empty(t, got)
 }
@@ -383,7 +434,7 @@ func TestHTTPRefusesARedirectToForbiddenAddresses(t *testing.T) {
 	for _, to := range []string{"http://169.254.169.254/latest/meta-data/iam", "http://[fd00:ec2::254]/", "http://[::]:80/"} {
 		srv := httptest.NewServer(http.RedirectHandler(to, http.StatusFound))
 		t.Cleanup(srv.Close)
-		c := newCaller(t, HTTPOptions{})
+		c := newCaller(t, HTTPOptions{Allow: loopback})
 		resp, err := c.Do(t.Context(), HTTPCall{URL: srv.URL})
 		require.ErrorIs(t, err, ErrForbiddenDestination, to)
 		require.Contains(t, err.Error(), "xtimer: GET "+srv.Listener.Addr().String()+": redirected to ", to)
@@ -398,7 +449,7 @@ func TestHTTPRefusesARedirectToForbiddenAddresses(t *testing.T) {
 	c := newCaller(t, HTTPOptions{Allow: []string{"localhost"}})
 	_, err := c.Do(t.Context(), HTTPCall{URL: "http://localhost:" + port})
 	require.ErrorIs(t, err, ErrForbiddenDestination)
-	require.Contains(t, err.Error(), "127.0.0.1 is not in HTTPOptions.Allow")
+	require.Contains(t, err.Error(), "127.0.0.1 is loopback, refused unless HTTPOptions.Allow lists it")
 	require.Empty(t, got)
 }
 
@@ -408,7 +459,7 @@ func TestHTTPRedirectsKeepMethodAndBodyOn307And308(t *testing.T) {
 	for _, code := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
 		srv := httptest.NewServer(http.RedirectHandler(target.URL+"/moved", code))
 		t.Cleanup(srv.Close)
-		c := newCaller(t, HTTPOptions{})
+		c := newCaller(t, HTTPOptions{Allow: loopback})
 		_, err := c.Do(t.Context(), HTTPCall{Method: "PUT", URL: srv.URL, Body: "payload", Headers: [][2]string{{"X-Api-Key", "k"}}, Task: "t"})
 		require.NoError(t, err)
 		r := <-got
@@ -425,7 +476,7 @@ func TestHTTPRedirectsKeepMethodAndBodyOn307And308(t *testing.T) {
 	mux.HandleFunc("/moved", func(w http.ResponseWriter, r *http.Request) { same <- r.Header.Clone() })
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	c := newCaller(t, HTTPOptions{})
+	c := newCaller(t, HTTPOptions{Allow: loopback})
 	_, err := c.Do(t.Context(), HTTPCall{Method: "PUT", URL: srv.URL + "/", Body: "payload", Secret: "s", Headers: [][2]string{{"X-Api-Key", "k"}}, Task: "t", ID: "app/t/1"})
 	require.NoError(t, err)
 	h := <-same
@@ -447,7 +498,7 @@ func TestHTTPRedirectToAnotherOriginDropsTheCallsHeadersAndSignature(t *testing.
 	for _, to := range []string{"http://localhost:" + port + "/", target.URL + "/"} {
 		srv := httptest.NewServer(http.RedirectHandler(to, http.StatusTemporaryRedirect))
 		t.Cleanup(srv.Close)
-		c := newCaller(t, HTTPOptions{})
+		c := newCaller(t, HTTPOptions{Allow: []string{"127.0.0.1", "localhost"}})
 		_, err := c.Do(t.Context(), HTTPCall{
 			Method: "POST", URL: srv.URL + "/hook?token=q-s3cret", Body: "{}", Secret: "s", Task: "t", ID: "app/t/1",
 			Headers: [][2]string{{"Content-Type", "application/json"}, {"X-Api-Key", "k"}, {"Authorization", "Bearer b"}},
@@ -480,7 +531,7 @@ func TestHTTPFollowsAtMostThreeRedirects(t *testing.T) {
 		_, _ = io.WriteString(w, "end")
 	}))
 	t.Cleanup(srv.Close)
-	c := newCaller(t, HTTPOptions{})
+	c := newCaller(t, HTTPOptions{Allow: loopback})
 
 	resp, err := c.Do(t.Context(), HTTPCall{URL: srv.URL + "/0?limit=3"})
 	require.NoError(t, err)
@@ -495,7 +546,7 @@ func TestHTTPNeverRedirectsFromHTTPSToHTTP(t *testing.T) {
 	plain, got := receiver(t, http.StatusOK, "")
 	tlsSrv := httptest.NewTLSServer(http.RedirectHandler(plain.URL, http.StatusFound))
 	t.Cleanup(tlsSrv.Close)
-	c := newCaller(t, HTTPOptions{})
+	c := newCaller(t, HTTPOptions{Allow: loopback})
 	c.transport.TLSClientConfig = tlsSrv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
 
 	_, err := c.Do(t.Context(), HTTPCall{URL: tlsSrv.URL})
@@ -505,7 +556,7 @@ func TestHTTPNeverRedirectsFromHTTPSToHTTP(t *testing.T) {
 
 func TestHTTPRejectsBadCalls(t *testing.T) {
 	t.Parallel()
-	c := newCaller(t, HTTPOptions{})
+	c := newCaller(t, HTTPOptions{Allow: loopback})
 	_, err := c.Do(t.Context(), HTTPCall{URL: "ftp://127.0.0.1/x"})
 	require.EqualError(t, err, `xtimer: GET 127.0.0.1: scheme "ftp" not allowed (want http or https)`)
 	_, err = c.Do(t.Context(), HTTPCall{URL: "http://127.0.0.1:1/", Headers: [][2]string{{"X-Bad", "a\r\nX-Injected: 1"}}})

@@ -15,7 +15,8 @@ import (
 
 // ErrForbiddenDestination is wrapped by every error that refuses a callback
 // destination: an address that is never called (unspecified, link-local,
-// cloud metadata) or one outside HTTPOptions.Allow.
+// cloud metadata), a loopback address or localhost name that
+// HTTPOptions.Allow does not list, or one outside HTTPOptions.Allow.
 var ErrForbiddenDestination = errors.New("xtimer: forbidden destination")
 
 // forbiddenError says which address was refused and why. It is what the
@@ -32,9 +33,10 @@ func (e *forbiddenError) Error() string {
 
 func (e *forbiddenError) Is(target error) bool { return target == ErrForbiddenDestination }
 
-// Addresses that are never called, whatever Allow says. Loopback and private
-// ranges are not here: receivers on localhost and in the VPC are the point of
-// HTTP callbacks; an operator who wants to fence them sets Allow.
+// Addresses that are never called, whatever Allow says. Private ranges are
+// not here: receivers in the VPC are the point of HTTP callbacks; an
+// operator who wants to fence them sets Allow. Loopback is apart
+// (loopbackReason): refused unless Allow lists it.
 var (
 	awsMetadata     = netip.MustParseAddr("169.254.169.254") // AWS, GCP, Azure, OCI, DigitalOcean…
 	awsMetadataV6   = netip.MustParseAddr("fd00:ec2::254")   // AWS IMDS over IPv6 (inside fd00::/8, which is otherwise private)
@@ -73,6 +75,35 @@ func forbiddenReason(ip netip.Addr) string {
 		}
 	}
 	return ""
+}
+
+// loopbackReason says why ip is a loopback address (127.0.0.0/8, ::1, and
+// the IPv4-mapped, IPv4-compatible and NAT64 forms of 127.0.0.0/8), or ""
+// when it is not. A callback to loopback reaches the services of the
+// scheduler's own host: the console, Redis, the database. It is refused
+// unless Allow lists it (issue 25, hole 5).
+func loopbackReason(ip netip.Addr) string {
+	ip = ip.Unmap().WithZone("")
+	switch {
+	case ip.IsLoopback():
+		return "is loopback"
+	case nat64.Contains(ip) && last4(ip).IsLoopback():
+		return "is loopback (NAT64 of " + last4(ip).String() + ")"
+	case v4Compatible.Contains(ip) && last4(ip).IsLoopback():
+		return "is loopback (IPv4-compatible form of " + last4(ip).String() + ")"
+	}
+	return ""
+}
+
+// loopbackHint ends the error of a loopback destination that Allow does not
+// list: it says how to allow one.
+const loopbackHint = ", refused unless HTTPOptions.Allow lists it (127.0.0.1, ::1, localhost or a CIDR holding it)"
+
+// isLocalhostName reports whether host is "localhost" or a name under
+// .localhost, which resolve to loopback (RFC 6761, section 6.3).
+func isLocalhostName(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
 
 // last4 is the IPv4 address in the last four bytes of an IPv6 address.
@@ -215,12 +246,35 @@ func (a allowlist) matchesIP(ip netip.Addr) bool {
 	return false
 }
 
-// checkAddr decides on one resolved address: forbidden addresses always
-// fail; with an allowlist, the address passes when the host name matched a
-// name entry (byName) or the address matches an IP/CIDR entry.
-func (c *HTTPCaller) checkAddr(byName bool, ip netip.Addr) error {
-	if r := c.forbidden(ip); r != "" {
+// holdsLoopback reports whether an IP/CIDR entry holds a loopback address,
+// so that a localhost name may be resolved and its addresses checked.
+func (a allowlist) holdsLoopback() bool {
+	for _, p := range a.prefixes {
+		if p.Contains(netip.AddrFrom4([4]byte{127, 0, 0, 1})) || p.Contains(netip.IPv6Loopback()) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkAddr decides on one address about to be called. name is the URL's
+// host when it is a name ("" for an IP literal). Forbidden addresses always
+// fail. A loopback address passes only when an IP/CIDR entry holds it, or
+// when name is a localhost name that a name entry lists; a name entry such
+// as "*.example.com" never vouches for loopback, whatever its DNS says.
+// Other addresses pass without an allowlist, or when name matches a name
+// entry, or when an IP/CIDR entry holds them.
+func (c *HTTPCaller) checkAddr(name string, ip netip.Addr) error {
+	ip = ip.Unmap() // errors name 127.0.0.1, not ::ffff:127.0.0.1
+	if r := forbiddenReason(ip); r != "" {
 		return &forbiddenError{addr: ip.String(), reason: r}
+	}
+	byName := name != "" && c.allow.matchesName(name)
+	if r := loopbackReason(ip); r != "" {
+		if c.allow.matchesIP(ip) || byName && isLocalhostName(name) {
+			return nil
+		}
+		return &forbiddenError{addr: ip.String(), reason: r + loopbackHint}
 	}
 	if !byName && !c.allow.empty() && !c.allow.matchesIP(ip) {
 		return &forbiddenError{addr: ip.String(), reason: "is not in HTTPOptions.Allow"}
@@ -228,28 +282,38 @@ func (c *HTTPCaller) checkAddr(byName bool, ip netip.Addr) error {
 	return nil
 }
 
-func (c *HTTPCaller) forbidden(ip netip.Addr) string {
-	if r := forbiddenReason(ip); r != "" {
-		return r
+// checkHost decides what it can on a URL's host before any DNS: an IP
+// literal fully (checkAddr); a localhost name is refused unless Allow lists
+// it by name or holds a loopback address; any other name is refused when
+// Allow has only name entries and none matches. A name that passes is
+// decided again on each address it resolves to.
+func (c *HTTPCaller) checkHost(host string) error {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return c.checkAddr("", ip)
 	}
-	for _, p := range c.extraForbidden {
-		if p.Contains(ip.Unmap().WithZone("")) {
-			return "is forbidden (test)"
+	if isLocalhostName(host) {
+		if c.allow.matchesName(host) || c.allow.holdsLoopback() {
+			return nil
 		}
+		return &forbiddenError{addr: host, reason: "is a loopback name" + loopbackHint}
 	}
-	return ""
+	if !c.allow.empty() && len(c.allow.prefixes) == 0 && !c.allow.matchesName(host) {
+		return &forbiddenError{addr: host, reason: "is not in HTTPOptions.Allow"}
+	}
+	return nil
 }
 
 // checkDialed is the dialer's Control hook: address is the IP:port about to
 // be connected, after DNS resolution, for the first request and for every
-// redirect alike. This is the check that counts; the others only fail
-// earlier with a clearer message.
-func (c *HTTPCaller) checkDialed(byName bool, address string) error {
+// redirect alike; name is the host name dialed ("" for an IP literal). This
+// is the check that counts; the others only fail earlier with a clearer
+// message.
+func (c *HTTPCaller) checkDialed(name, address string) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return &forbiddenError{addr: address, reason: "is not an IP:port"}
 	}
-	return c.checkAddr(byName, ap.Addr())
+	return c.checkAddr(name, ap.Addr())
 }
 
 // CheckURL validates a callback URL when a task is created or changed: it is
@@ -290,23 +354,18 @@ func (c *HTTPCaller) CheckURL(ctx context.Context, rawURL string) error {
 			return fail(fmt.Sprintf("port %q out of range", p), nil)
 		}
 	}
-	if ip, parseErr := netip.ParseAddr(host); parseErr == nil {
-		if err = c.checkAddr(false, ip); err != nil {
-			return fail(err.Error(), err)
-		}
-		return nil
-	}
-	byName := c.allow.matchesName(host)
-	if !byName && len(c.allow.prefixes) == 0 && !c.allow.empty() {
-		err := &forbiddenError{addr: host, reason: "is not in HTTPOptions.Allow"}
+	if err = c.checkHost(host); err != nil {
 		return fail(err.Error(), err)
+	}
+	if _, parseErr := netip.ParseAddr(host); parseErr == nil {
+		return nil
 	}
 	addrs, err := c.resolver.LookupNetIP(ctx, "ip", host)
 	if err != nil {
 		return fail(fmt.Sprintf("resolving %s: %v", host, err), err)
 	}
 	for _, ip := range addrs {
-		if err := c.checkAddr(byName, ip); err != nil {
+		if err := c.checkAddr(host, ip); err != nil {
 			return fail(fmt.Sprintf("%s resolves to %v", host, err), err)
 		}
 	}
@@ -343,15 +402,15 @@ func (c *HTTPCaller) dialContext(ctx context.Context, network, addr string) (net
 	if err != nil {
 		return nil, err
 	}
-	byName := false
-	if _, err := netip.ParseAddr(host); err != nil {
-		byName = c.allow.matchesName(host)
+	name := host
+	if _, err := netip.ParseAddr(host); err == nil {
+		name = ""
 	}
 	d := net.Dialer{
 		Timeout:   dialTimeout,
 		KeepAlive: 30 * time.Second,
 		ControlContext: func(_ context.Context, _, address string, _ syscall.RawConn) error {
-			return c.checkDialed(byName, address)
+			return c.checkDialed(name, address)
 		},
 	}
 	return d.DialContext(ctx, network, addr)

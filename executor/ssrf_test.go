@@ -34,7 +34,8 @@ func TestForbiddenReasonRefusesMetadataLinkLocalAndUnspecified(t *testing.T) {
 		"::169.254.169.254":    "is link-local (cloud metadata) (IPv4-compatible form of 169.254.169.254)",
 		"::6464:64c8":          "is a cloud metadata address (IPv4-compatible form of 100.100.100.200)",
 		"::ffff:168.63.129.16": "is a cloud metadata address",
-		// Allowed by default: receivers on localhost and in the VPC.
+		// Not forbidden: receivers in the VPC, and loopback, which is
+		// refused unless allowed (loopbackReason).
 		"127.0.0.1":      "",
 		"::1":            "",
 		"10.1.2.3":       "",
@@ -49,25 +50,79 @@ func TestForbiddenReasonRefusesMetadataLinkLocalAndUnspecified(t *testing.T) {
 	}
 }
 
+func TestLoopbackReasonCoversEveryFormOfLoopback(t *testing.T) {
+	t.Parallel()
+	for ip, want := range map[string]string{
+		"127.0.0.1":              "is loopback",
+		"127.255.0.9":            "is loopback",
+		"::1":                    "is loopback",
+		"::ffff:127.0.0.1":       "is loopback",
+		"::127.0.0.1":            "is loopback (IPv4-compatible form of 127.0.0.1)",
+		"::7f01:203":             "is loopback (IPv4-compatible form of 127.1.2.3)",
+		"64:ff9b::7f00:1":        "is loopback (NAT64 of 127.0.0.1)",
+		"::1%lo":                 "is loopback",
+		"128.0.0.1":              "",
+		"10.0.0.1":               "",
+		"::2":                    "",
+		"64:ff9b::a01:1":         "",
+		"::ffff:10.0.0.1":        "",
+		"fd00::1":                "",
+		"2001:db8::7f00:1":       "",
+		"::ffff:0:7f00:1":        "", // SIIT, not a form Go or the kernel routes to loopback
+		"0.0.0.0":                "", // forbidden apart, always
+		"::ffff:169.254.169.254": "",
+	} {
+		require.Equal(t, want, loopbackReason(netip.MustParseAddr(ip)), ip)
+	}
+}
+
 func TestCheckDialedAppliesAllowByNameOrAddress(t *testing.T) {
 	t.Parallel()
-	c, err := NewHTTPCaller(HTTPOptions{Allow: []string{"billing.internal", "10.0.0.0/8", "169.254.0.0/16"}})
+	c, err := NewHTTPCaller(HTTPOptions{Allow: []string{"billing.internal", "*.example.com", "10.0.0.0/8", "169.254.0.0/16"}})
 	require.NoError(t, err)
-	require.NoError(t, c.checkDialed(false, "10.2.3.4:443"))
-	require.NoError(t, c.checkDialed(true, "192.168.1.1:443"), "the name matched an entry")
-	err = c.checkDialed(false, "192.168.1.1:443")
+	require.NoError(t, c.checkDialed("", "10.2.3.4:443"))
+	require.NoError(t, c.checkDialed("billing.internal", "192.168.1.1:443"), "the name matched an entry")
+	err = c.checkDialed("", "192.168.1.1:443")
 	require.ErrorIs(t, err, ErrForbiddenDestination)
 	require.EqualError(t, err, "forbidden destination: 192.168.1.1 is not in HTTPOptions.Allow")
-	err = c.checkDialed(true, "169.254.169.254:80")
+	err = c.checkDialed("billing.internal", "169.254.169.254:80")
 	require.ErrorIs(t, err, ErrForbiddenDestination, "forbidden even when allowed by name and by CIDR")
 	require.EqualError(t, err, "forbidden destination: 169.254.169.254 is link-local (cloud metadata)")
-	require.ErrorIs(t, c.checkDialed(true, "[fd00:ec2::254]:80"), ErrForbiddenDestination)
+	require.ErrorIs(t, c.checkDialed("billing.internal", "[fd00:ec2::254]:80"), ErrForbiddenDestination)
+	// A name entry never vouches for loopback: a rebinding name under an
+	// allowed domain that resolves to 127.0.0.1 is refused after DNS.
+	for _, name := range []string{"billing.internal", "rebind.example.com", ""} {
+		err = c.checkDialed(name, "127.0.0.1:6379")
+		require.ErrorIs(t, err, ErrForbiddenDestination, name)
+		require.EqualError(t, err, "forbidden destination: 127.0.0.1 is loopback, refused unless HTTPOptions.Allow lists it (127.0.0.1, ::1, localhost or a CIDR holding it)")
+		require.ErrorIs(t, c.checkDialed(name, "[::1]:6379"), ErrForbiddenDestination, name)
+		require.ErrorIs(t, c.checkDialed(name, "[::ffff:127.0.0.1]:6379"), ErrForbiddenDestination, name)
+	}
 
 	open, err := NewHTTPCaller(HTTPOptions{})
 	require.NoError(t, err)
-	require.NoError(t, open.checkDialed(false, "127.0.0.1:8080"))
-	require.NoError(t, open.checkDialed(false, "[fd12::1]:8080"))
-	require.ErrorIs(t, open.checkDialed(false, "0.0.0.0:8080"), ErrForbiddenDestination)
+	require.NoError(t, open.checkDialed("", "[fd12::1]:8080"))
+	require.NoError(t, open.checkDialed("receiver.example", "93.184.216.34:443"))
+	require.ErrorIs(t, open.checkDialed("", "0.0.0.0:8080"), ErrForbiddenDestination)
+	require.ErrorIs(t, open.checkDialed("", "127.0.0.1:8080"), ErrForbiddenDestination)
+	require.ErrorIs(t, open.checkDialed("localhost", "127.0.0.1:8080"), ErrForbiddenDestination)
+	require.ErrorIs(t, open.checkDialed("evil.example", "[::1]:8080"), ErrForbiddenDestination)
+
+	for allow, dialed := range map[string][2]string{
+		"127.0.0.1":        {"", "127.0.0.1:8080"},
+		"::1":              {"", "[::1]:8080"},
+		"127.0.0.0/8":      {"any.name", "127.0.0.2:8080"},
+		"::ffff:127.0.0.1": {"", "[::ffff:127.0.0.1]:8080"},
+		"localhost":        {"localhost", "127.0.0.1:8080"},
+		"*.localhost":      {"app.localhost", "[::1]:8080"},
+	} {
+		c, newErr := NewHTTPCaller(HTTPOptions{Allow: []string{allow}})
+		require.NoError(t, newErr)
+		require.NoError(t, c.checkDialed(dialed[0], dialed[1]), allow)
+	}
+	named, err := NewHTTPCaller(HTTPOptions{Allow: []string{"localhost"}})
+	require.NoError(t, err)
+	require.ErrorIs(t, named.checkDialed("", "127.0.0.1:8080"), ErrForbiddenDestination, "a name entry does not allow the literal")
 }
 
 func TestNewHTTPCallerNamesTheBadAllowEntry(t *testing.T) {
@@ -122,6 +177,10 @@ func TestCheckURLSaysWhyAURLIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	cidr, err := NewHTTPCaller(HTTPOptions{Allow: []string{"10.0.0.0/8"}})
 	require.NoError(t, err)
+	loop, err := NewHTTPCaller(HTTPOptions{Allow: []string{"127.0.0.1", "::1"}})
+	require.NoError(t, err)
+	v6loop, err := NewHTTPCaller(HTTPOptions{Allow: []string{"::1"}})
+	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 
@@ -131,19 +190,32 @@ func TestCheckURLSaysWhyAURLIsRefused(t *testing.T) {
 		want      string // "" for no error
 		forbidden bool
 	}{
-		{open, "http://127.0.0.1:8080/hook", "", false},
-		{open, "https://[::1]/hook", "", false},
 		{open, "http://10.1.2.3/hook?x=1", "", false},
-		{open, "http://localhost:9/hook", "", false},
-		{open, "HTTPS://127.0.0.1/hook", "", false},
-		{open, "ftp://127.0.0.1/file", `xtimer: callback URL "ftp://127.0.0.1/file": scheme "ftp" not allowed (want http or https)`, false},
+		{open, "HTTPS://10.1.2.3/hook", "", false},
+		{loop, "http://127.0.0.1:8080/hook", "", false},
+		{loop, "https://[::1]/hook", "", false},
+		{loop, "http://localhost:9/hook", "", false},
+		{loop, "http://10.1.2.3/hook", `xtimer: callback URL "http://10.1.2.3/hook": forbidden destination: 10.1.2.3 is not in HTTPOptions.Allow`, true},
+		// Issue 25, hole 5: the console itself and the host's Redis.
+		{open, "http://127.0.0.1:8080/xtimer/api/tasks", `xtimer: callback URL "http://127.0.0.1:8080/xtimer/api/tasks": forbidden destination: 127.0.0.1 is loopback, refused unless HTTPOptions.Allow lists it (127.0.0.1, ::1, localhost or a CIDR holding it)`, true},
+		{open, "http://localhost:6379/", `xtimer: callback URL "http://localhost:6379/": forbidden destination: localhost is a loopback name, refused unless HTTPOptions.Allow lists it (127.0.0.1, ::1, localhost or a CIDR holding it)`, true},
+		{open, "https://[::1]/hook", `xtimer: callback URL "https://[::1]/hook": forbidden destination: ::1 is loopback, refused unless`, true},
+		{open, "http://[::ffff:127.0.0.1]/hook", `forbidden destination: 127.0.0.1 is loopback, refused unless`, true},
+		{open, "http://[::127.0.0.1]/hook", `forbidden destination: ::7f00:1 is loopback (IPv4-compatible form of 127.0.0.1), refused unless`, true},
+		{open, "http://[64:ff9b::7f00:1]/hook", `forbidden destination: 64:ff9b::7f00:1 is loopback (NAT64 of 127.0.0.1), refused unless`, true},
+		{open, "http://db.localhost/hook", `forbidden destination: db.localhost is a loopback name, refused unless`, true},
+		{open, "http://168.63.129.16/machine?comp=goalstate", `forbidden destination: 168.63.129.16 is a cloud metadata address`, true},
+		{open, "http://[::a9fe:a9fe]/latest/", `forbidden destination: ::a9fe:a9fe is link-local (cloud metadata) (IPv4-compatible form of 169.254.169.254)`, true},
+		{open, "http://[64:ff9b::a83f:8110]/", `forbidden destination: 64:ff9b::a83f:8110 is a cloud metadata address (NAT64 of 168.63.129.16)`, true},
+		{open, "http://[::6464:64c8]/", `forbidden destination: ::6464:64c8 is a cloud metadata address (IPv4-compatible form of 100.100.100.200)`, true},
+		{open, "ftp://10.1.2.3/file", `xtimer: callback URL "ftp://10.1.2.3/file": scheme "ftp" not allowed (want http or https)`, false},
 		{open, "/hook", `xtimer: callback URL "/hook": not absolute (want http://host/... or https://host/...)`, false},
-		{open, "127.0.0.1:8080/hook", `xtimer: callback URL "127.0.0.1:8080/hook": first path segment in URL cannot contain colon`, false},
+		{open, "10.1.2.3:8080/hook", `xtimer: callback URL "10.1.2.3:8080/hook": first path segment in URL cannot contain colon`, false},
 		{open, "http:///hook", `xtimer: callback URL "http:///hook": no host`, false},
 		{open, "http:hook", `xtimer: callback URL "http:hook": no host (want http://host/...)`, false},
 		{open, "http://:8080/hook", `xtimer: callback URL "http://:8080/hook": no host`, false},
-		{open, "http://127.0.0.1:0/hook", `xtimer: callback URL "http://127.0.0.1:0/hook": port "0" out of range`, false},
-		{open, "http://user:pw@127.0.0.1/hook", `xtimer: callback URL "http://user:xxxxx@127.0.0.1/hook": user:password in the URL is not allowed (send credentials in a secret header)`, false},
+		{open, "http://10.1.2.3:0/hook", `xtimer: callback URL "http://10.1.2.3:0/hook": port "0" out of range`, false},
+		{open, "http://user:pw@10.1.2.3/hook", `xtimer: callback URL "http://user:xxxxx@10.1.2.3/hook": user:password in the URL is not allowed (send credentials in a secret header)`, false},
 		{open, "http://169.254.169.254/latest/meta-data/", `xtimer: callback URL "http://169.254.169.254/latest/meta-data/": forbidden destination: 169.254.169.254 is link-local (cloud metadata)`, true},
 		{open, "http://169.254.10.1/", `xtimer: callback URL "http://169.254.10.1/": forbidden destination: 169.254.10.1 is link-local`, true},
 		{open, "http://[fd00:ec2::254]/latest/", `xtimer: callback URL "http://[fd00:ec2::254]/latest/": forbidden destination: fd00:ec2::254 is a cloud metadata address`, true},
@@ -151,10 +223,13 @@ func TestCheckURLSaysWhyAURLIsRefused(t *testing.T) {
 		{open, "http://0.0.0.0:8080/", `xtimer: callback URL "http://0.0.0.0:8080/": forbidden destination: 0.0.0.0 is unspecified`, true},
 		{open, "http://[::]:8080/", `xtimer: callback URL "http://[::]:8080/": forbidden destination: :: is unspecified`, true},
 		{named, "https://LocalHost/hook", "", false},
-		{fenced, "http://127.0.0.1/hook", `xtimer: callback URL "http://127.0.0.1/hook": forbidden destination: 127.0.0.1 is not in HTTPOptions.Allow`, true},
-		{fenced, "http://localhost/hook", `xtimer: callback URL "http://localhost/hook": forbidden destination: localhost is not in HTTPOptions.Allow`, true},
+		{fenced, "http://10.1.2.3/hook", `xtimer: callback URL "http://10.1.2.3/hook": forbidden destination: 10.1.2.3 is not in HTTPOptions.Allow`, true},
+		{fenced, "http://other.internal/hook", `xtimer: callback URL "http://other.internal/hook": forbidden destination: other.internal is not in HTTPOptions.Allow`, true},
+		{fenced, "http://127.0.0.1/hook", `xtimer: callback URL "http://127.0.0.1/hook": forbidden destination: 127.0.0.1 is loopback, refused unless`, true},
+		{fenced, "http://localhost/hook", `xtimer: callback URL "http://localhost/hook": forbidden destination: localhost is a loopback name, refused unless`, true},
 		{cidr, "http://10.0.0.7/hook", "", false},
-		{cidr, "http://localhost/hook", `xtimer: callback URL "http://localhost/hook": localhost resolves to forbidden destination: `, true},
+		{cidr, "http://localhost/hook", `xtimer: callback URL "http://localhost/hook": forbidden destination: localhost is a loopback name, refused unless`, true},
+		{v6loop, "http://localhost/hook", `xtimer: callback URL "http://localhost/hook": localhost resolves to forbidden destination: 127.0.0.1 is loopback, refused unless`, true},
 		{cidr, "http://192.168.0.1/hook", `xtimer: callback URL "http://192.168.0.1/hook": forbidden destination: 192.168.0.1 is not in HTTPOptions.Allow`, true},
 	} {
 		err := tc.c.CheckURL(ctx, tc.url)
@@ -174,11 +249,9 @@ func TestCheckURLSaysWhyAURLIsRefused(t *testing.T) {
 
 func TestCheckURLResolvesNamesWithinTheContext(t *testing.T) {
 	t.Parallel()
-	c, err := NewHTTPCaller(HTTPOptions{})
+	c, err := NewHTTPCaller(HTTPOptions{Allow: []string{"127.0.0.0/8"}})
 	require.NoError(t, err)
-	c.extraForbidden = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
-	err = c.CheckURL(t.Context(), "http://localhost:8080/")
-	require.ErrorIs(t, err, ErrForbiddenDestination, "localhost resolves to a forbidden address")
+	require.NoError(t, c.CheckURL(t.Context(), "http://localhost:8080/"), "localhost resolves to 127.0.0.1, which is allowed")
 
 	err = c.CheckURL(t.Context(), "http://no-such-host.invalid/")
 	var dnsErr *net.DNSError

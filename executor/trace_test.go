@@ -28,7 +28,7 @@ func tracedContext(t *testing.T) context.Context {
 func TestHTTPPropagatorSendsTheTraceContextOfCtx(t *testing.T) {
 	t.Parallel()
 	srv, got := receiver(t, http.StatusOK, "ok")
-	c := newCaller(t, HTTPOptions{Propagator: propagation.TraceContext{}})
+	c := newCaller(t, HTTPOptions{Allow: loopback, Propagator: propagation.TraceContext{}})
 	_, err := c.Do(tracedContext(t), HTTPCall{URL: srv.URL, Headers: [][2]string{{"Traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}})
 	require.NoError(t, err)
 	r := <-got
@@ -39,7 +39,7 @@ func TestHTTPPropagatorSendsTheTraceContextOfCtx(t *testing.T) {
 func TestHTTPWithoutPropagatorSendsNoTraceContext(t *testing.T) {
 	t.Parallel()
 	srv, got := receiver(t, http.StatusOK, "ok")
-	c := newCaller(t, HTTPOptions{})
+	c := newCaller(t, HTTPOptions{Allow: loopback})
 	_, err := c.Do(tracedContext(t), HTTPCall{URL: srv.URL})
 	require.NoError(t, err)
 	r := <-got

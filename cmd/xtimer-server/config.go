@@ -88,7 +88,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.StringVar(&c.TokensFile, "tokens-file", env("XTIMER_TOKENS_FILE", ""), `JSON list of the console's principals: [{"name": "alice", "role": "viewer|operator|admin", "apps": ["billing"], "token_sha256": "<hex>"}] (env XTIMER_TOKENS_FILE)`)
 	fs.StringVar(&c.App, "app", env("XTIMER_APP", defaultApp), "xtimer App: namespaces tasks in a shared database (env XTIMER_APP)")
 	fs.StringVar(&c.SigningSecret, "signing-secret", env("XTIMER_SIGNING_SECRET", ""), "default HMAC secret that signs callbacks (X-Xtimer-Signature) of tasks without their own (env XTIMER_SIGNING_SECRET)")
-	fs.StringVar(&allow, "allow", env("XTIMER_ALLOW", ""), "comma-separated callback destinations allowed: host names, *.suffix, IPs, CIDRs; empty: any but link-local and metadata (env XTIMER_ALLOW)")
+	fs.StringVar(&allow, "allow", env("XTIMER_ALLOW", ""), "comma-separated callback destinations allowed: host names, *.suffix, IPs, CIDRs; empty: any but loopback, link-local and metadata; loopback only when listed, e.g. 127.0.0.1 (env XTIMER_ALLOW)")
 	fs.StringVar(&c.Instance, "instance", env("XTIMER_INSTANCE", ""), "name of this instance in rows and logs; default host-pid-random (env XTIMER_INSTANCE)")
 	fs.StringVar(&c.AlertWebhook, "alert-webhook", env("XTIMER_ALERT_WEBHOOK", ""), "URL that receives alerts (failed, timed out, skipped, late, silent tasks, lost instances) as signed JSON POSTs; empty: alerts are logged (env XTIMER_ALERT_WEBHOOK)")
 	fs.StringVar(&c.AlertSecret, "alert-secret", env("XTIMER_ALERT_SECRET", ""), "HMAC secret that signs the alert webhook's requests (X-Xtimer-Signature) (env XTIMER_ALERT_SECRET)")

@@ -19,7 +19,7 @@
 //	-tokens-file XTIMER_TOKENS_FILE        JSON list of named tokens with a role and apps (stored as SHA-256)
 //	-app XTIMER_APP                        xtimer App (default platform)
 //	-signing-secret XTIMER_SIGNING_SECRET  default HMAC secret for X-Xtimer-Signature
-//	-allow XTIMER_ALLOW                    comma list of callback destinations allowed
+//	-allow XTIMER_ALLOW                    comma list of callback destinations allowed (loopback only if listed)
 //	-instance XTIMER_INSTANCE              this instance's name (default host-pid-random)
 //	-read-only XTIMER_READ_ONLY            refuse changes through the console
 //	-metrics XTIMER_METRICS                serve Prometheus metrics at GET /metrics (default true)

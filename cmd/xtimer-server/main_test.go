@@ -242,7 +242,7 @@ func TestServerRunsCallbackTasksAndStopsOnSIGTERM(t *testing.T) {
 	defer receiver.Close()
 
 	s := startServer(t, bin, "-db", filepath.Join(t.TempDir(), "xtimer.db"), "-listen", "127.0.0.1:0",
-		"-token", testToken, "-signing-secret", secret, "-app", "platform-test")
+		"-token", testToken, "-signing-secret", secret, "-app", "platform-test", "-allow", "127.0.0.1")
 	status, body := s.request(t, http.MethodGet, "/healthz", "", "")
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, "ok", body)
@@ -299,7 +299,7 @@ func TestServerServesMetricsBehindTheToken(t *testing.T) {
 	}))
 	defer receiver.Close()
 	s := startServer(t, bin, "-db", filepath.Join(t.TempDir(), "xtimer.db"), "-listen", "127.0.0.1:0",
-		"-token", testToken, "-app", "metrics-test")
+		"-token", testToken, "-app", "metrics-test", "-allow", "127.0.0.1")
 
 	status, body := s.request(t, http.MethodGet, "/metrics", "", "")
 	require.Equal(t, http.StatusUnauthorized, status, body)
@@ -349,7 +349,7 @@ func TestServerSendsAlertsToTheWebhook(t *testing.T) {
 	}))
 	defer hook.Close()
 	s := startServer(t, bin, "-db", filepath.Join(t.TempDir(), "xtimer.db"), "-listen", "127.0.0.1:0",
-		"-token", testToken, "-app", "alerts-test", "-alert-webhook", hook.URL+"/alerts", "-alert-secret", secret)
+		"-token", testToken, "-app", "alerts-test", "-alert-webhook", hook.URL+"/alerts", "-alert-secret", secret, "-allow", "127.0.0.1")
 	task := `{"code":"alerts.broken","spec":"* * * * * *","target":{"method":"POST","url":"` + receiver.URL + `/broken"}}`
 	status, body := s.request(t, http.MethodPost, "/xtimer/api/tasks", testToken, task)
 	require.Equal(t, http.StatusCreated, status, body)
