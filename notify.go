@@ -66,6 +66,13 @@ const (
 	// recorded, at most once a day per task across the replicas (and
 	// damped by AlertWindow), until SetCalendar creates the calendar.
 	EventCalendarMissing EventKind = "calendar.missing"
+	// EventClockSkew: the replica's clock is more than a second off the
+	// database's (Options.ClockReference); ClockOffset says by how much.
+	// The replica runs on the database's time meanwhile; beyond
+	// Options.MaxClockSkew it claims no fire, and the alert is raised again
+	// saying so. Once per episode of the offset above a second, subject
+	// the replica.
+	EventClockSkew EventKind = "replica.clock_skew"
 )
 
 // Event is one alert. Fields that do not apply to its Kind are zero.
@@ -100,6 +107,9 @@ type Event struct {
 	// Missed counts the fires without a success (EventSilent), or the
 	// consecutive failures that paused the task (EventTaskPaused).
 	Missed int `json:"missed,omitempty"`
+	// ClockOffset is the replica's clock correction (EventClockSkew): the
+	// database's clock minus the replica's; negative for a fast clock.
+	ClockOffset time.Duration `json:"clock_offset_ns,omitempty"`
 	// Suppressed counts the events of this kind and subject damped since
 	// the alert before this one, which was sent at Since (zero for the
 	// first alert of a kind and subject).

@@ -6,6 +6,7 @@
 //
 //	go run ./chaos -profile short -seed 1   # ~75 s, run by .ci/run
 //	go run ./chaos -profile long -seed 1    # 10 min, 500 tasks, every fault kind
+//	go run ./chaos -profile clock -seed 1   # ~75 s, clocks off by +30 s, -30 s, +5 min (clock.go)
 //
 // It prints the fault schedule first (so a run can be replayed with the
 // same seed; victims are chosen by who owns slots at that moment), then
@@ -59,6 +60,9 @@ type profile struct {
 	dbDown   time.Duration
 	killWait time.Duration // how long a killed replica stays dead
 	rollWait time.Duration // between the restarts of a rolling deploy
+	// skews are the replicas' clock offsets, by index (clock.go); nil:
+	// skewOffset on the last replica.
+	skews []time.Duration
 }
 
 var profiles = map[string]profile{
@@ -122,14 +126,14 @@ const (
 const bufferTail = 10 * time.Second
 
 func main() {
-	prof := flag.String("profile", "short", "short (~75 s, CI) or long (10 min, 500 tasks)")
+	prof := flag.String("profile", "short", "short (~75 s, CI), long (10 min, 500 tasks) or clock (~75 s, replicas' clocks off by +30 s, -30 s, +5 min)")
 	seed := flag.Uint64("seed", 1, "seed of the fault schedule")
 	keep := flag.Bool("keep", false, "keep the temp dir (server data, replica logs, invocation files)")
 	strict := flag.Bool("strict", false, "count fires recorded skipped outside a database outage as missed")
 	flag.Parse()
 	p, ok := profiles[*prof]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "chaos: -profile %q: want short or long\n", *prof)
+		fmt.Fprintf(os.Stderr, "chaos: -profile %q: want short, long or clock\n", *prof)
 		os.Exit(2)
 	}
 	h := &harness{prof: p, seed: *seed, keep: *keep, strict: *strict, counts: map[faultKind]int{}}
@@ -294,13 +298,10 @@ func (h *harness) run() error {
 	h.printSchedule(sched)
 
 	// Half the replicas (rounded down, at least one) run the "new build"
-	// with the extra task from the start; the last one runs a skewed clock.
+	// with the extra task from the start; the last one runs a skewed clock
+	// (or each its profile's: skewOf).
 	for i := range h.prof.replicas {
-		var skew time.Duration
-		if i == h.prof.replicas-1 {
-			skew = skewOffset
-		}
-		if err := h.startReplica(i, i < max(1, h.prof.replicas/2), skew); err != nil {
+		if err := h.startReplica(i, i < max(1, h.prof.replicas/2), h.skewOf(i)); err != nil {
 			return err
 		}
 	}
