@@ -42,7 +42,7 @@ const (
 	clockStep = 50 * time.Millisecond
 	// startSamples is how many samples Start takes, before the first tick.
 	startSamples = 3
-	// ClockSkewAlert: an offset beyond it raises EventClockSkew.
+	// ClockSkewAlert is the offset beyond which EventClockSkew is raised.
 	ClockSkewAlert = time.Second
 	// redisDisagreement: Redis's clock and the database's further apart
 	// than this is logged, once until they agree again.
