@@ -15,6 +15,11 @@ type Health struct {
 	DB    ComponentHealth `json:"db"`
 	Redis ComponentHealth `json:"redis"`
 	Loop  ComponentHealth `json:"loop"`
+	// Clock is the replica's clock against the database's
+	// (Options.ClockReference): not OK while it is beyond
+	// Options.MaxClockSkew and the replica claims nothing. Its Latency is
+	// the offset's uncertainty (half the round trip of the best sample).
+	Clock ComponentHealth `json:"clock"`
 }
 
 // ComponentHealth is the state of one component of a Scheduler.
@@ -22,19 +27,20 @@ type ComponentHealth struct {
 	OK bool `json:"ok"`
 	// Detail says why a component is not OK, or what was checked.
 	Detail string `json:"detail,omitempty"`
-	// Latency is the ping's round trip for DB and Redis, and the age of
-	// the last tick for Loop.
+	// Latency is the ping's round trip for DB and Redis, the age of the
+	// last tick for Loop, and the offset's uncertainty for Clock.
 	Latency time.Duration `json:"latency_ns"`
 }
 
 // Health checks the database (a ping, within a second), Redis (a PING
 // when Options.Redis is set) and the tick loop (running, and its last tick
-// younger than 5 s by the scheduler's clock). It is cheap enough for a
+// younger than 5 s by the scheduler's clock) and the clock (within
+// Options.MaxClockSkew of the database's, as last measured). It is cheap enough for a
 // readiness probe every few seconds; the admin console serves it as
 // GET api/health.
 func (s *Scheduler) Health(ctx context.Context) Health {
-	h := Health{DB: s.dbHealth(ctx), Redis: s.redisHealth(ctx), Loop: s.loopHealth()}
-	h.OK = h.DB.OK && h.Redis.OK && h.Loop.OK
+	h := Health{DB: s.dbHealth(ctx), Redis: s.redisHealth(ctx), Loop: s.loopHealth(), Clock: s.clockHealth()}
+	h.OK = h.DB.OK && h.Redis.OK && h.Loop.OK && h.Clock.OK
 	return h
 }
 
@@ -74,4 +80,9 @@ func (s *Scheduler) redisHealth(ctx context.Context) ComponentHealth {
 func (s *Scheduler) loopHealth() ComponentHealth {
 	ok, detail, age := s.eng.LoopHealth()
 	return ComponentHealth{OK: ok, Detail: detail, Latency: age}
+}
+
+func (s *Scheduler) clockHealth() ComponentHealth {
+	ok, detail, uncertainty := s.eng.ClockHealth()
+	return ComponentHealth{OK: ok, Detail: detail, Latency: uncertainty}
 }

@@ -307,7 +307,7 @@ func (s *Scheduler) unregistered(ctx context.Context, code string) error {
 	if s.eng.Registered(code) {
 		return fmt.Errorf("%w: %q by this replica, %s", ErrTaskRegistered, code, s.opts.InstanceID)
 	}
-	live, err := s.store.LiveReplicas(ctx, s.opts.App, s.opts.Clock.Now().Add(-s.opts.ReplicaTimeout).UnixMilli())
+	live, err := s.store.LiveReplicas(ctx, s.opts.App, s.clock.Now().Add(-s.opts.ReplicaTimeout).UnixMilli())
 	if err != nil {
 		return fmt.Errorf("xtimer: delete task %q: read the live replicas: %w", code, err)
 	}
@@ -681,7 +681,7 @@ func (s *Scheduler) httpTaskRow(ctx context.Context, t HTTPTask, cur *store.Task
 	if t.Jitter != 0 {
 		reason := jitterProblem(t.Jitter)
 		if reason == "" {
-			reason = jitterTooLong(sched, t.Jitter, s.opts.Clock.Now())
+			reason = jitterTooLong(sched, t.Jitter, s.clock.Now())
 		}
 		if reason != "" {
 			return nil, bad("jitter", t.Jitter.String(), reason)

@@ -74,6 +74,13 @@ const (
 	// reason "secret undecryptable"; Error names the task, the secret and
 	// the key ID, never the value.
 	EventSecretUndecryptable EventKind = "task.secret_undecryptable" //nolint:gosec // G101: an event kind, not a credential
+	// EventClockSkew: the replica's clock is more than a second off the
+	// database's (Options.ClockReference); ClockOffset says by how much.
+	// The replica runs on the database's time meanwhile; beyond
+	// Options.MaxClockSkew it claims no fire, and the alert is raised again
+	// saying so. Once per episode of the offset above a second, subject
+	// the replica.
+	EventClockSkew EventKind = "replica.clock_skew"
 )
 
 // Event is one alert. Fields that do not apply to its Kind are zero.
@@ -109,6 +116,9 @@ type Event struct {
 	// Missed counts the fires without a success (EventSilent), or the
 	// consecutive failures that paused the task (EventTaskPaused).
 	Missed int `json:"missed,omitempty"`
+	// ClockOffset is the replica's clock correction (EventClockSkew): the
+	// database's clock minus the replica's; negative for a fast clock.
+	ClockOffset time.Duration `json:"clock_offset_ns,omitempty"`
 	// Suppressed counts the events of this kind and subject damped since
 	// the alert before this one, which was sent at Since (zero for the
 	// first alert of a kind and subject).

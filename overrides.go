@@ -83,7 +83,7 @@ func (s *Scheduler) SetTaskOptions(ctx context.Context, code string, o TaskOverr
 	case row.Kind == store.KindHTTP:
 		return fmt.Errorf("%w: %q", ErrHTTPTaskOptions, code)
 	}
-	so, err := o.check(code, row, s.opts.Clock.Now())
+	so, err := o.check(code, row, s.clock.Now())
 	if err != nil {
 		return err
 	}

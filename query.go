@@ -284,7 +284,7 @@ func (s *Scheduler) Tasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 	// case: it narrows what is read, and the prefix is checked here.
 	sf.Text = f.CodePrefix
 
-	live, err := s.store.LiveReplicas(ctx, s.opts.App, s.opts.Clock.Now().Add(-s.opts.ReplicaTimeout).UnixMilli())
+	live, err := s.store.LiveReplicas(ctx, s.opts.App, s.clock.Now().Add(-s.opts.ReplicaTimeout).UnixMilli())
 	if err != nil {
 		return nil, fmt.Errorf("xtimer: list tasks: %w", err)
 	}
@@ -389,13 +389,20 @@ type Replica struct {
 	// replica stores them at its first heartbeat and when they change, so
 	// a replica just started may show none yet.
 	Handlers []string
+	// ClockOffset is its clock's correction at its last heartbeat: the
+	// database's clock minus its own (negative: its clock is fast); 0
+	// when it does not measure (Options.ClockReference off).
+	ClockOffset time.Duration
+	// ClockRefused: the offset is beyond its Options.MaxClockSkew: it
+	// claims no fire until its clock is back within it.
+	ClockRefused bool
 }
 
 // Replicas returns the live replicas of the app, this one included once it
 // has started, ordered by ID: those whose last heartbeat is within
 // Options.ReplicaTimeout.
 func (s *Scheduler) Replicas(ctx context.Context) ([]Replica, error) {
-	rows, err := s.store.LiveReplicas(ctx, s.opts.App, s.opts.Clock.Now().Add(-s.opts.ReplicaTimeout).UnixMilli())
+	rows, err := s.store.LiveReplicas(ctx, s.opts.App, s.clock.Now().Add(-s.opts.ReplicaTimeout).UnixMilli())
 	if err != nil {
 		return nil, fmt.Errorf("xtimer: list replicas: %w", err)
 	}
@@ -404,7 +411,8 @@ func (s *Scheduler) Replicas(ctx context.Context) ([]Replica, error) {
 		out[i] = Replica{
 			ID: r.ID, Host: r.Host, PID: r.PID, Version: r.Version,
 			StartedAt: time.UnixMilli(r.StartedMs).UTC(), HeartbeatAt: time.UnixMilli(r.HeartbeatMs).UTC(),
-			Handlers: r.Handlers,
+			Handlers:    r.Handlers,
+			ClockOffset: time.Duration(r.ClockOffsetMs) * time.Millisecond, ClockRefused: r.ClockRefused,
 		}
 		if !slices.IsSorted(out[i].Handlers) {
 			out[i].Handlers = slices.Sorted(slices.Values(r.Handlers))

@@ -27,7 +27,7 @@ var ErrNotRetryable = errors.New("xtimer: execution not retryable")
 // exists, is an error matching ErrNotRetryable; an unknown one matches
 // ErrExecutionNotFound.
 func (s *Scheduler) Retry(ctx context.Context, executionID int64) (Execution, error) {
-	row, err := s.store.RetryExecution(ctx, executionID, s.opts.Clock.Now().UnixMilli())
+	row, err := s.store.RetryExecution(ctx, executionID, s.clock.Now().UnixMilli())
 	if err != nil {
 		if errors.Is(err, store.ErrNotRetryable) {
 			err = sentinelError{ErrNotRetryable, err}

@@ -33,7 +33,37 @@ const (
 	DefaultHeartbeatInterval = 5 * time.Second
 	DefaultReplicaTimeout    = 30 * time.Second
 	DefaultStartTimeout      = 30 * time.Second
+	DefaultMaxClockSkew      = 10 * time.Minute
 )
+
+// ClockReference says what a replica corrects its clock by
+// (Options.ClockReference).
+type ClockReference int
+
+// The clock references. The zero value measures against the database.
+const (
+	// ClockReferenceDatabase: with each heartbeat, and at Start before
+	// anything is planned, the replica reads the database's clock and
+	// runs on Options.Clock plus the measured offset: it plans, claims,
+	// starts and records fires, and measures lateness, in the database's
+	// time, so that replicas whose clocks disagree still run each fire
+	// once, on time. docs/architecture.md, "Clock reference".
+	ClockReferenceDatabase ClockReference = iota
+	// ClockReferenceOff runs on Options.Clock as it is: for tests that
+	// move a fake clock, and for fleets that trust their NTP.
+	ClockReferenceOff
+)
+
+// String returns "database" or "off".
+func (r ClockReference) String() string {
+	switch r {
+	case ClockReferenceDatabase:
+		return "database"
+	case ClockReferenceOff:
+		return "off"
+	}
+	return "ClockReference(" + strconv.Itoa(int(r)) + ")"
+}
 
 // Defaults of the retention options.
 const (
@@ -75,8 +105,21 @@ type Options struct {
 	// Logger receives state changes at info and the rest at debug.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
-	// Clock is the source of time. Defaults to SystemClock().
+	// Clock is the source of time. Defaults to SystemClock(). It is
+	// corrected by the database's clock unless ClockReference is off.
 	Clock Clock
+	// ClockReference: ClockReferenceDatabase (the zero value, the default,
+	// whatever Clock is) corrects Clock by its offset from the database's
+	// clock, measured with each heartbeat; an offset above a second raises
+	// EventClockSkew. ClockReferenceOff uses Clock as it is (tests with a
+	// fake clock).
+	ClockReference ClockReference
+	// MaxClockSkew: a replica whose clock is further than this from the
+	// database's claims no fire (no slot, no orphan fire, no retry) until
+	// it is back within it; fires it started finish, and Health and the
+	// console say why. Defaults to DefaultMaxClockSkew (10 minutes); at
+	// least 1s. Unused with ClockReferenceOff.
+	MaxClockSkew time.Duration
 	// Workers bounds the handlers running at once on this replica; more
 	// wait in run-time order. Defaults to DefaultWorkers (64).
 	Workers int
@@ -215,6 +258,9 @@ func (o Options) withDefaults() Options {
 	if o.Clock == nil {
 		o.Clock = SystemClock()
 	}
+	if o.MaxClockSkew == 0 {
+		o.MaxClockSkew = DefaultMaxClockSkew
+	}
 	if o.Workers == 0 {
 		o.Workers = DefaultWorkers
 	}
@@ -298,6 +344,10 @@ func (o Options) validate() error {
 		return bad("Buckets", o.Buckets, "want 1-4096")
 	case len(o.InstanceID) > 128:
 		return bad("InstanceID", fmt.Sprintf("%q", o.InstanceID), "want at most 128 bytes")
+	case o.ClockReference != ClockReferenceDatabase && o.ClockReference != ClockReferenceOff:
+		return bad("ClockReference", int(o.ClockReference), "want ClockReferenceDatabase (0) or ClockReferenceOff (1)")
+	case o.MaxClockSkew < time.Second:
+		return bad("MaxClockSkew", o.MaxClockSkew, "want at least 1s (0 for the default, 10m)")
 	case o.Workers < 1:
 		return bad("Workers", o.Workers, "want at least 1")
 	case o.ClaimAhead < time.Second || o.ClaimAhead > 50*time.Second:
@@ -354,6 +404,9 @@ type Scheduler struct {
 	log    *slog.Logger
 	caller *executor.HTTPCaller // checks the URLs of HTTP tasks; the engine calls them
 	eng    *engine.Engine
+	// clock is the engine's: Options.Clock corrected by the database's
+	// (Options.ClockReference), or Options.Clock with it off.
+	clock Clock
 
 	// The options that tasks registered alike share (Register), and the
 	// last ones used, which a loop registering tasks alike finds without
@@ -384,7 +437,15 @@ func New(opts Options) (*Scheduler, error) {
 		return nil, err
 	}
 	s := &Scheduler{opts: opts, caller: caller, regOpts: map[regKey]*regOpts{}, log: opts.Logger.With("app", opts.App, "replica", opts.InstanceID)}
-	s.store = store.New(opts.DB, store.WithNow(opts.Clock.Now), store.WithRollups(!opts.NoRollups))
+	// The engine and the store go by one clock: the database's time when
+	// the replica measures against it.
+	s.clock = opts.Clock
+	var ref *engine.RefClock
+	if opts.ClockReference == ClockReferenceDatabase {
+		ref = engine.NewRefClock(opts.Clock)
+		s.clock = ref
+	}
+	s.store = store.New(opts.DB, store.WithNow(s.clock.Now), store.WithRollups(!opts.NoRollups))
 	var locker Locker
 	mode := "redis"
 	switch {
@@ -409,7 +470,8 @@ func New(opts Options) (*Scheduler, error) {
 		RetentionInterval: opts.RetentionInterval, NoRollups: opts.NoRollups,
 		AlertWindow: opts.AlertWindow, AlertLateAfter: opts.AlertLateAfter, AlertMissedRuns: opts.AlertMissedRuns,
 		Metrics: opts.Metrics, TracerProvider: opts.TracerProvider, Propagator: opts.Propagator,
-		Store: s.store, Clock: opts.Clock, Locker: locker, LockMode: mode,
+		MaxClockSkew: opts.MaxClockSkew, RedisTime: redisTime(opts.Redis),
+		Store: s.store, Clock: s.clock, Reference: ref, Locker: locker, LockMode: mode,
 		Logger: s.log,
 		Caller: caller, Invoke: invoke, Notifier: notify, SecretKeys: keys,
 	})
@@ -417,6 +479,15 @@ func New(opts Options) (*Scheduler, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// redisTime reads Redis's clock for the clock reference's cross-check; nil
+// without Redis.
+func redisTime(rdb redis.UniversalClient) func(context.Context) (time.Time, error) {
+	if rdb == nil {
+		return nil
+	}
+	return func(ctx context.Context) (time.Time, error) { return rdb.Time(ctx).Result() }
 }
 
 // invoke runs a Go task's handler for one attempt of the engine.
@@ -430,6 +501,11 @@ func invoke(ctx context.Context, h any, a *engine.Attempt) error {
 
 // InstanceID returns the name of this replica.
 func (s *Scheduler) InstanceID() string { return s.opts.InstanceID }
+
+// Now returns the current instant as the scheduler goes by it:
+// Options.Clock corrected by its offset from the database's clock
+// (Options.ClockReference), or Options.Clock as it is with it off.
+func (s *Scheduler) Now() time.Time { return s.clock.Now() }
 
 // App returns the scheduler's namespace.
 func (s *Scheduler) App() string { return s.opts.App }
@@ -459,7 +535,7 @@ func (s *Scheduler) Register(code, spec string, h Handler, opts ...TaskOption) e
 		shared = s.regOpts[key]
 	}
 	s.regMu.Unlock()
-	sched, err := cfg.validate(shared, s.opts.Clock.Now())
+	sched, err := cfg.validate(shared, s.clock.Now())
 	if err != nil {
 		return err
 	}
@@ -583,7 +659,7 @@ func (s *Scheduler) NextRuns(code string, n int) ([]time.Time, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrTaskNotFound, code)
 	}
-	return NextFires(sched, s.opts.Clock.Now(), n, endAt), nil
+	return NextFires(sched, s.clock.Now(), n, endAt), nil
 }
 
 // Execution returns one execution by its ID.

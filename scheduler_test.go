@@ -81,6 +81,12 @@ func newScheduler(t *testing.T, o setupOpts, mod func(*Options)) *Scheduler {
 	if mod != nil {
 		mod(&opts)
 	}
+	switch opts.Clock.(type) {
+	case *fakeclock.Clock, *fakeclock.Lockstep:
+		// A fake clock is nowhere near the database's: the tests that move
+		// it run on it as it is.
+		opts.ClockReference = ClockReferenceOff
+	}
 	s, err := New(opts)
 	require.NoError(t, err)
 	return s

@@ -134,7 +134,7 @@ func newConsole(s *xtimer.Scheduler, o Options) (*console, http.Handler, error) 
 	// clock and roll-up setting: besides those a Store only remembers
 	// whether it saw its tables analyzed after a large insert, which the
 	// console never makes.
-	st := store.New(sopts.DB, store.WithNow(sopts.Clock.Now), store.WithRollups(!sopts.NoRollups))
+	st := store.New(sopts.DB, store.WithNow(s.Now), store.WithRollups(!sopts.NoRollups))
 	c := &console{s: s, st: st, opts: o, sopts: sopts, log: o.Logger, prefix: o.Prefix}
 	csrf := http.NewCrossOriginProtection()
 	for _, origin := range o.TrustedOrigins {
@@ -172,9 +172,10 @@ func Handler(s *xtimer.Scheduler, o Options) http.Handler {
 	return h
 }
 
-// now is the scheduler's clock, so that the console and the engine agree
-// on "next run" and "24 hours ago" (and tests can drive both).
-func (c *console) now() time.Time { return c.sopts.Clock.Now() }
+// now is the scheduler's clock (corrected by the database's, as the
+// engine's is), so that the console and the engine agree on "next run"
+// and "24 hours ago" (and tests can drive both).
+func (c *console) now() time.Time { return c.s.Now() }
 
 // path joins the prefix and a console-relative path.
 func (c *console) path(rel string) string { return c.prefix + strings.TrimPrefix(rel, "/") }

@@ -947,7 +947,7 @@ func TestAPITriggerConflictsWithAStoppedScheduler(t *testing.T) {
 	require.Equal(t, []ActionView{}, d.Actions, "a refused action is not in the history")
 
 	// A scheduler not started yet conflicts too.
-	s, err := xtimer.New(xtimer.Options{DB: testsvc.SQLite(t), Clock: fakeclock.New(fakeStart),
+	s, err := xtimer.New(xtimer.Options{DB: testsvc.SQLite(t), Clock: fakeclock.New(fakeStart), ClockReference: xtimer.ClockReferenceOff,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	must(s.Register("report.minutely", "* * * * *", func(context.Context, *xtimer.Run) error { return nil }))

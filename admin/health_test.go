@@ -51,7 +51,7 @@ func TestHealthIsOKOnAStartedScheduler(t *testing.T) {
 func TestHealthIs503WhenTheDatabaseIsClosed(t *testing.T) {
 	t.Parallel()
 	db := testsvc.SQLite(t) // a pool of this scheduler's own
-	s, err := xtimer.New(xtimer.Options{DB: db, App: testsvc.App(t), Clock: fakeclock.New(fakeStart),
+	s, err := xtimer.New(xtimer.Options{DB: db, App: testsvc.App(t), Clock: fakeclock.New(fakeStart), ClockReference: xtimer.ClockReferenceOff,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	require.NoError(t, s.Start(context.Background()))

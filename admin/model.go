@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xtimer-go/xtimer"
+	"github.com/xtimer-go/xtimer/internal/engine"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
 
@@ -195,6 +196,29 @@ type ReplicaView struct {
 	// Slots are the (minute:bucket) slots the replica held at its last
 	// heartbeat.
 	Slots []string `json:"slots"`
+	// ClockOffsetMs is the replica's clock correction at its last
+	// heartbeat: the database's clock minus the replica's, in
+	// milliseconds (negative: the replica's clock is fast); 0 when it does
+	// not measure (xtimer.Options.ClockReference off).
+	ClockOffsetMs int64 `json:"clock_offset_ms"`
+	// ClockSkewed: the offset is more than a second (EventClockSkew).
+	ClockSkewed bool `json:"clock_skewed"`
+	// ClockRefused: the offset is beyond the replica's MaxClockSkew: it
+	// claims no fire until its clock is back within it.
+	ClockRefused bool `json:"clock_refused"`
+}
+
+// Clock says how the replica's clock is off, for the Replicas page:
+// "in step", or "30.2s fast" for an offset of −30,200 ms.
+func (r ReplicaView) Clock() string {
+	d := time.Duration(r.ClockOffsetMs) * time.Millisecond
+	switch {
+	case r.ClockOffsetMs == 0:
+		return "in step"
+	case d < 0:
+		return (-d).String() + " fast"
+	}
+	return d.String() + " slow"
 }
 
 // PreviewView answers the cron preview: the schedule as the form would
@@ -507,6 +531,8 @@ func (c *console) replicaViews(ctx context.Context, app string) ([]ReplicaView, 
 			StartedAt: time.UnixMilli(r.StartedMs).UTC(), HeartbeatAt: time.UnixMilli(r.HeartbeatMs).UTC(),
 			Live: r.HeartbeatMs >= cut, Self: app == c.sopts.App && r.ID == c.sopts.InstanceID,
 			Handlers: nonNil(r.Handlers), Slots: nonNil(r.Slots),
+			ClockOffsetMs: r.ClockOffsetMs, ClockRefused: r.ClockRefused,
+			ClockSkewed: time.Duration(max(r.ClockOffsetMs, -r.ClockOffsetMs))*time.Millisecond > engine.ClockSkewAlert,
 		})
 	}
 	slices.SortStableFunc(out, func(a, b ReplicaView) int {

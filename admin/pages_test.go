@@ -589,3 +589,38 @@ func TestRelativeAndDurations(t *testing.T) {
 	require.Equal(t, "2026-11-30 08:59:30 UTC (UTC)", inZone(now, ""))
 	require.Equal(t, "2026-11-30 08:59:30 UTC (UTC)", inZone(now, "Nowhere/Special"))
 }
+
+// The Replicas page and api/replicas show each replica's clock offset, a
+// replica more than a second off as skewed, and one beyond its
+// MaxClockSkew as claiming nothing.
+func TestReplicasShowClockOffsets(t *testing.T) {
+	t.Parallel()
+	f := setup(t, fixtureOpts{})
+	ctx := context.Background()
+	at := fakeStart.UnixMilli()
+	require.NoError(t, f.Store.Heartbeat(ctx, store.Replica{App: f.S.App(), ID: "replica-fast", HeartbeatMs: at, ClockOffsetMs: -30_250}))
+	require.NoError(t, f.Store.Heartbeat(ctx, store.Replica{App: f.S.App(), ID: "replica-far", HeartbeatMs: at,
+		ClockOffsetMs: 660_000, ClockRefused: true}))
+	require.NoError(t, f.Store.Heartbeat(ctx, store.Replica{App: f.S.App(), ID: "replica-near", HeartbeatMs: at, ClockOffsetMs: 400}))
+
+	rs := apiData[[]ReplicaView](t, apiGet(t, f, "api/replicas"))
+	byID := map[string]ReplicaView{}
+	for _, r := range rs {
+		byID[r.ID] = r
+	}
+	require.Equal(t, int64(-30_250), byID["replica-fast"].ClockOffsetMs)
+	require.True(t, byID["replica-fast"].ClockSkewed)
+	require.False(t, byID["replica-fast"].ClockRefused)
+	require.True(t, byID["replica-far"].ClockRefused)
+	require.False(t, byID["replica-near"].ClockSkewed)
+	require.Equal(t, int64(0), byID["replica-a"].ClockOffsetMs, "the reference is off in these tests")
+
+	reps := pagesGet(t, f, "replicas")
+	require.Equal(t, http.StatusOK, reps.Status)
+	require.Contains(t, reps.Body, `data-offset-ms="-30250"`)
+	require.Contains(t, reps.Body, `30.25s fast <span class="badge b-skewed"`)
+	require.Contains(t, reps.Body, `11m0s slow <span class="badge b-refused"`)
+	require.Contains(t, reps.Body, `>claims nothing</span>`)
+	require.Contains(t, reps.Body, `400ms slow</td>`)
+	require.Contains(t, reps.Body, `>in step</td>`)
+}

@@ -73,7 +73,7 @@ func setup(t *testing.T, o fixtureOpts) *fixture {
 	}
 	if !o.realTime {
 		f.Clock = fakeclock.New(fakeStart)
-		opts.Clock = f.Clock
+		opts.Clock, opts.ClockReference = f.Clock, xtimer.ClockReferenceOff
 	}
 	s, err := xtimer.New(opts)
 	require.NoError(t, err)

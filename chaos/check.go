@@ -297,6 +297,13 @@ func (h *harness) check() int {
 			}
 		}
 	}
+	if b := h.clockLateness(lateness); b != nil {
+		exit = 1
+		fmt.Printf("chaos: BROKEN %s: %d, e.g.\n", b.promise, b.n)
+		for _, e := range b.examples {
+			fmt.Println("    " + e)
+		}
+	}
 	if failover > failoverBound.Seconds() {
 		exit = 1
 		fmt.Printf("chaos: BROKEN failover: max_failover_s=%.1f > %.0f\n", failover, failoverBound.Seconds())
@@ -318,7 +325,7 @@ func (h *harness) check() int {
 	if queued > 0 {
 		fmt.Printf("chaos: buffered fires still in line, handed back, when the fleet stopped: %d\n", queued)
 	}
-	fmt.Printf("chaos: lateness of invoked fires: p50=%dms p99=%dms max=%dms (negative: started early, by the skewed replica)\n",
+	fmt.Printf("chaos: lateness of invoked fires: p50=%dms p99=%dms max=%dms (negative: started early)\n",
 		percentile(lateness, 0.5), p99, percentile(lateness, 1))
 	fmt.Printf("chaos: shards of %s (%d per fire): %s\n", shardTask, shardCount, &sc.sharded)
 	fmt.Printf("chaos: shards of %s (one per replica): %s\n", broadcastTask, &sc.broadcast)

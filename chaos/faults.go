@@ -116,9 +116,16 @@ func (h *harness) printSchedule(sched []fault) {
 		}
 		fmt.Fprintf(&b, "+%.1fs %s", f.at.Seconds(), f.kind)
 	}
-	fmt.Printf("chaos: seed=%d profile=%s replicas=%d tasks=%d length=%s skew=%s on replica %d\n",
-		h.seed, h.prof.name, h.prof.replicas, h.prof.tasks+1, h.prof.length, skewOffset, h.prof.replicas-1)
+	skews := make([]string, h.prof.replicas)
+	for i := range skews {
+		skews[i] = h.skewOf(i).String()
+	}
+	fmt.Printf("chaos: seed=%d profile=%s replicas=%d tasks=%d length=%s skews=%s\n",
+		h.seed, h.prof.name, h.prof.replicas, h.prof.tasks+1, h.prof.length, strings.Join(skews, ","))
 	fmt.Printf("chaos: schedule: %s\n", b.String())
+	if len(sched) == 0 {
+		return
+	}
 	if end := sched[len(sched)-1].at + h.duration(sched[len(sched)-1].kind); end > h.prof.length-5*time.Second {
 		fmt.Printf("chaos: warning: the schedule ends at +%.0fs, close to the end of the run (+%.0fs)\n", end.Seconds(), h.prof.length.Seconds())
 	}
@@ -378,7 +385,7 @@ func (h *harness) startReplica(idx int, extra bool, skew time.Duration) error {
 		args = append(args, "-extra")
 	}
 	if skew != 0 {
-		args = append(args, "-skew", skew.String())
+		args = append(args, "-skew="+skew.String()) // one argument: a negative offset reads as a value
 	}
 	r.cmd = exec.Command(h.bin, args...)
 	r.cmd.Stdout, r.cmd.Stderr = errf, errf
@@ -401,7 +408,7 @@ func (h *harness) startReplica(idx int, extra bool, skew time.Duration) error {
 			flags += " -extra"
 		}
 		if skew != 0 {
-			flags += " -skew " + skew.String()
+			flags += " -skew=" + skew.String()
 		}
 		h.logf("started %s%s", r.id, flags)
 	}

@@ -11,6 +11,7 @@
 //	cd chaos && go run . -profile long -seed 1    # 10 min, 500 tasks, every fault kind
 //	cd chaos && go run . -profile pg-sync -seed 1     # ~75 s, PostgreSQL failover (pgfailover.go)
 //	cd chaos && go run . -profile partition -seed 1   # 90 s, replicas cut from Redis or the database, a slow link (partition.go)
+//	cd chaos && go run . -profile clock -seed 1       # ~75 s, clocks off by +30 s, -30 s, +5 min (clock.go)
 //
 // It prints the fault schedule first (so a run can be replayed with the
 // same seed; victims are chosen by who owns slots at that moment), then
@@ -81,6 +82,9 @@ type profile struct {
 	standbyLag   time.Duration
 	cutFor       time.Duration // how long a cut_* fault cuts a replica off (partition.go)
 	slowFor      time.Duration // how long slow_db slows a replica's database link
+	// skews are the replicas' clock offsets, by index (clock.go); nil:
+	// skewOffset on the last replica.
+	skews []time.Duration
 }
 
 var profiles = map[string]profile{
@@ -336,13 +340,10 @@ func (h *harness) run() error {
 	h.printSchedule(sched)
 
 	// Half the replicas (rounded down, at least one) run the "new build"
-	// with the extra task from the start; the last one runs a skewed clock.
+	// with the extra task from the start; the last one runs a skewed clock
+	// (or each its profile's: skewOf).
 	for i := range h.prof.replicas {
-		var skew time.Duration
-		if i == h.prof.replicas-1 {
-			skew = skewOffset
-		}
-		if err := h.startReplica(i, i < max(1, h.prof.replicas/2), skew); err != nil {
+		if err := h.startReplica(i, i < max(1, h.prof.replicas/2), h.skewOf(i)); err != nil {
 			return err
 		}
 	}

@@ -47,7 +47,7 @@ func main() {
 	id := flag.String("id", "", "InstanceID of this replica")
 	tasks := flag.Int("tasks", 50, "tasks chaos.t.000.. firing every second")
 	extra := flag.Bool("extra", false, "also register chaos.extra (the rolling-deploy task)")
-	skew := flag.Duration("skew", 0, "run this replica's clock ahead by this offset")
+	skew := flag.Duration("skew", 0, "run this replica's clock off by this offset: ahead when positive, behind when negative (-skew=-30s)")
 	logPath := flag.String("log", "", "append-only invocation file")
 	flag.Parse()
 	rdb, err := redisClient(*redisAddr, *clusterAddrs, *sentinelAddrs, *masterName)

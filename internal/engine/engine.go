@@ -54,11 +54,22 @@ type Config struct {
 	Metrics           prometheus.Registerer
 	TracerProvider    trace.TracerProvider
 	Propagator        propagation.TextMapPropagator
+	// MaxClockSkew: beyond this offset from the database's clock the
+	// replica claims nothing (clockref.go). Unused without Reference.
+	MaxClockSkew time.Duration
 
 	// Built by the root.
-	Store  *store.Store
-	Clock  Clock
-	Locker Locker
+	Store *store.Store
+	// Clock is the engine's clock: Reference when the replica measures
+	// its clock against the database's (Options.ClockReference), the
+	// root's Options.Clock otherwise.
+	Clock Clock
+	// Reference, when not nil, is Clock, corrected by the offset the
+	// engine measures (clockref.go); RedisTime reads Redis's clock for
+	// the cross-check (nil without Redis).
+	Reference *RefClock
+	RedisTime func(context.Context) (time.Time, error)
+	Locker    Locker
 	// LockMode says in the start-up log which lock is in use.
 	LockMode string
 	Logger   *slog.Logger // the app's and replica's attributes attached
@@ -110,6 +121,7 @@ type Engine struct {
 	tracer  trace.Tracer  // nil without Config.TracerProvider (trace.go)
 	alerts  *alerter      // nil without Config.Notifier (alert.go)
 	health  healthState   // health.go
+	ref     *clockRef     // nil without Config.Reference (clockref.go)
 }
 
 const (
@@ -140,6 +152,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	s.alerts = newAlerter(s)
+	s.ref = newClockRef(s)
 	s.updates = newStatusWriter(s)
 	s.pauses = newPauser(s)
 	s.dispatcher = newDispatcher(s)
@@ -247,6 +260,11 @@ func (s *Engine) Start(ctx context.Context) error {
 		return ErrStopped
 	}
 	s.mu.Unlock()
+	// The clock first: the task rows, the heartbeat and the catch-up
+	// below carry or compare instants.
+	if err := s.retryStart(ctx, "read the database's clock", s.ref.calibrate); err != nil {
+		return err
+	}
 	if err := s.retryStart(ctx, "create tables", s.store.Migrate); err != nil {
 		return err
 	}
@@ -476,7 +494,7 @@ func (s *Engine) TriggerWith(ctx context.Context, code string, m Manual) (store.
 		}
 	}
 	owner := ""
-	if local {
+	if local && !s.ref.refusing() { // a replica that claims nothing records it for another
 		owner = s.opts.InstanceID
 	}
 	now := s.clock.Now()

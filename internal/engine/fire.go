@@ -369,7 +369,7 @@ func (d *dispatcher) loop(ctx context.Context) {
 	defer d.stopClaimed()
 	timer := d.clock.NewTimer(time.Hour)
 	defer timer.Stop()
-	_, realTime := d.clock.(SystemClock) // startEarly applies
+	realTime := realTime(d.clock) // startEarly applies
 	for {
 		now, woke := d.clock.Now(), time.Now() // woke: physical, for the claim's timing
 		wait := time.Hour
@@ -387,7 +387,7 @@ func (d *dispatcher) loop(ctx context.Context) {
 			until := d.claimed[0].due.Sub(now)
 			if realTime {
 				if until <= startEarly && wait > until {
-					spinUntil(d.claimed[0].due)
+					spinUntil(d.clock, d.claimed[0].due)
 					continue
 				}
 				until -= startEarly
@@ -432,10 +432,10 @@ func (d *dispatcher) popDueLocked(now time.Time) []*armedFire {
 // CPU per instant.
 const startEarly = 1500 * time.Microsecond
 
-// spinUntil returns at t (real time), not before, letting other
-// goroutines run meanwhile.
-func spinUntil(t time.Time) {
-	for time.Now().Before(t) {
+// spinUntil returns at t by clock (a real-time one), not before, letting
+// other goroutines run meanwhile.
+func spinUntil(clock Clock, t time.Time) {
+	for clock.Now().Before(t) {
 		runtime.Gosched()
 	}
 }

@@ -55,11 +55,17 @@ func TestRecordedChunksKeepClearOfWholeSecondsAndTheirClaims(t *testing.T) {
 }
 
 // The last stretch before a claimed fire's run time is waited for by
-// reading the clock: it never ends before the instant.
+// reading the clock: it never ends before the instant, on the system
+// clock or on one corrected by an offset.
 func TestSpinUntilNeverReturnsEarly(t *testing.T) {
-	for _, ahead := range []time.Duration{-time.Millisecond, 0, 200 * time.Microsecond, startEarly} {
-		at := time.Now().Add(ahead)
-		spinUntil(at)
-		require.False(t, time.Now().Before(at), "returned before an instant %s ahead", ahead)
+	ref := NewRefClock(SystemClock{})
+	ref.set(-30 * time.Second)
+	for _, clock := range []Clock{SystemClock{}, ref} {
+		require.True(t, realTime(clock))
+		for _, ahead := range []time.Duration{-time.Millisecond, 0, 200 * time.Microsecond, startEarly} {
+			at := clock.Now().Add(ahead)
+			spinUntil(clock, at)
+			require.False(t, clock.Now().Before(at), "returned before an instant %s ahead", ahead)
+		}
 	}
 }

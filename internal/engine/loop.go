@@ -50,7 +50,7 @@ const (
 // planner is the tick loop: once a second it syncs the view, heartbeats,
 // rescues the runs of lost replicas, claims and records the slots of the
 // coming minute, claims the fires nobody runs and starts the due retries.
-// Its lock guards slots, live, lastBeat, beatHandlersAt and beatGen,
+// Its lock guards slots, live, alive, lastBeat, beatHandlersAt and beatGen,
 // which calls from outside the tick loop read (a task adopted reopens its
 // slots, the handler publisher writes beatGen); the fields marked tick
 // loop only are that goroutine's alone.
@@ -70,11 +70,17 @@ type planner struct {
 	alerts  *alerter
 	pauses  *pauser // pause on failure: the runs it rescues may complete a streak
 	health  *healthState
+	ref     *clockRef   // nil without a clock reference (clockref.go)
 	host    plannerHost // the rest of the engine
 
-	mu       sync.Mutex
-	slots    map[slotKey]*slotState
-	live     []string  // replica IDs alive at the last heartbeat
+	mu    sync.Mutex
+	slots map[slotKey]*slotState
+	// live: the IDs of the replicas that claim (alive and not refusing
+	// for their clock, clockref.go) at the last heartbeat, by which slots
+	// are shared, shards dealt and dead owners' fires claimed; alive: all
+	// that heart-beat, whose running executions are not lost.
+	live     []string
+	alive    []string
 	lastBeat time.Time // last heartbeat attempt
 	// beatHandlersAt is when this replica's handler list was last written
 	// into its row, as of handlersGen beatGen (heartbeat, publishHandlers).
@@ -128,13 +134,19 @@ type plannerHost interface {
 func newPlanner(s *Engine) *planner {
 	return &planner{
 		clock: s.clock, log: s.log, opts: s.opts, store: s.store, keeper: s.keeper, view: &s.view, fires: s.dispatcher,
-		pool: s.pool, metrics: s.metrics, alerts: s.alerts, pauses: s.pauses, health: &s.health, host: s,
+		pool: s.pool, metrics: s.metrics, alerts: s.alerts, pauses: s.pauses, health: &s.health, ref: s.ref, host: s,
 		slots: map[slotKey]*slotState{}, publish: make(chan struct{}, 1),
 		hostsGen: -1, dead: map[string]time.Time{}, shardArmed: map[int64]int64{},
 	}
 }
 
+// heartbeat measures the clock's offset against the database's (clockref.go),
+// writes this replica's row with it, and reads the live list again.
 func (p *planner) heartbeat(ctx context.Context, now time.Time) error {
+	if err := p.ref.measure(ctx); err != nil {
+		return err
+	}
+	est, refused, _ := p.ref.state()
 	host, _ := os.Hostname()
 	p.mu.Lock()
 	p.lastBeat = now
@@ -152,6 +164,7 @@ func (p *planner) heartbeat(ctx context.Context, now time.Time) error {
 	err := p.store.Heartbeat(ctx, store.Replica{
 		App: p.opts.App, ID: p.opts.InstanceID, Host: host, PID: os.Getpid(), Version: p.opts.Version,
 		StartedMs: now.UnixMilli(), HeartbeatMs: now.UnixMilli(), Handlers: handlers, Slots: slots,
+		ClockOffsetMs: est.offset.Milliseconds(), ClockRefused: refused,
 	})
 	if err != nil {
 		return err
@@ -170,14 +183,15 @@ func (p *planner) heartbeat(ctx context.Context, now time.Time) error {
 }
 
 // refreshLive reads the IDs of the live replicas (heartbeat within
-// ReplicaTimeout), by which the slots are shared out (sharesLocked).
+// ReplicaTimeout), and of those that claim, by which the slots are shared
+// out (sharesLocked) and the shards dealt (refreshHosts).
 func (p *planner) refreshLive(ctx context.Context, now time.Time) error {
-	ids, err := p.store.LiveReplicaIDs(ctx, p.opts.App, now.Add(-p.opts.ReplicaTimeout).UnixMilli())
+	alive, ids, err := p.store.LiveAndClaiming(ctx, p.opts.App, now.Add(-p.opts.ReplicaTimeout).UnixMilli())
 	if err != nil {
 		return err
 	}
 	p.mu.Lock()
-	p.live = ids
+	p.live, p.alive = ids, alive
 	p.mu.Unlock()
 	return p.refreshHosts(ctx, now, ids)
 }
@@ -297,18 +311,24 @@ func untilTick(now time.Time) time.Duration {
 func (p *planner) tick(ctx context.Context, now time.Time) {
 	p.health.tick(now)
 	err := p.view.syncTasks(ctx)
-	if err == nil && now.Sub(p.lastBeatAt()) >= p.opts.HeartbeatInterval {
+	// A clock gone back past the last heartbeat (set back, and not
+	// corrected yet: clockref.go) heart-beats, and so measures, at once.
+	if last := p.lastBeatAt(); err == nil && (now.Sub(last) >= p.opts.HeartbeatInterval || now.Before(last)) {
 		if err = p.heartbeat(ctx, now); err == nil {
+			now = p.clock.Now() // as the heartbeat's measure corrected it
 			err = p.rescueLost(ctx, now)
 		}
 	}
-	if err == nil {
+	// A replica whose clock is beyond MaxClockSkew claims nothing: no
+	// slot, no orphan fire, no retry (clockref.go).
+	claims := !p.ref.refusing()
+	if err == nil && claims {
 		err = p.plan(ctx, now)
 	}
-	if err == nil {
+	if err == nil && claims {
 		err = p.claimFires(ctx, now)
 	}
-	if err == nil {
+	if err == nil && claims {
 		err = p.pickRetries(ctx, now)
 	}
 	if err == nil {
@@ -1035,7 +1055,7 @@ func (p *planner) pickRetries(ctx context.Context, now time.Time) error {
 // heart-beating, by their retry policy.
 func (p *planner) rescueLost(ctx context.Context, now time.Time) error {
 	p.mu.Lock()
-	live := p.live
+	live := p.alive // a replica refusing for its clock still runs what it started
 	p.mu.Unlock()
 	if len(live) == 0 {
 		return nil // not even ourselves: our own heartbeat has not landed

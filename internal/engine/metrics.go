@@ -34,6 +34,7 @@ type metrics struct {
 	rescued       prometheus.Counter
 	retention     prometheus.Counter
 	alerts        *prometheus.CounterVec // kind, result
+	clock         prometheus.Gauge
 }
 
 // newMetrics registers the collectors on reg under the const label
@@ -68,6 +69,8 @@ func newMetrics(reg prometheus.Registerer, app string) (*metrics, error) {
 			Help: "Execution rows deleted by retention."}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xtimer_alerts_total",
 			Help: "Alerts by kind and result: sent, damped (counted into a later alert), failed (to be tried again), dropped."}, []string{"kind", "result"}),
+		clock: prometheus.NewGauge(prometheus.GaugeOpts{Name: "xtimer_clock_offset_seconds",
+			Help: "The database's clock minus this replica's, as the engine corrects it (Options.ClockReference); 0 when off."}),
 	}
 	var done []prometheus.Collector
 	for _, c := range m.collectors() {
@@ -88,7 +91,7 @@ func newMetrics(reg prometheus.Registerer, app string) (*metrics, error) {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.fires, m.attempts, m.lateness, m.duration, m.running,
-		m.slotClaims, m.redisFallback, m.dbErrors, m.rescued, m.retention, m.alerts}
+		m.slotClaims, m.redisFallback, m.dbErrors, m.rescued, m.retention, m.alerts, m.clock}
 }
 
 // unregister removes the collectors at Stop, so that a new Scheduler of
@@ -172,6 +175,14 @@ func (m *metrics) alert(kind, result string) {
 		return
 	}
 	m.alerts.WithLabelValues(kind, result).Inc()
+}
+
+// clockOffset sets the clock offset the engine corrects by (clockref.go).
+func (m *metrics) clockOffset(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.clock.Set(d.Seconds())
 }
 
 // attemptBegins is called as the work of an attempt starts on its pool, at

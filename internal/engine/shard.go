@@ -209,6 +209,9 @@ func (p *planner) watchShards(ctx context.Context, now time.Time) error {
 	for _, r := range mine {
 		p.armShard(r)
 	}
+	if p.ref.refusing() {
+		return nil // its clock is too far off to take over another's shards (clockref.go)
+	}
 	suspects, err := p.store.LateShardOwners(ctx, p.opts.App, p.opts.InstanceID, codes, now.Add(-shardGrace).UnixMilli())
 	if err != nil {
 		return err

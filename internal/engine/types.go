@@ -257,6 +257,7 @@ const (
 	// EventSecretUndecryptable is the root's: an HTTP task's secrets do
 	// not decrypt on the replica that was to run its fire (secrets.go).
 	EventSecretUndecryptable EventKind = "task.secret_undecryptable" //nolint:gosec // G101: an event kind, not a credential
+	EventClockSkew           EventKind = "replica.clock_skew"
 )
 
 // Event is one alert, field for field the root's Event (notify.go
@@ -277,6 +278,7 @@ type Event struct {
 	Error       string        `json:"error,omitempty"`
 	Lateness    time.Duration `json:"lateness_ns,omitempty"`
 	Missed      int           `json:"missed,omitempty"`
+	ClockOffset time.Duration `json:"clock_offset_ns,omitempty"`
 	Suppressed  int64         `json:"suppressed"`
 	Since       time.Time     `json:"since,omitzero"`
 	Digest      bool          `json:"digest,omitempty"`
@@ -308,7 +310,7 @@ var ErrLockHeld = errors.New("xtimer: lock held by another owner")
 
 // SystemClock is the clock of the operating system; the root's
 // SystemClock returns it. The dispatcher starts fires a little early
-// (startEarly) only on this clock.
+// (startEarly) only on this clock, corrected (RefClock) or not.
 type SystemClock struct{}
 
 // Now returns time.Now().

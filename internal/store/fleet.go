@@ -72,7 +72,7 @@ func (s *Store) Heartbeat(ctx context.Context, r Replica) error {
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	update := []string{"host", "pid", "version", "heartbeat_ms", "slots"}
+	update := []string{"host", "pid", "version", "heartbeat_ms", "slots", "clock_offset_ms", "clock_refused"}
 	if r.Handlers != nil {
 		update = append(update, "handlers")
 	}
@@ -136,6 +136,32 @@ func (s *Store) LiveReplicaIDs(ctx context.Context, app string, sinceMs int64) (
 		return nil, fmt.Errorf("store: read live replicas of app %q: %w", app, err)
 	}
 	return ids, nil
+}
+
+// LiveAndClaiming is LiveReplicaIDs in one query with those of them
+// that claim fires: all but the replicas whose clock is beyond their
+// Options.MaxClockSkew (Replica.ClockRefused). Both lists are ordered by
+// ID.
+func (s *Store) LiveAndClaiming(ctx context.Context, app string, sinceMs int64) (live, claiming []string, err error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var rows []struct {
+		ID           string
+		ClockRefused bool
+	}
+	err = s.db.WithContext(ctx).Model(&Replica{}).Select("id", "clock_refused").
+		Where("app = ? AND heartbeat_ms >= ?", app, sinceMs).Order("id").Scan(&rows).Error
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: read live replicas of app %q: %w", app, err)
+	}
+	live, claiming = make([]string, 0, len(rows)), make([]string, 0, len(rows))
+	for _, r := range rows {
+		live = append(live, r.ID)
+		if !r.ClockRefused {
+			claiming = append(claiming, r.ID)
+		}
+	}
+	return live, claiming, nil
 }
 
 // DeleteReplica removes a replica, as a stopping scheduler does. Deleting

@@ -67,6 +67,37 @@ func TestHeartbeatKeepsStartAndLiveReplicasFollowsIt(t *testing.T) {
 	})
 }
 
+// A heartbeat writes the replica's clock offset and whether its clock is
+// too far off to claim; LiveAndClaiming leaves the latter out of the
+// claiming list only, and a later heartbeat puts it back.
+func TestHeartbeatWritesClockOffsetAndRefusal(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		require.NoError(t, b.store.Heartbeat(b.ctx, store.Replica{App: b.app, ID: "r1", ClockOffsetMs: -30_250}))
+		require.NoError(t, b.store.Heartbeat(b.ctx, store.Replica{App: b.app, ID: "r2", ClockOffsetMs: 660_000, ClockRefused: true}))
+		require.NoError(t, b.store.Heartbeat(b.ctx, store.Replica{App: b.app, ID: "r3"}))
+
+		rows, err := b.store.LiveReplicas(b.ctx, b.app, t0)
+		require.NoError(t, err)
+		require.Len(t, rows, 3)
+		require.Equal(t, int64(-30_250), rows[0].ClockOffsetMs)
+		require.Equal(t, []bool{false, true, false}, []bool{rows[0].ClockRefused, rows[1].ClockRefused, rows[2].ClockRefused})
+		require.Equal(t, int64(660_000), rows[1].ClockOffsetMs)
+
+		live, claiming, err := b.store.LiveAndClaiming(b.ctx, b.app, t0)
+		require.NoError(t, err)
+		require.Equal(t, []string{"r1", "r2", "r3"}, live)
+		require.Equal(t, []string{"r1", "r3"}, claiming)
+
+		require.NoError(t, b.store.Heartbeat(b.ctx, store.Replica{App: b.app, ID: "r2", ClockOffsetMs: 120}))
+		_, claiming, err = b.store.LiveAndClaiming(b.ctx, b.app, t0)
+		require.NoError(t, err)
+		require.Equal(t, []string{"r1", "r2", "r3"}, claiming)
+		rows, err = b.store.LiveReplicas(b.ctx, b.app, t0)
+		require.NoError(t, err)
+		require.Equal(t, int64(120), rows[1].ClockOffsetMs)
+	})
+}
+
 // A replica of 100,000 tasks heart-beats on every database (MySQL's TEXT
 // would stop at some 6,000 codes), and a heartbeat without handlers keeps
 // the ones stored.

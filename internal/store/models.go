@@ -312,6 +312,15 @@ type Replica struct {
 	// Slots are the slots ("minute:bucket") the replica owns now, as of
 	// its last heartbeat; the console shows them.
 	Slots []string `gorm:"column:slots;type:text;serializer:json"`
+	// ClockOffsetMs is the replica's correction of its clock as of its
+	// last heartbeat: the database's clock minus its own, in milliseconds
+	// (positive: the replica's clock is slow). 0 for a replica that does
+	// not measure it (Options.ClockReference off).
+	ClockOffsetMs int64 `gorm:"column:clock_offset_ms;not null;default:0"`
+	// ClockRefused: the offset is beyond the replica's Options.MaxClockSkew,
+	// and it claims nothing (internal/engine/clockref.go). The other
+	// replicas leave it out of the lists they share slots and shards by.
+	ClockRefused bool `gorm:"column:clock_refused;not null;default:false"`
 }
 
 // TableName is xtimer_replicas, whatever the caller's naming strategy.

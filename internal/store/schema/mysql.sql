@@ -119,6 +119,8 @@ CREATE TABLE IF NOT EXISTS `xtimer_replicas` (
   `heartbeat_ms` bigint       NOT NULL DEFAULT 0,
   `handlers`     mediumtext   NULL,                           -- JSON array of task codes (TEXT stops at 64 KiB)
   `slots`        text         NULL,                           -- JSON array of "minute:bucket" owned now
+  `clock_offset_ms` bigint    NOT NULL DEFAULT 0,              -- the database's clock minus the replica's
+  `clock_refused` boolean     NOT NULL DEFAULT false,          -- offset beyond MaxClockSkew: claims nothing
   PRIMARY KEY (`app`, `id`),
   INDEX `xtimer_replicas_heartbeat` (`app`, `heartbeat_ms`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;

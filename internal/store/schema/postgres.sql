@@ -115,6 +115,8 @@ CREATE TABLE IF NOT EXISTS xtimer_replicas (
   heartbeat_ms bigint       NOT NULL DEFAULT 0,
   handlers     text         NULL,                           -- JSON array of task codes
   slots        text         NULL,                           -- JSON array of "minute:bucket" owned now
+  clock_offset_ms bigint    NOT NULL DEFAULT 0,              -- the database's clock minus the replica's
+  clock_refused boolean     NOT NULL DEFAULT false,          -- offset beyond MaxClockSkew: claims nothing
   PRIMARY KEY (app, id)
 );
 CREATE INDEX IF NOT EXISTS xtimer_replicas_heartbeat ON xtimer_replicas (app, heartbeat_ms);
