@@ -320,23 +320,21 @@ func (p *planner) ownerDead(ctx context.Context, id string, now time.Time) (bool
 
 // replicaKey is the key of replica id's liveness lock.
 func (k *lockKeeper) replicaKey(id string) string {
-	return "xtimer:" + k.app + ":replica:" + id
+	return k.appKey("replica:" + id)
 }
 
 // keepSelf holds this replica's liveness lock, which tells the others it
-// lives (ownerDead): it obtains it when it has none, and refreshes it
-// otherwise. A lock it cannot refresh (it expired while the process was
-// frozen, or the backend lost it) is obtained again at the next round.
-func (k *lockKeeper) keepSelf(ctx context.Context) {
-	k.mu.Lock()
-	self := k.self
-	k.mu.Unlock()
+// lives (ownerDead). keep refreshes it with the slot locks and hands over
+// the lock it refreshed (nil: none held) and the outcome; keepSelf obtains
+// a lock when there is none, or when that one is lost (it expired while
+// the process was frozen, or the backend lost it). A lock not obtained is
+// tried again at the next round.
+func (k *lockKeeper) keepSelf(ctx context.Context, self Lock, refreshed error) {
 	if self != nil {
-		err := self.Refresh(ctx, slotLockTTL)
-		if err == nil || errors.Is(err, ErrLockUnavailable) {
+		if refreshed == nil || errors.Is(refreshed, ErrLockUnavailable) {
 			return
 		}
-		k.log.Info("liveness lock lost; taking it again", "err", err)
+		k.log.Info("liveness lock lost; taking it again", "err", refreshed)
 	}
 	lock, err := k.locker.Obtain(ctx, k.replicaKey(k.replica), slotLockTTL)
 	if err != nil {
@@ -346,6 +344,12 @@ func (k *lockKeeper) keepSelf(ctx context.Context) {
 		lock = nil
 	}
 	k.mu.Lock()
-	k.self = lock
+	if k.self == self {
+		k.self = lock
+		lock = nil
+	}
 	k.mu.Unlock()
+	if lock != nil { // let go (letGo) or released (Stop) meanwhile
+		_ = lock.Release(ctx)
+	}
 }
