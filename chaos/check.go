@@ -277,7 +277,7 @@ func (h *harness) check() int {
 	sc.stuck, sc.skippedOutside, sc.mismatch, sc.involved = stuck, skippedOutside, mismatch, involved
 	sc.run()
 	p99 := percentile(lateness, 0.99)
-	failover := h.maxFailover(invs)
+	failover, byKind := h.maxFailover(invs)
 
 	faults := make([]string, len(faultOrder))
 	for i, f := range faultOrder {
@@ -295,9 +295,9 @@ func (h *harness) check() int {
 	}
 	if failover > failoverBound.Seconds() {
 		exit = 1
-		fmt.Printf("chaos: BROKEN failover: max_failover_s=%.1f > %.0f\n", failover, failoverBound.Seconds())
+		fmt.Printf("chaos: BROKEN failover: max_failover_s=%.1f > %.1f\n", failover, failoverBound.Seconds())
 		for _, k := range h.kills {
-			fmt.Printf("    SIGKILL %s at %s: %s\n", k.victim, k.at.UTC().Format("15:04:05.000"), k.detail)
+			fmt.Printf("    %s %s at %s: %s\n", k.kind, k.victim, k.at.UTC().Format("15:04:05.000"), k.detail)
 			involved[k.victim] = true
 		}
 	}
@@ -320,23 +320,24 @@ func (h *harness) check() int {
 	if exit != 0 {
 		h.tails(involved)
 	}
-	fmt.Printf("chaos: seed=%d profile=%s fires=%d invoked_once=%d duplicates=%d missed=%d skipped=%d stuck=%d late_p99_ms=%d max_failover_s=%.1f %s %s faults=%s\n",
-		h.seed, h.prof.name, fires, once, dup.n, missed.n, skipped, stuck.n, p99, failover,
+	fmt.Printf("chaos: seed=%d profile=%s fires=%d invoked_once=%d duplicates=%d missed=%d skipped=%d stuck=%d late_p99_ms=%d max_failover_s=%.1f max_failover_kill_s=%.1f max_failover_stop_s=%.1f %s %s faults=%s\n",
+		h.seed, h.prof.name, fires, once, dup.n, missed.n, skipped, stuck.n, p99, failover, byKind[faultKill], byKind[faultStop],
 		sc.sharded.fields("sharded"), sc.broadcast.fields("broadcast"), strings.Join(faults, ","))
 	return exit
 }
 
-// maxFailover measures, for each SIGKILL, how late the fires the victim
-// had recorded ahead started elsewhere: over the fires of the victim's
-// tasks (those with rows it recorded ahead at the kill, i.e. its slots)
-// whose run time falls in the 15 s after the kill, the largest
+// maxFailover measures, for each SIGKILL and SIGSTOP, how late the fires
+// the victim had recorded ahead started elsewhere: over the fires of the
+// victim's tasks (those with rows it recorded ahead at the fault, i.e. its
+// slots) whose run time falls in the 15 s after the fault, the largest
 // (first start - run time), in seconds; each shard of the sharded task's
 // fires counts as a fire (the shards dealt to the victim are taken over),
 // the broadcast task's do not (they never run elsewhere). A fire never
 // invoked there is counted by the missed check instead. The result is the
-// maximum over all kills.
-func (h *harness) maxFailover(invs map[fireKey][]invocation) float64 {
+// maximum over all faults, and by kind (faultKill, faultStop).
+func (h *harness) maxFailover(invs map[fireKey][]invocation) (float64, map[faultKind]float64) {
 	var worst float64
+	byKind := map[faultKind]float64{}
 	for i := range h.kills {
 		k := &h.kills[i]
 		var kmax int64
@@ -357,8 +358,9 @@ func (h *harness) maxFailover(invs map[fireKey][]invocation) float64 {
 		}
 		k.detail = fmt.Sprintf("slowest takeover %.1fs (%s, tasks %d)", float64(kmax)/1000, at.id(), len(k.codes))
 		worst = math.Max(worst, float64(kmax)/1000)
+		byKind[k.kind] = math.Max(byKind[k.kind], float64(kmax)/1000)
 	}
-	return worst
+	return worst, byKind
 }
 
 // checkBuffered adds to b each run of a buffer task that started before

@@ -37,9 +37,10 @@ type fault struct {
 
 type window struct{ from, to time.Time }
 
-// killRecord is one SIGKILL: the victim and the tasks of the fires it had
-// recorded ahead, whose failover max_failover_s measures.
+// killRecord is one SIGKILL or SIGSTOP (kind): the victim and the tasks of
+// the fires it had recorded ahead, whose failover max_failover_s measures.
 type killRecord struct {
+	kind   faultKind
 	at     time.Time
 	victim string
 	codes  map[string]bool
@@ -237,7 +238,7 @@ func (h *harness) kill() {
 	_ = victim.cmd.Process.Signal(syscall.SIGKILL)
 	<-victim.done
 	h.mu.Lock()
-	h.kills = append(h.kills, killRecord{at: at, victim: victim.id, codes: codes})
+	h.kills = append(h.kills, killRecord{kind: faultKill, at: at, victim: victim.id, codes: codes})
 	h.mu.Unlock()
 	h.logf("SIGKILL %s (recorded ahead fires of %d tasks); restart in %s", victim.id, len(codes), h.prof.killWait)
 	time.Sleep(h.prof.killWait)
@@ -255,10 +256,12 @@ func (h *harness) freeze() {
 		h.logf("stop: no live replica")
 		return
 	}
+	at := time.Now()
+	_ = victim.cmd.Process.Signal(syscall.SIGSTOP)
 	h.mu.Lock()
 	victim.frozen = true
+	h.kills = append(h.kills, killRecord{kind: faultStop, at: at, victim: victim.id, codes: codes})
 	h.mu.Unlock()
-	_ = victim.cmd.Process.Signal(syscall.SIGSTOP)
 	h.logf("SIGSTOP %s (recorded ahead fires of %d tasks) for %s", victim.id, len(codes), stopFor)
 	time.Sleep(stopFor)
 	_ = victim.cmd.Process.Signal(syscall.SIGCONT)

@@ -11,7 +11,7 @@
 // same seed; victims are chosen by who owns slots at that moment), then
 // one summary line:
 //
-//	chaos: seed=1 profile=short fires=... invoked_once=... duplicates=0 missed=0 skipped=... stuck=0 late_p99_ms=... max_failover_s=... sharded_shards=... sharded_once=... sharded_dup=0 sharded_missed=0 sharded_skipped=... broadcast_shards=... broadcast_once=... broadcast_dup=0 broadcast_missed=0 broadcast_skipped=... faults=kill:1,...
+//	chaos: seed=1 profile=short fires=... invoked_once=... duplicates=0 missed=0 skipped=... stuck=0 late_p99_ms=... max_failover_s=... max_failover_kill_s=... max_failover_stop_s=... sharded_shards=... sharded_once=... sharded_dup=0 sharded_missed=0 sharded_skipped=... broadcast_shards=... broadcast_once=... broadcast_dup=0 broadcast_missed=0 broadcast_skipped=... faults=kill:1,...
 //
 // fires and the figures after it count the fires of the tasks that are
 // not sharded; the sharded_ and broadcast_ figures count the shards of
@@ -85,8 +85,11 @@ const (
 	skewOffset = 2 * time.Second
 	stopFor    = 12 * time.Second // SIGSTOP length: longer than the slot lock TTL
 	redisDown  = 5 * time.Second
-	// failoverBound is the promise on max_failover_s.
-	failoverBound = 10 * time.Second
+	// failoverBound is the promise on max_failover_s. The target is 2 s
+	// (a slot lock's 1.5 s TTL and the takeover's work); the assertion
+	// leaves half a second more for the takeover's database calls on a
+	// loaded CI machine (docs/reliability.md has the gaps measured).
+	failoverBound = 2500 * time.Millisecond
 )
 
 func taskCode(i int) string { return fmt.Sprintf("chaos.t.%03d", i) }

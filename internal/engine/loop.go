@@ -42,7 +42,7 @@ const (
 	// task's misfire policy decides whether it runs. Less late is a hand-over
 	// (a takeover after a replica died, a brief database hiccup): such fires
 	// all run, late, with their lateness recorded. It exceeds the failover
-	// bound (lock TTL plus a look again) with room to spare.
+	// bound (lock TTL plus a recheck) with room to spare.
 	misfireAfter = 15 * time.Second
 	claimBatch   = 200
 	// urgentHorizon: fires this close are recorded (and armed) first.
