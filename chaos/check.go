@@ -332,9 +332,11 @@ func (h *harness) check() int {
 // slots) whose run time falls in the 15 s after the fault, the largest
 // (first start - run time), in seconds; each shard of the sharded task's
 // fires counts as a fire (the shards dealt to the victim are taken over),
-// the broadcast task's do not (they never run elsewhere). A fire never
-// invoked there is counted by the missed check instead. The result is the
-// maximum over all faults, and by kind (faultKill, faultStop).
+// the broadcast task's do not (they never run elsewhere), nor do the fires
+// a frozen victim had claimed before it froze (killRecord.ownUntil) and
+// ran once it woke. A fire never invoked there is counted by the missed
+// check instead. The result is the maximum over all faults, and by kind
+// (faultKill, faultStop).
 func (h *harness) maxFailover(invs map[fireKey][]invocation) (float64, map[faultKind]float64) {
 	var worst float64
 	byKind := map[faultKind]float64{}
@@ -350,7 +352,11 @@ func (h *harness) maxFailover(invs map[fireKey][]invocation) (float64, map[fault
 			for t := first; t < k.at.Add(15*time.Second).UnixMilli(); t += 1000 {
 				for shard := range shardsOf(code) {
 					fk := fireKey{code, t, shard}
-					if inv := invs[fk]; len(inv) > 0 && inv[0].started-t > kmax {
+					inv := invs[fk]
+					if len(inv) > 0 && inv[0].replica == k.victim && t <= k.ownUntil.UnixMilli() {
+						continue // started by the frozen victim before it froze (ownUntil)
+					}
+					if len(inv) > 0 && inv[0].started-t > kmax {
 						kmax, at = inv[0].started-t, fk
 					}
 				}

@@ -43,8 +43,13 @@ type killRecord struct {
 	kind   faultKind
 	at     time.Time
 	victim string
-	codes  map[string]bool
-	detail string // filled by maxFailover
+	// ownUntil: a frozen victim may have claimed (started) the fires due
+	// until then before it froze (its clock's skew and the dispatcher's
+	// claim lead, at most a second, ahead); run by itself once it wakes,
+	// they are its own, not a failover.
+	ownUntil time.Time
+	codes    map[string]bool
+	detail   string // filled by maxFailover
 }
 
 // schedule derives the fault times from the seed. The rolling deploy comes
@@ -260,7 +265,8 @@ func (h *harness) freeze() {
 	_ = victim.cmd.Process.Signal(syscall.SIGSTOP)
 	h.mu.Lock()
 	victim.frozen = true
-	h.kills = append(h.kills, killRecord{kind: faultStop, at: at, victim: victim.id, codes: codes})
+	h.kills = append(h.kills, killRecord{kind: faultStop, at: at, victim: victim.id, codes: codes,
+		ownUntil: at.Add(victim.skew + time.Second)})
 	h.mu.Unlock()
 	h.logf("SIGSTOP %s (recorded ahead fires of %d tasks) for %s", victim.id, len(codes), stopFor)
 	time.Sleep(stopFor)
