@@ -47,6 +47,33 @@ type Lock = interface {
 	Release(ctx context.Context) error
 }
 
+// LockRefresher is an optional interface of a Locker: one that refreshes
+// many of its locks in one round trip. The scheduler holds every slot lock
+// of the coming minutes and its replica's liveness lock with a short TTL,
+// and refreshes them all every round with RefreshAll when its Locker has
+// it, with one Refresh per lock otherwise. NewRedisLocker's and
+// NewLocalLocker's have it.
+type LockRefresher interface {
+	// RefreshAll extends each of locks, obtained from this Locker, to ttl
+	// from now, and returns one error per lock, in order, as its Refresh
+	// would: nil, ErrLockLost (expired or taken over: never extended), or
+	// an ErrLockUnavailable error.
+	RefreshAll(ctx context.Context, locks []Lock, ttl time.Duration) []error
+}
+
+// LockProber is an optional interface of a Locker: one that tells, when a
+// key is held, how long its holder's lock has left, in the same round
+// trip. A scheduler that finds a slot held looks at it again when that
+// lock runs out, so that a dead owner's slot is taken over within moments
+// of its lock's expiry; without it, at its next tick (a second later).
+// NewRedisLocker's and NewLocalLocker's have it.
+type LockProber interface {
+	// ObtainOrTTL is Obtain, which also returns, with ErrLockHeld, how long
+	// the holder's lock has left: at least a millisecond, or zero when the
+	// backend cannot tell (a key without expiry).
+	ObtainOrTTL(ctx context.Context, key string, ttl time.Duration) (lock Lock, left time.Duration, err error)
+}
+
 var (
 	// ErrLockHeld is returned by Locker.Obtain when another holder has the key.
 	ErrLockHeld = engine.ErrLockHeld
@@ -63,7 +90,10 @@ var (
 // (standalone, Sentinel or Cluster), built on github.com/bsm/redislock: a key
 // is SET NX PX with a random token, refreshed and released by Lua scripts
 // that check the token, so a stale holder never touches another's key.
-// Expiry runs on the Redis server's clock, not on Options.Clock.
+// Expiry runs on the Redis server's clock, not on Options.Clock. It is a
+// LockRefresher (one script refreshes every lock whose keys share a hash
+// tag, as all of an app's do, so it runs on Redis Cluster too) and a
+// LockProber (it asks a key's PTTL before it tries to obtain it).
 //
 // Each call waits at most until ctx ends or one second (redisCallTimeout)
 // has passed, whichever comes first, and then reports ErrLockUnavailable.

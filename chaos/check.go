@@ -306,7 +306,7 @@ func (h *harness) check() int {
 	}
 	if failover > failoverBound.Seconds() {
 		exit = 1
-		fmt.Printf("chaos: BROKEN failover: max_failover_s=%.1f > %.0f\n", failover, failoverBound.Seconds())
+		fmt.Printf("chaos: BROKEN failover: max_failover_s=%.1f > %.1f\n", failover, failoverBound.Seconds())
 		for _, k := range h.failovers {
 			if k.bounded {
 				fmt.Printf("    %s %s at %s: %s\n", k.kind, k.victim, k.at.UTC().Format("15:04:05.000"), k.detail)
@@ -340,7 +340,7 @@ func (h *harness) check() int {
 	return exit
 }
 
-// maxFailover measures, for each SIGKILL, cut and slow link, how late the
+// maxFailover measures, for each SIGKILL, SIGSTOP, cut and slow link, how late the
 // fires the victim had recorded ahead started, on another replica or
 // (cut or slow) on the victim itself: over the fires of the victim's
 // tasks (those with rows it recorded ahead at the fault, i.e. its slots)
@@ -349,9 +349,11 @@ func (h *harness) check() int {
 // sooner (a freeze right after a kill is not the kill's), the largest
 // (first start - run time), in seconds; each shard of the sharded task's
 // fires counts as a fire (the shards dealt to the victim are taken
-// over), the broadcast task's do not (they never run elsewhere). A fire
+// over), the broadcast task's do not (they never run elsewhere), nor do
+// the fires a frozen victim had claimed before it froze
+// (failoverRecord.ownUntil) and ran once it woke. A fire
 // never invoked there is counted by the missed check instead. It returns
-// the maximum over the faults whose figure is bounded (kills and cuts),
+// the maximum over the faults whose figure is bounded (kills, stops and cuts),
 // and the maximum per fault kind, slow links included.
 func (h *harness) maxFailover(invs map[fireKey][]invocation) (float64, failoverFigures) {
 	var worst float64
@@ -374,7 +376,11 @@ func (h *harness) maxFailover(invs map[fireKey][]invocation) (float64, failoverF
 			for t := first; t < until.UnixMilli(); t += 1000 {
 				for shard := range shardsOf(code) {
 					fk := fireKey{code, t, shard}
-					if inv := invs[fk]; len(inv) > 0 && inv[0].started-t > kmax {
+					inv := invs[fk]
+					if len(inv) > 0 && inv[0].replica == k.victim && t <= k.ownUntil.UnixMilli() {
+						continue // started by the frozen victim before it froze (ownUntil)
+					}
+					if len(inv) > 0 && inv[0].started-t > kmax {
 						kmax, at = inv[0].started-t, fk
 					}
 				}

@@ -37,7 +37,7 @@ type fault struct {
 
 type window struct{ from, to time.Time }
 
-// failoverRecord is one SIGKILL, cut or slow link (partition.go): the
+// failoverRecord is one SIGKILL, SIGSTOP, cut or slow link (partition.go): the
 // victim and the tasks of the fires it had recorded ahead, whose
 // takeover maxFailover measures over the fires due from at to until.
 type failoverRecord struct {
@@ -49,6 +49,11 @@ type failoverRecord struct {
 	bounded bool    // its figure counts in max_failover_s (a slow link's is only reported)
 	gap     float64 // the slowest start, s; filled by maxFailover
 	detail  string  // filled by maxFailover
+	// ownUntil: a frozen victim may have claimed (started) the fires due
+	// until then before it froze (its clock's skew and the dispatcher's
+	// claim lead, at most a second, ahead); run by itself once it wakes,
+	// they are its own, not a failover.
+	ownUntil time.Time
 }
 
 // schedule derives the fault times from the seed. The rolling deploy comes
@@ -285,10 +290,13 @@ func (h *harness) freeze() {
 		h.logf("stop: no live replica")
 		return
 	}
+	at := time.Now()
+	_ = victim.cmd.Process.Signal(syscall.SIGSTOP)
 	h.mu.Lock()
 	victim.frozen = true
+	h.failovers = append(h.failovers, failoverRecord{kind: faultStop, at: at, until: at.Add(15 * time.Second),
+		victim: victim.id, codes: codes, bounded: true, ownUntil: at.Add(victim.skew + time.Second)})
 	h.mu.Unlock()
-	_ = victim.cmd.Process.Signal(syscall.SIGSTOP)
 	h.logf("SIGSTOP %s (recorded ahead fires of %d tasks) for %s", victim.id, len(codes), stopFor)
 	time.Sleep(stopFor)
 	_ = victim.cmd.Process.Signal(syscall.SIGCONT)

@@ -30,7 +30,7 @@
 // (duplicated, missed or stuck fires or shards, a broadcast fire run twice on one replica or a
 // broadcast shard run on a replica other than its row's, a buffer task's
 // run that started before the one before it ended, or a failover after a
-// kill or a cut slower than 10 s: max_failover_s, failover_s per fault
+// kill, a stop or a cut slower than failoverBound (2.5 s): max_failover_s, failover_s per fault
 // kind), after printing which one, example fire IDs with what their
 // rows say, and the tail of the replicas' logs. Fires
 // recorded skipped with a reason count as skipped wherever they fall; with
@@ -116,8 +116,11 @@ const (
 	skewOffset = 2 * time.Second
 	stopFor    = 12 * time.Second // SIGSTOP length: longer than the slot lock TTL
 	redisDown  = 5 * time.Second
-	// failoverBound is the promise on max_failover_s.
-	failoverBound = 10 * time.Second
+	// failoverBound is the promise on max_failover_s. The target is 2 s
+	// (a slot lock's 1.5 s TTL and the takeover's work); the assertion
+	// leaves half a second more for the takeover's database calls on a
+	// loaded CI machine (docs/reliability.md has the gaps measured).
+	failoverBound = 2500 * time.Millisecond
 )
 
 func profileNames() string { return strings.Join(slices.Sorted(maps.Keys(profiles)), ", ") }

@@ -19,9 +19,26 @@ type healthState struct {
 	lastTick  atomic.Int64 // Unix nanoseconds of the start of the last tick, 0 before the first
 	dbDown    atomic.Bool
 	redisDown atomic.Bool
+	// dbDownSince is when, in Unix nanoseconds of the engine's clock, the
+	// database failed a call after its last answer (noteDB, answered); 0
+	// while it answers. The lock keeper lets its locks go when it is old.
+	dbDownSince atomic.Int64
 }
 
 func (h *healthState) tick(now time.Time) { h.lastTick.Store(now.UnixNano()) }
+
+// answered notes that the database answered a call.
+func (h *healthState) answered() { h.dbDownSince.Store(0) }
+
+// dbDownFor is how long the database has failed every call noted, as of
+// now; 0 while it answers.
+func (h *healthState) dbDownFor(now time.Time) time.Duration {
+	since := h.dbDownSince.Load()
+	if since == 0 {
+		return 0
+	}
+	return max(now.Sub(time.Unix(0, since)), 0)
+}
 
 // LoopHealth says whether the tick loop runs and ticked less than 5 s ago
 // by the engine's clock, why not, and the age of its last tick.
@@ -55,6 +72,9 @@ func (s *Engine) noteDB(err error) {
 	}
 	if err != nil {
 		s.metrics.dbError()
+		s.health.dbDownSince.CompareAndSwap(0, s.clock.Now().UnixNano())
+	} else {
+		s.health.answered()
 	}
 	changed := s.health.dbDown.Swap(err != nil) != (err != nil)
 	switch {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +19,47 @@ import (
 
 // ErrLockLost is the root's ErrLockLost: the lock expired or was taken over.
 var ErrLockLost = errors.New("xtimer: lock lost: expired or taken over")
+
+// LockRefresher is the root's LockRefresher: a Locker that refreshes many
+// of its locks in one round trip. The lock keeper refreshes every lock it
+// holds with it each round; a Locker without it gets one Refresh per lock
+// (refreshAll).
+type LockRefresher interface {
+	RefreshAll(ctx context.Context, locks []Lock, ttl time.Duration) []error
+}
+
+// LockProber is the root's LockProber: a Locker whose Obtain of a held key
+// also says how long the holder's lock has left, so that the planner looks
+// again when it runs out rather than at its next tick (claimSlot).
+type LockProber interface {
+	ObtainOrTTL(ctx context.Context, key string, ttl time.Duration) (lock Lock, left time.Duration, err error)
+}
+
+// refreshAll refreshes locks to ttl through locker's RefreshAll, if it has
+// one, or one Refresh per lock, and returns one error per lock.
+func refreshAll(ctx context.Context, locker Locker, locks []Lock, ttl time.Duration) []error {
+	if r, ok := locker.(LockRefresher); ok {
+		if errs := r.RefreshAll(ctx, locks, ttl); len(errs) == len(locks) {
+			return errs
+		}
+		// A custom Locker that answered out of contract: each on its own.
+	}
+	errs := make([]error, len(locks))
+	for i, l := range locks {
+		errs[i] = l.Refresh(ctx, ttl)
+	}
+	return errs
+}
+
+// obtainOrTTL obtains key through locker's ObtainOrTTL, if it has one, or
+// its Obtain; left is zero when the Locker does not tell.
+func obtainOrTTL(ctx context.Context, locker Locker, key string, ttl time.Duration) (Lock, time.Duration, error) {
+	if p, ok := locker.(LockProber); ok {
+		return p.ObtainOrTTL(ctx, key, ttl)
+	}
+	lock, err := locker.Obtain(ctx, key, ttl)
+	return lock, 0, err
+}
 
 // lockUnavailableError reports a lock operation the backend did not answer.
 type lockUnavailableError struct {
@@ -56,10 +99,11 @@ func NewRedisLocker(client redis.UniversalClient) Locker {
 	if client == nil {
 		panic("xtimer: NewRedisLocker: nil Redis client")
 	}
-	return &redisLocker{client: redislock.New(client)}
+	return &redisLocker{rdb: client, client: redislock.New(client)}
 }
 
 type redisLocker struct {
+	rdb    redis.UniversalClient
 	client *redislock.Client
 }
 
@@ -80,6 +124,119 @@ func (l *redisLocker) Obtain(ctx context.Context, key string, ttl time.Duration)
 	default:
 		return nil, unavailable("obtain", key, err)
 	}
+}
+
+// ObtainOrTTL asks the key's PTTL first: a held key (what the planner
+// mostly finds when it looks again at another replica's slot) costs that
+// one command, where a script that tried SET NX first would cost three
+// (EVALSHA, SET, PTTL: INFO commandstats counts the script's calls). A
+// free key is then obtained as Obtain does; one taken in between reports
+// ErrLockHeld with left zero (unknown).
+func (l *redisLocker) ObtainOrTTL(ctx context.Context, key string, ttl time.Duration) (Lock, time.Duration, error) {
+	if err := validateLock(key, ttl); err != nil {
+		return nil, 0, err
+	}
+	var left time.Duration
+	err := redisCall(ctx, func(ctx context.Context) (err error) {
+		left, err = l.rdb.PTTL(ctx, key).Result()
+		return err
+	})
+	switch {
+	case err != nil:
+		return nil, 0, unavailable("obtain", key, err)
+	case left >= 0:
+		return nil, max(left, time.Millisecond), ErrLockHeld // 0: under a millisecond left
+	case left != -2*time.Nanosecond:
+		// go-redis reports "no such key" (-2) and "no expiry" (-1) as
+		// those numbers of nanoseconds. A key without expiry is held, for
+		// as long as nobody can tell.
+		return nil, 0, ErrLockHeld
+	}
+	lock, err := l.Obtain(ctx, key, ttl)
+	return lock, 0, err
+}
+
+// luaRefreshAll extends each key of KEYS whose value is its lock's
+// (ARGV[i+1], bsm/redislock's token and metadata, as its own refresh
+// script compares) to ARGV[1] milliseconds, and answers 1 for those, 0 for
+// the others (expired, or another holder's). Its keys must hash to one
+// cluster slot: RefreshAll groups them by hash tag.
+var luaRefreshAll = redis.NewScript(`
+local out = {}
+for i, key in ipairs(KEYS) do
+	if redis.call("get", key) == ARGV[i + 1] then
+		out[i] = redis.call("pexpire", key, ARGV[1])
+	else
+		out[i] = 0
+	end
+end
+return out`)
+
+// RefreshAll refreshes the locks whose keys share a hash tag (every key of
+// an app: "xtimer:{app}:...") with one script per tag, valid on Redis
+// Cluster; any other lock, or one this Locker did not obtain, with its own
+// Refresh.
+func (l *redisLocker) RefreshAll(ctx context.Context, locks []Lock, ttl time.Duration) []error {
+	errs := make([]error, len(locks))
+	groups := map[string][]int{} // hash tag → indexes into locks
+	var tags []string
+	for i, lk := range locks {
+		if err := validateLock(lk.Key(), ttl); err != nil {
+			errs[i] = err
+			continue
+		}
+		_, ok := lk.(*redisLock)
+		tag := hashTag(lk.Key())
+		if !ok || tag == "" {
+			errs[i] = lk.Refresh(ctx, ttl)
+			continue
+		}
+		if groups[tag] == nil {
+			tags = append(tags, tag)
+		}
+		groups[tag] = append(groups[tag], i)
+	}
+	for _, tag := range tags {
+		idx := groups[tag]
+		keys := make([]string, len(idx))
+		args := make([]any, 1+len(idx))
+		args[0] = strconv.FormatInt(max(ttl.Milliseconds(), 1), 10)
+		for j, i := range idx {
+			rl := locks[i].(*redisLock).lock
+			keys[j], args[1+j] = rl.Key(), rl.Token()+rl.Metadata()
+		}
+		var res []int64
+		err := redisCall(ctx, func(ctx context.Context) (err error) {
+			res, err = luaRefreshAll.Run(ctx, l.rdb, keys, args...).Int64Slice()
+			return err
+		})
+		for j, i := range idx {
+			switch {
+			case err != nil:
+				errs[i] = unavailable("refresh", keys[j], err)
+			case j < len(res) && res[j] == 1:
+				errs[i] = nil
+			default:
+				errs[i] = ErrLockLost
+			}
+		}
+	}
+	return errs
+}
+
+// hashTag is the part of key Redis Cluster hashes to place it: the text
+// between its first "{" and the first "}" after it, if not empty; "" when
+// the whole key is hashed.
+func hashTag(key string) string {
+	_, rest, ok := strings.Cut(key, "{")
+	if !ok {
+		return ""
+	}
+	tag, _, ok := strings.Cut(rest, "}")
+	if !ok {
+		return ""
+	}
+	return tag
 }
 
 // redisCall runs call and waits for it at most until ctx ends or
@@ -213,6 +370,48 @@ type localLock struct {
 	token  uint64
 }
 
+// ObtainOrTTL is Obtain, which also says, when the key is held, how long
+// its holder's lock has left.
+func (l *localLocker) ObtainOrTTL(ctx context.Context, key string, ttl time.Duration) (Lock, time.Duration, error) {
+	lock, err := l.Obtain(ctx, key, ttl)
+	if !errors.Is(err, ErrLockHeld) {
+		return lock, 0, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.clock.Now()
+	if h, ok := l.held[key]; ok && now.Before(h.expires) {
+		return nil, h.expires.Sub(now), ErrLockHeld
+	}
+	return nil, 0, ErrLockHeld // released in between: looked at again at once
+}
+
+// RefreshAll refreshes each lock as its Refresh does, under one hold of
+// the locker's mutex; a lock of another Locker refreshes itself (it never
+// takes this one's mutex).
+func (l *localLocker) RefreshAll(ctx context.Context, locks []Lock, ttl time.Duration) []error {
+	errs := make([]error, len(locks))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.clock.Now()
+	for i, lk := range locks {
+		ll, ok := lk.(*localLock)
+		switch {
+		case !ok || ll.locker != l:
+			errs[i] = lk.Refresh(ctx, ttl)
+		case validateLock(ll.key, ttl) != nil:
+			errs[i] = validateLock(ll.key, ttl)
+		case ctx.Err() != nil:
+			errs[i] = unavailable("refresh", ll.key, ctx.Err())
+		case !l.holds(ll.key, ll.token, now):
+			errs[i] = ErrLockLost
+		default:
+			l.held[ll.key] = localHold{token: ll.token, expires: now.Add(ttl)}
+		}
+	}
+	return errs
+}
+
 func (l *localLock) Key() string { return l.key }
 
 func (l *localLock) Refresh(ctx context.Context, ttl time.Duration) error {
@@ -244,3 +443,10 @@ func (l *localLock) Release(ctx context.Context) error {
 	delete(l.locker.held, l.key)
 	return nil
 }
+
+var (
+	_ LockRefresher = (*redisLocker)(nil)
+	_ LockProber    = (*redisLocker)(nil)
+	_ LockRefresher = (*localLocker)(nil)
+	_ LockProber    = (*localLocker)(nil)
+)

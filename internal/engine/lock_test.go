@@ -11,8 +11,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
 
 	"github.com/xtimer-go/xtimer/internal/fakeclock"
+	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
 )
 
@@ -55,7 +57,7 @@ func redisLockFixture(t *testing.T) lockFixture {
 	app := testsvc.App(t)
 	return lockFixture{
 		a: NewRedisLocker(rdbA), b: NewRedisLocker(rdbB),
-		key: func(name string) string { return "xtimer:" + app + ":slot:" + name },
+		key: func(name string) string { return "xtimer:{" + app + "}:slot:" + name },
 		remaining: func(t *testing.T, key string) time.Duration {
 			d, err := rdbA.PTTL(context.Background(), key).Result()
 			require.NoError(t, err)
@@ -102,6 +104,64 @@ func testLocker(t *testing.T, setup func(t *testing.T) lockFixture) {
 		other, err := f.b.Obtain(ctx, f.key("29000000:4"), 10*time.Second)
 		require.NoError(t, err, "another key is free")
 		require.NoError(t, other.Release(ctx))
+	})
+
+	// The lock keeper refreshes every lock it holds in one call: each lock
+	// still its holder's is extended, and one another holder took after it
+	// expired is reported lost and left as the new holder set it.
+	t.Run("RefreshAllExtendsOnlyTheLocksStillHeld", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		k1, k2, k3 := f.key("29000001:1"), f.key("29000001:2"), f.key("29000001:3")
+		l1, err := f.a.Obtain(ctx, k1, 2*time.Hour)
+		require.NoError(t, err)
+		l2, err := f.a.Obtain(ctx, k2, time.Second)
+		require.NoError(t, err)
+		l3, err := f.a.Obtain(ctx, k3, 2*time.Hour)
+		require.NoError(t, err)
+		f.expire(t, k2)
+		taken, err := f.b.Obtain(ctx, k2, 3*time.Hour)
+		require.NoError(t, err, "k2 expired: another holder takes it")
+
+		errs := f.a.(LockRefresher).RefreshAll(ctx, []Lock{l1, l2, l3}, 10*time.Minute)
+		require.Len(t, errs, 3)
+		require.NoError(t, errs[0])
+		require.ErrorIs(t, errs[1], ErrLockLost)
+		require.NoError(t, errs[2])
+		for _, k := range []string{k1, k3} {
+			left := f.remaining(t, k)
+			require.True(t, left > 9*time.Minute && left <= 10*time.Minute, "%s: ttl after RefreshAll: %v", k, left)
+		}
+		left := f.remaining(t, k2)
+		require.True(t, left > 2*time.Hour && left <= 3*time.Hour, "the new holder's ttl is untouched: %v", left)
+		require.NoError(t, taken.Refresh(ctx, time.Minute), "the new holder still holds k2")
+		require.ErrorIs(t, l2.Release(ctx), ErrLockLost)
+
+		require.Empty(t, f.a.(LockRefresher).RefreshAll(ctx, nil, time.Minute))
+		errs = f.a.(LockRefresher).RefreshAll(ctx, []Lock{l1}, 0)
+		require.ErrorContains(t, errs[0], "ttl must be at least 1ms")
+	})
+
+	// A claim of a held key tells how long its holder's lock has left,
+	// so that the planner looks again when it runs out.
+	t.Run("ObtainOrTTLTellsWhenTheHoldEnds", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		key := f.key("29000002:0")
+		lk, left, err := f.a.(LockProber).ObtainOrTTL(ctx, key, 10*time.Second)
+		require.NoError(t, err)
+		require.Zero(t, left)
+		require.Equal(t, key, lk.Key())
+
+		_, left, err = f.b.(LockProber).ObtainOrTTL(ctx, key, 10*time.Second)
+		require.ErrorIs(t, err, ErrLockHeld)
+		require.True(t, left > 9*time.Second && left <= 10*time.Second, "left: %v", left)
+
+		require.NoError(t, lk.Release(ctx))
+		next, left, err := f.b.(LockProber).ObtainOrTTL(ctx, key, 10*time.Second)
+		require.NoError(t, err, "released: free again")
+		require.Zero(t, left)
+		require.NoError(t, next.Release(ctx))
 	})
 
 	t.Run("ReleaseLetsAnotherObtainAndOnlyOnce", func(t *testing.T) {
@@ -340,12 +400,15 @@ func TestLockRedisRefreshAndReleaseOnAClosedClientAreUnavailable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb := testsvc.Redis(t)
-	key := "xtimer:" + testsvc.App(t) + ":slot:29000000:0"
+	key := "xtimer:{" + testsvc.App(t) + "}:slot:29000000:0"
 	lk, err := NewRedisLocker(rdb).Obtain(ctx, key, 5*time.Second)
 	require.NoError(t, err)
 	require.NoError(t, rdb.Close())
 
 	requireUnavailable(t, lk.Refresh(ctx, time.Minute), redis.ErrClosed)
+	errs := NewRedisLocker(rdb).(LockRefresher).RefreshAll(ctx, []Lock{lk}, time.Minute)
+	require.Len(t, errs, 1)
+	requireUnavailable(t, errs[0], redis.ErrClosed)
 	requireUnavailable(t, lk.Release(ctx), redis.ErrClosed)
 }
 
@@ -401,4 +464,183 @@ func TestSlotClaimCanceledByStopIsNotAFallback(t *testing.T) {
 	require.False(t, down, "a canceled claim must not switch the tick to the database fallback")
 	require.Empty(t, s.keeper.heldKeys())
 	require.False(t, s.health.redisDown.Load(), "a canceled claim must not mark Redis down")
+}
+
+// failoverPair is two engines of one app on one database and one
+// in-process lock (it stands for Redis), on a fake clock, with a task
+// that fires every second: a started first and holds the slot, b
+// started after and watches it.
+type failoverPair struct {
+	clock  *fakeclock.Clock
+	locker *localLocker
+	a, b   *Engine
+	runs   *invocations
+	app    string
+	db     *gorm.DB // b's pool
+}
+
+func newFailoverPair(t *testing.T, dbA, dbB *gorm.DB, start time.Time) *failoverPair {
+	t.Helper()
+	f := &failoverPair{clock: fakeclock.New(start), runs: newInvocations(), app: testsvc.App(t), db: dbB}
+	f.locker = NewLocalLocker(f.clock).(*localLocker)
+	ctx := context.Background()
+	mk := func(id string, db *gorm.DB) *Engine {
+		e := newEngine(t, setupOpts{db: db, clock: f.clock, app: f.app}, func(c *Config) { c.InstanceID, c.Locker = id, f.locker })
+		mustRegister(t, e, "pay", "* * * * * *", f.runs.handler(nil))
+		require.NoError(t, e.Start(ctx))
+		stopOnCleanup(t, e)
+		return e
+	}
+	f.a = mk("replica-a", dbA)
+	f.advance(ctx, t, start.Add(1500*time.Millisecond)) // a's first tick claims the minute, alone
+	require.Len(t, f.a.keeper.heldKeys(), 1, "a holds the slot of the task's bucket")
+	f.b = mk("replica-b", dbB)
+	f.advance(ctx, t, start.Add(4*time.Second)) // b's ticks find the slot held: it watches it
+	require.Len(t, f.a.keeper.heldKeys(), 1)
+	require.Empty(t, f.b.keeper.heldKeys())
+	return f
+}
+
+// advance moves the clock to at in steps of 10ms, each once every running
+// engine's loops wait on it: every timer of the test lands on its
+// instant.
+func (f *failoverPair) advance(ctx context.Context, t *testing.T, at time.Time) {
+	t.Helper()
+	for {
+		var running []*Engine
+		for _, e := range []*Engine{f.a, f.b} {
+			if e == nil {
+				continue
+			}
+			e.mu.Lock()
+			if e.state == stateRunning {
+				running = append(running, e)
+			}
+			e.mu.Unlock()
+		}
+		waitIdle(ctx, t, f.clock, running...)
+		if !f.clock.Now().Before(at) {
+			return
+		}
+		f.clock.Advance(min(10*time.Millisecond, at.Sub(f.clock.Now())))
+	}
+}
+
+// row reads the fire of "pay" at run time at.
+func (f *failoverPair) row(t *testing.T, at time.Time) store.Execution {
+	t.Helper()
+	var r store.Execution
+	require.NoError(t, f.db.Where("app = ? AND task_code = ? AND run_time = ?", f.app, "pay", at.UnixMilli()).First(&r).Error)
+	return r
+}
+
+// lockExpiry is when the lock a holds on its one slot runs out.
+func (f *failoverPair) lockExpiry(t *testing.T) time.Time {
+	t.Helper()
+	held := f.a.keeper.heldKeys()
+	require.Len(t, held, 1)
+	f.locker.mu.Lock()
+	defer f.locker.mu.Unlock()
+	h, ok := f.locker.held[f.a.keeper.lockKey(held[0])]
+	require.True(t, ok)
+	return h.expires
+}
+
+// A replica that found a slot held looks at it again when the owner's
+// lock runs out, not at its next tick: when the owner is killed, the
+// watcher wins the slot at the lock's expiry (plus expiryMargin), takes
+// over the owner's unstarted fires and starts the overdue one there and
+// then. Its ticks fall half a second past each second (tickPhase); the
+// lock here runs out elsewhere, so a takeover at the tick would start the
+// fire at another instant.
+func TestSlotTakenOverWhenTheOwnersLockRunsOutNotAtTheNextTick(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testsvc.SQLite(t)
+	start := time.Date(2026, 12, 1, 10, 0, 30, 100_000_000, time.UTC) // a's lock rounds at .1 and .6
+	f := newFailoverPair(t, db, db, start)
+
+	// a's lock rounds follow the clock's steps: the crash waits for a lock
+	// that runs out well away from b's ticks.
+	f.advance(ctx, t, start.Add(4100*time.Millisecond))
+	expires := f.lockExpiry(t)
+	for phase := expires.Sub(expires.Truncate(time.Second)); phase > tickPhase-200*time.Millisecond && phase < tickPhase+200*time.Millisecond; {
+		f.advance(ctx, t, f.clock.Now().Add(250*time.Millisecond))
+		expires = f.lockExpiry(t)
+		phase = expires.Sub(expires.Truncate(time.Second))
+	}
+	f.a.crash()
+	expires = f.lockExpiry(t) // a round may have ended between the look and the crash
+	takeover := expires.Add(expiryMargin)
+	if tick := expires.Truncate(time.Second).Add(tickPhase); !tick.Before(expires) && tick.Before(takeover) {
+		takeover = tick // a tick of b's comes first (the crash raced a round of a's)
+	}
+
+	key := f.a.keeper.lockKey(f.a.keeper.heldKeys()[0])
+	var won time.Time // when b won the slot, on the engines' clock
+	for won.IsZero() && f.clock.Now().Before(expires.Add(2*time.Second)) {
+		f.advance(ctx, t, f.clock.Now().Add(10*time.Millisecond))
+		f.locker.mu.Lock()
+		if h, ok := f.locker.held[key]; ok && h.expires.After(expires) {
+			won = h.expires.Add(-slotLockTTL) // obtained, or refreshed since: the first look tells
+		}
+		f.locker.mu.Unlock()
+	}
+	require.Equal(t, takeover, won, "b won the slot at %v; the lock ran out at %v (b's ticks come %v past each second)", won, expires, tickPhase)
+	f.advance(ctx, t, expires.Add(2*time.Second))
+	due := expires.Truncate(time.Second) // the fire a left unstarted, overdue at the takeover
+	r := f.row(t, due)
+	require.Equal(t, "replica-b", r.Replica)
+	require.GreaterOrEqual(t, r.StartedMs, takeover.UnixMilli(), "started once b won the slot")
+	require.Len(t, f.b.keeper.heldKeys(), 1, "b holds the slot now")
+	f.runs.mu.Lock()
+	defer f.runs.mu.Unlock()
+	for id, calls := range f.runs.calls {
+		require.Len(t, calls, 1, "fire %s", id)
+	}
+}
+
+// A replica that cannot reach its database lets its locks go after
+// dbCutAfter, the liveness lock too, rather than hold slots whose fires it
+// can neither record nor start: the other replica takes the slot over and
+// runs the fires, each once. Once its database answers again, it holds a
+// liveness lock again.
+func TestReplicaCutFromTheDatabaseReleasesItsLocks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testsvc.Postgres(t)
+	proxy := testsvc.NewProxy(t, testsvc.PostgresAddr(t))
+	start := time.Date(2026, 12, 1, 10, 0, 30, 100_000_000, time.UTC)
+	f := newFailoverPair(t, testsvc.PostgresVia(t, db, proxy), db, start)
+	selfKey := f.a.keeper.replicaKey("replica-a")
+	heldBy := func(key string) bool {
+		f.locker.mu.Lock()
+		defer f.locker.mu.Unlock()
+		h, ok := f.locker.held[key]
+		return ok && f.clock.Now().Before(h.expires)
+	}
+	require.True(t, heldBy(selfKey))
+
+	proxy.Cut()
+	cut := f.clock.Now()
+	f.advance(ctx, t, cut.Add(3*time.Second))
+	require.Empty(t, f.a.keeper.heldKeys(), "a let its slot lock go")
+	require.False(t, heldBy(selfKey), "a let its liveness lock go")
+	require.Len(t, f.b.keeper.heldKeys(), 1, "b took the slot over")
+
+	f.advance(ctx, t, cut.Add(6*time.Second))
+	for at := cut.Truncate(time.Second).Add(4 * time.Second); at.Before(cut.Add(6 * time.Second)); at = at.Add(time.Second) {
+		r := f.row(t, at)
+		require.Equal(t, "replica-b", r.Replica, "fire at %v", at)
+		require.NotZero(t, r.StartedMs, "fire at %v started", at)
+	}
+
+	proxy.Restore()
+	f.advance(ctx, t, cut.Add(9*time.Second))
+	require.True(t, heldBy(selfKey), "a holds its liveness lock again")
+	f.runs.mu.Lock()
+	defer f.runs.mu.Unlock()
+	for id, calls := range f.runs.calls {
+		require.Len(t, calls, 1, "fire %s", id)
+	}
 }

@@ -26,16 +26,23 @@ import (
 // fires, and keeps the fleet healthy (heartbeats, rescue, retries).
 
 const (
-	// slotLockTTL bounds failover: a slot's owner refreshes its lock every
-	// lockRefreshEvery while it has fires to start; when it dies or freezes,
-	// another replica takes the slot over within the TTL plus a tick.
-	slotLockTTL      = 5 * time.Second
-	lockRefreshEvery = 1500 * time.Millisecond
+	// slotLockTTL bounds failover: a slot's owner refreshes its lock (and
+	// its liveness lock, in the same round trip) every lockRefreshEvery,
+	// so two refreshes may fail before the lock runs out; when it dies,
+	// freezes or loses its database (lockKeeper.letGo), the replicas that
+	// found the slot held look again when its lock runs out (claimSlot,
+	// recheck), and one takes the slot over within the TTL and a few
+	// hundred milliseconds.
+	slotLockTTL      = 1500 * time.Millisecond
+	lockRefreshEvery = 500 * time.Millisecond
+	// expiryMargin: a replica that found a slot held looks again this long
+	// after its lock should have run out, so that Redis has dropped it.
+	expiryMargin = 10 * time.Millisecond
 	// misfireAfter: a fire overdue by more than this is a misfire, and its
 	// task's misfire policy decides whether it runs. Less late is a hand-over
 	// (a takeover after a replica died, a brief database hiccup): such fires
 	// all run, late, with their lateness recorded. It exceeds the failover
-	// bound (lock TTL plus a tick) with room to spare.
+	// bound (lock TTL plus a recheck) with room to spare.
 	misfireAfter = 15 * time.Second
 	claimBatch   = 200
 	// urgentHorizon: fires this close are recorded (and armed) first.
@@ -258,11 +265,15 @@ func (p *planner) publishHandlers(ctx context.Context) {
 
 // tickLoop wakes once a second, tickPhase after the second boundary of
 // the clock, the first time firstTickAfter after Start at the earliest,
-// and in between at the instant plan asked for (replanAt), if any.
+// and in between at the instant plan asked for (replanAt), if any, for a
+// tick, and at the instant another replica's slot lock runs out
+// (nextRecheck), for a look at the slots only (recheck).
 func (p *planner) tickLoop(ctx context.Context) {
 	// The first tick instant at or after firstTickAfter from now (untilTick
 	// of a tick instant is a whole second).
-	timer := p.clock.NewTimer(firstTickAfter + untilTick(p.clock.Now().Add(firstTickAfter))%time.Second)
+	start := p.clock.Now()
+	tickAt := start.Add(firstTickAfter + untilTick(start.Add(firstTickAfter))%time.Second)
+	timer := p.clock.NewTimer(tickAt.Sub(start))
 	defer timer.Stop()
 	for {
 		select {
@@ -270,15 +281,53 @@ func (p *planner) tickLoop(ctx context.Context) {
 			return
 		case <-timer.C():
 		}
-		p.tick(ctx, p.clock.Now())
 		now := p.clock.Now()
-		wait := untilTick(now)
-		if !p.replanAt.IsZero() {
-			wait = min(wait, max(p.replanAt.Sub(now), 0))
+		if !now.Before(tickAt) || !p.replanAt.IsZero() && !now.Before(p.replanAt) {
 			p.replanAt = time.Time{}
+			p.tick(ctx, now)
+			now = p.clock.Now()
+			tickAt = now.Add(untilTick(now))
+		} else {
+			p.recheck(ctx, now)
+			now = p.clock.Now()
 		}
-		timer.Reset(wait)
+		next := tickAt
+		if !p.replanAt.IsZero() && p.replanAt.Before(next) {
+			next = p.replanAt
+		}
+		if at := p.nextRecheck(now); !at.IsZero() && at.Before(next) {
+			next = at
+		}
+		timer.Reset(max(next.Sub(now), 0))
 	}
+}
+
+// recheck claims, between ticks, the slots found held by another replica
+// whose locks should have run out by now (claimSlot learned when): a
+// killed, frozen or cut-off owner's slot is recorded or taken over, and
+// its fires armed, within a few hundred milliseconds of its lock's expiry
+// rather than at the next tick. It is plan, which claims only what is
+// due; a slot still held is looked at again when its refreshed lock runs
+// out. Only the tick loop calls it.
+func (p *planner) recheck(ctx context.Context, now time.Time) {
+	if err := p.plan(ctx, now); err != nil && ctx.Err() == nil {
+		p.host.noteDB(err) // an answer is noted by the tick, which asks more of the database
+	}
+}
+
+// nextRecheck is the earliest instant after now at which a slot found held
+// by another replica is to be looked at again (slotState.recheck); zero
+// if none.
+func (p *planner) nextRecheck(now time.Time) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var next time.Time
+	for _, st := range p.slots {
+		if !st.done && st.recheck.After(now) && (next.IsZero() || st.recheck.Before(next)) {
+			next = st.recheck
+		}
+	}
+	return next
 }
 
 // firstTickAfter: a replica's first tick comes at least this long after
@@ -311,6 +360,9 @@ func untilTick(now time.Time) time.Duration {
 func (p *planner) tick(ctx context.Context, now time.Time) {
 	p.health.tick(now)
 	err := p.view.syncTasks(ctx)
+	if err == nil {
+		p.health.answered() // an outage's end, as the lock keeper needs it, before the claims (obtain)
+	}
 	// A clock gone back past the last heartbeat (set back, and not
 	// corrected yet: clockref.go) heart-beats, and so measures, at once.
 	if last := p.lastBeatAt(); err == nil && (now.Sub(last) >= p.opts.HeartbeatInterval || now.Before(last)) {
@@ -807,7 +859,8 @@ func (p *planner) noteRecord(d time.Duration, n int) {
 	fold(&p.recordPerFire, d/time.Duration(max(n, 1)))
 }
 
-// claimSlot takes the slot's lock. With the lock's backend unreachable it
+// claimSlot takes the slot's lock. Found held, the slot is looked at again
+// when the holder's lock runs out (recheck). With the lock's backend unreachable it
 // goes on without: the unique key of the executions table is the guard
 // then (more load on the database, the same promise). *down carries that
 // state across the slots of one tick, so a dead Redis costs one timeout
@@ -819,7 +872,7 @@ func (p *planner) claimSlot(ctx context.Context, now time.Time, k slotKey, st *s
 	if p.keeper.holds(k) {
 		return true // ours, kept alive by the lock keeper
 	}
-	switch err := p.keeper.obtain(ctx, k); {
+	switch left, err := p.keeper.obtain(ctx, k); {
 	case err == nil:
 		p.host.noteRedis(nil)
 		p.metrics.slotClaim(claimWon)
@@ -830,12 +883,20 @@ func (p *planner) claimSlot(ctx context.Context, now time.Time, k slotKey, st *s
 	case errors.Is(err, ErrLockHeld):
 		p.host.noteRedis(nil)
 		p.metrics.slotClaim(claimLost)
+		// Looked at again when the owner's lock runs out, if the Locker
+		// tells when (recheck), at the next tick otherwise.
+		at := now.Add(time.Second)
+		if left > 0 {
+			at = now.Add(left + expiryMargin)
+		}
 		p.mu.Lock()
-		st.recheck = now.Add(time.Second) // take over within a tick of the owner's lock expiring
+		st.recheck = at
 		p.mu.Unlock()
 		return false
-	case ctx.Err() != nil:
-		return false // stopping: the lock backend is not at fault, and nothing is claimed
+	case errors.Is(err, errDatabaseCut), ctx.Err() != nil:
+		// Cut off from the database (lockKeeper.letGo), or stopping: the
+		// lock backend is not at fault, and nothing is claimed.
+		return false
 	default:
 		*down = true
 		p.host.noteRedis(err)

@@ -279,8 +279,9 @@ func (p *planner) forgetShards(now time.Time) {
 }
 
 // knownDead reports whether ownerDead found id dead lately (within
-// ReplicaTimeout): its shards dealt since are taken over as soon as they
-// are due within shardLookahead, without waiting for one to be late.
+// ReplicaTimeout, unless its liveness lock was seen held since): its
+// shards dealt since are taken over as soon as they are due within
+// shardLookahead, without waiting for one to be late.
 func (p *planner) knownDead(id string, now time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -290,13 +291,15 @@ func (p *planner) knownDead(id string, now time.Time) bool {
 // ownerDead reports whether the replica id is gone. Every replica holds
 // its liveness lock (lockKeeper.keepSelf) with the slot locks' TTL, so
 // winning that lock proves, within the failover gap of a slot, that its
-// holder died, froze or lost the lock backend; the lock is given back at
-// once. With the lock backend unavailable, the heartbeats decide: a
-// replica missing from the live list is gone.
+// holder died, froze, lost the lock backend or let its locks go for a
+// database outage (lockKeeper.letGo); the lock is given back at once. It
+// is tried each time, a replica found dead before included: one seen
+// holding its lock again (back from a database outage, which every
+// replica of a fleet may have let go for at once) is alive again. With
+// the lock backend unavailable, what was found last stands, and the
+// heartbeats decide the rest: a replica missing from the live list is
+// gone.
 func (p *planner) ownerDead(ctx context.Context, id string, now time.Time) (bool, error) {
-	if p.knownDead(id, now) {
-		return true, nil
-	}
 	dead := false
 	lock, err := p.keeper.locker.Obtain(ctx, p.keeper.replicaKey(id), slotLockTTL)
 	switch {
@@ -304,16 +307,22 @@ func (p *planner) ownerDead(ctx context.Context, id string, now time.Time) (bool
 		_ = lock.Release(ctx)
 		dead = true
 	case errors.Is(err, ErrLockHeld):
+		p.mu.Lock()
+		delete(p.dead, id)
+		p.mu.Unlock()
 		return false, nil
 	case ctx.Err() != nil:
 		return false, ctx.Err()
 	default:
 		p.host.noteRedis(err)
+		if p.knownDead(id, now) {
+			return true, nil
+		}
 		p.mu.Lock()
 		dead = len(p.live) > 0 && !slices.Contains(p.live, id)
 		p.mu.Unlock()
 	}
-	if dead {
+	if dead && !p.knownDead(id, now) {
 		p.mu.Lock()
 		p.dead[id] = now.Add(p.opts.ReplicaTimeout)
 		p.mu.Unlock()
@@ -323,23 +332,21 @@ func (p *planner) ownerDead(ctx context.Context, id string, now time.Time) (bool
 
 // replicaKey is the key of replica id's liveness lock.
 func (k *lockKeeper) replicaKey(id string) string {
-	return "xtimer:" + k.app + ":replica:" + id
+	return k.appKey("replica:" + id)
 }
 
 // keepSelf holds this replica's liveness lock, which tells the others it
-// lives (ownerDead): it obtains it when it has none, and refreshes it
-// otherwise. A lock it cannot refresh (it expired while the process was
-// frozen, or the backend lost it) is obtained again at the next round.
-func (k *lockKeeper) keepSelf(ctx context.Context) {
-	k.mu.Lock()
-	self := k.self
-	k.mu.Unlock()
+// lives (ownerDead). keep refreshes it with the slot locks and hands over
+// the lock it refreshed (nil: none held) and the outcome; keepSelf obtains
+// a lock when there is none, or when that one is lost (it expired while
+// the process was frozen, or the backend lost it). A lock not obtained is
+// tried again at the next round.
+func (k *lockKeeper) keepSelf(ctx context.Context, self Lock, refreshed error) {
 	if self != nil {
-		err := self.Refresh(ctx, slotLockTTL)
-		if err == nil || errors.Is(err, ErrLockUnavailable) {
+		if refreshed == nil || errors.Is(refreshed, ErrLockUnavailable) {
 			return
 		}
-		k.log.Info("liveness lock lost; taking it again", "err", err)
+		k.log.Info("liveness lock lost; taking it again", "err", refreshed)
 	}
 	lock, err := k.locker.Obtain(ctx, k.replicaKey(k.replica), slotLockTTL)
 	if err != nil {
@@ -349,6 +356,12 @@ func (k *lockKeeper) keepSelf(ctx context.Context) {
 		lock = nil
 	}
 	k.mu.Lock()
-	k.self = lock
+	if k.self == self {
+		k.self = lock
+		lock = nil
+	}
 	k.mu.Unlock()
+	if lock != nil { // let go (letGo) or released (Stop) meanwhile
+		_ = lock.Release(ctx)
+	}
 }

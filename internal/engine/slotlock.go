@@ -15,20 +15,28 @@ import (
 )
 
 // lockKeeper is the slot-lock keeper. It holds the slot locks this replica
-// won (the planner obtains them through it), refreshes them every
-// lockRefreshEvery until their minute is over, and gives up a lock it
-// cannot refresh (it expired while the process was frozen, or Redis lost
-// it): another replica may then take the slot over, and StartFires keeps
-// this one from starting what is no longer its own. The planner learns of
-// the slots lost from takeLost, at its next tick, and plans them again.
+// won (the planner obtains them through it) and its liveness lock
+// (keepSelf), refreshes them all every lockRefreshEvery in one call of the
+// Locker (refreshAll: one round trip with the Redis locker) until their
+// slot's minute is over, and gives up a lock it cannot refresh (it expired
+// while the process was frozen, or Redis lost it): another replica may
+// then take the slot over, and StartFires keeps this one from starting
+// what is no longer its own. The planner learns of the slots lost from
+// takeLost, at its next tick, and plans them again.
 //
-// It owns held and lost (mu), and runs one loop.
+// A replica whose database has not answered for dbCutAfter lets every
+// lock go (letGo): it cannot record, start or take over a fire, and the
+// slots it held would otherwise stay its own while their fires became
+// misfires. It claims again once the database answers.
+//
+// It owns held, lost, self and cut (mu), and runs one loop.
 type lockKeeper struct {
 	startstop.Base
 	locker  Locker
 	clock   Clock
 	log     *slog.Logger
 	metrics *metrics
+	health  *healthState // the database's outage (dbDownFor)
 	app     string
 	replica string // this replica's ID, whose liveness lock it holds (shard.go)
 
@@ -36,34 +44,53 @@ type lockKeeper struct {
 	held map[slotKey]Lock
 	lost map[slotKey]time.Time // given up since the last takeLost, and when
 	self Lock                  // the liveness lock (keepSelf); nil while not held
+	cut  bool                  // its locks let go for a database outage (letGo)
 }
 
+// dbCutAfter: a replica whose database has failed every call for longer
+// lets its locks go (lockKeeper.letGo).
+const dbCutAfter = time.Second
+
+// errDatabaseCut is obtain's answer while the keeper has let its locks go
+// for a database outage: the slot is left to the replicas that reach it.
+var errDatabaseCut = errors.New("xtimer: database unreachable: slot locks let go")
+
 func newLockKeeper(s *Engine) *lockKeeper {
-	return &lockKeeper{locker: s.locker, clock: s.clock, log: s.log, metrics: s.metrics, app: s.opts.App,
+	return &lockKeeper{locker: s.locker, clock: s.clock, log: s.log, metrics: s.metrics, health: &s.health, app: s.opts.App,
 		replica: s.opts.InstanceID, held: map[slotKey]Lock{}, lost: map[slotKey]time.Time{}}
 }
 
 func (k *lockKeeper) start() error {
-	k.keepSelf(context.Background())
+	k.keepSelf(context.Background(), nil, nil)
 	return k.Base.Start(context.Background(), startstop.Every(k.clock, lockRefreshEvery, k.keep))
 }
 
+// appKey is the key name of one of the app's locks: "xtimer:{app}:"
+// and rest. The hash tag "{app}" places every lock of an app on one Redis
+// Cluster slot, so that one script refreshes them all (RefreshAll).
+func (k *lockKeeper) appKey(rest string) string { return "xtimer:{" + k.app + "}:" + rest }
+
 func (k *lockKeeper) lockKey(s slotKey) string {
-	return "xtimer:" + k.app + ":slot:" + strconv.FormatInt(s.minute, 10) + ":" + strconv.Itoa(s.bucket)
+	return k.appKey("slot:" + strconv.FormatInt(s.minute, 10) + ":" + strconv.Itoa(s.bucket))
 }
 
 // obtain takes the slot's lock for slotLockTTL and keeps it. Its errors
-// are the Locker's (ErrLockHeld when another replica holds it).
-func (k *lockKeeper) obtain(ctx context.Context, s slotKey) error {
-	lock, err := k.locker.Obtain(ctx, k.lockKey(s), slotLockTTL)
+// are the Locker's (ErrLockHeld when another replica holds it, with how
+// long its lock has left when the Locker tells: obtainOrTTL), and
+// errDatabaseCut while the keeper has let its locks go.
+func (k *lockKeeper) obtain(ctx context.Context, s slotKey) (left time.Duration, err error) {
+	if k.cutOff(k.clock.Now()) {
+		return 0, errDatabaseCut
+	}
+	lock, left, err := obtainOrTTL(ctx, k.locker, k.lockKey(s), slotLockTTL)
 	if err != nil {
-		return err
+		return left, err
 	}
 	k.mu.Lock()
 	k.held[s] = lock
 	delete(k.lost, s)
 	k.mu.Unlock()
-	return nil
+	return 0, nil
 }
 
 // holds reports whether this replica holds the slot's lock.
@@ -98,20 +125,41 @@ func (k *lockKeeper) takeLost() map[slotKey]time.Time {
 	return lost
 }
 
-// keep refreshes every lock held, and releases those of minutes over.
+// keep refreshes every lock held, the liveness lock with the slot locks,
+// in one call (refreshAll), and releases those of minutes over; while the
+// database is cut off, it lets them all go instead (letGo).
 func (k *lockKeeper) keep(ctx context.Context, now time.Time) {
-	k.keepSelf(ctx)
+	if k.cutOff(now) {
+		k.letGo(ctx, now)
+		return
+	}
 	cur := now.Unix() / 60
 	k.mu.Lock()
-	held := maps.Clone(k.held)
+	held, self, wasCut := maps.Clone(k.held), k.self, k.cut
+	k.cut = false
 	k.mu.Unlock()
+	if wasCut {
+		k.log.Info("database answers again: slots are claimed again")
+	}
+	keys := make([]slotKey, 0, len(held))
+	locks := make([]Lock, 0, len(held)+1)
 	for s, lock := range held {
 		if s.minute < cur-1 {
 			_ = lock.Release(ctx)
 			k.drop(s, lock, time.Time{})
 			continue
 		}
-		err := lock.Refresh(ctx, slotLockTTL)
+		keys, locks = append(keys, s), append(locks, lock)
+	}
+	if self != nil {
+		locks = append(locks, self)
+	}
+	var errs []error
+	if len(locks) > 0 {
+		errs = refreshAll(ctx, k.locker, locks, slotLockTTL)
+	}
+	for i, s := range keys {
+		err := errs[i]
 		if err == nil {
 			k.metrics.slotClaim(claimRefreshed)
 		}
@@ -121,7 +169,43 @@ func (k *lockKeeper) keep(ctx context.Context, now time.Time) {
 		k.metrics.slotClaim(claimLostWhileHeld)
 		k.log.Info("slot lock lost; another replica may take the slot over", "minute", time.Unix(s.minute*60, 0).UTC(),
 			"bucket", s.bucket, "err", err)
-		k.drop(s, lock, now)
+		k.drop(s, held[s], now)
+	}
+	var selfErr error
+	if self != nil {
+		selfErr = errs[len(keys)]
+	}
+	k.keepSelf(ctx, self, selfErr)
+}
+
+// cutOff reports whether the database has failed every call noted for
+// longer than dbCutAfter (healthState.dbDownFor).
+func (k *lockKeeper) cutOff(now time.Time) bool {
+	return k.health.dbDownFor(now) > dbCutAfter
+}
+
+// letGo releases every lock held, the liveness lock too, for a database
+// outage, and reports the slots lost at now: the replicas that reach the
+// database take them over within the failover gap, where this one could
+// only let their fires become misfires. It logs once per outage.
+func (k *lockKeeper) letGo(ctx context.Context, now time.Time) {
+	k.mu.Lock()
+	held, self, wasCut := k.held, k.self, k.cut
+	k.held, k.self, k.cut = map[slotKey]Lock{}, nil, true
+	for s := range held {
+		k.lost[s] = now
+	}
+	k.mu.Unlock()
+	if !wasCut {
+		k.log.Warn("database unreachable: slot locks and the liveness lock released for the other replicas to take over",
+			"slots", len(held), "after", dbCutAfter)
+	}
+	for _, lock := range held {
+		_ = lock.Release(ctx)
+		k.metrics.slotClaim(claimLostWhileHeld)
+	}
+	if self != nil {
+		_ = self.Release(ctx)
 	}
 }
 
