@@ -256,6 +256,10 @@ func (c *HTTPCaller) Do(ctx context.Context, call HTTPCall) (HTTPResponse, error
 	if c.propagator != nil {
 		c.propagator.Inject(req.Context(), propagation.HeaderCarrier(req.Header))
 	}
+	// The callback's own policy, for a receiver (or a proxy, or a browser
+	// it hands the call to) that passes the URL on: its query may hold a
+	// token. Go's client never sends a Referer of its own (checkRedirect).
+	req.Header.Set("Referrer-Policy", "no-referrer")
 	req.Header.Set(headerExecution, strconv.FormatInt(call.Execution, 10))
 	req.Header.Set(headerTask, call.Task)
 	req.Header.Set(headerScheduledAt, call.ScheduledAt.UTC().Format(scheduledAtLayout))

@@ -96,6 +96,7 @@ func TestHTTPDeliversEachMethodWithBodyAndHeaders(t *testing.T) {
 		require.Equal(t, "2026-03-01T08:30:00.120Z", r.header.Get("X-Xtimer-Scheduled-At"))
 		require.Equal(t, "2", r.header.Get("X-Xtimer-Attempt"))
 		require.Equal(t, "xtimer/1", r.header.Get("User-Agent"))
+		require.Equal(t, "no-referrer", r.header.Get("Referrer-Policy"))
 		require.Empty(t, r.header.Values("X-Xtimer-Timestamp"), "unsigned")
 		require.Empty(t, r.header.Values("X-Xtimer-Signature"), "unsigned")
 	}
@@ -466,6 +467,8 @@ func TestHTTPRedirectsKeepMethodAndBodyOn307And308(t *testing.T) {
 		require.Equal(t, "PUT", r.method, code)
 		require.Equal(t, "payload", r.body, code)
 		require.Empty(t, r.header.Get("X-Api-Key"), "another port: another origin")
+		require.Empty(t, r.header.Get("Referer"), code)
+		require.Equal(t, "no-referrer", r.header.Get("Referrer-Policy"), code)
 		require.Equal(t, "t", r.header.Get("X-Xtimer-Task"))
 	}
 
