@@ -34,7 +34,7 @@ const (
 // holds them armed until their claim, claims them in one conditional
 // update (the fence), holds those claimed ahead until their run time, and
 // hands each to start. Its lock guards armed, armedIDs, armedAt,
-// unstarted and running, which the tick loop (arm) and the attempts touch
+// backlogIDs, unstarted and running, which the tick loop (arm) and the attempts touch
 // too; the fields marked loop only are its goroutine's alone.
 type dispatcher struct {
 	startstop.Base // the dispatch loop
@@ -55,6 +55,11 @@ type dispatcher struct {
 	armed    fireHeap
 	armedIDs map[int64]bool // executions in armed
 	armedAt  map[int64]int  // fires in armed by instant (Unix ms)
+	// backlogIDs are the executions in backlog, and dispatching those
+	// of the dispatch round under way (popped, being checked and
+	// claimed): with armedIDs, the fires the dispatcher holds, which
+	// armOwned leaves alone.
+	backlogIDs, dispatching map[int64]bool
 	// unstarted are the fires claimed ahead and not started when the
 	// dispatcher stopped, for Stop to release.
 	unstarted []int64
@@ -123,7 +128,7 @@ func newDispatcher(s *Engine) *dispatcher {
 	return &dispatcher{
 		clock: s.clock, log: s.log, app: s.opts.App, replica: s.opts.InstanceID, workers: s.opts.Workers,
 		view: &s.view, store: s.store, status: s.updates, pool: s.pool, start: s.startAttempt, noteDB: s.noteDB,
-		armedIDs: map[int64]bool{}, armedAt: map[int64]int{}, running: map[string]map[int64]int{}, wake: make(chan struct{}, 1),
+		armedIDs: map[int64]bool{}, armedAt: map[int64]int{}, backlogIDs: map[int64]bool{}, dispatching: map[int64]bool{}, running: map[string]map[int64]int{}, wake: make(chan struct{}, 1),
 		cancellable: map[int64]cancellable{},
 	}
 }
@@ -240,19 +245,34 @@ func (d *dispatcher) arm(r store.Execution) {
 		d.poke()
 		return
 	}
+	d.armUnless(r, func() bool { return d.armedIDs[r.ID] })
+}
+
+// armOwned arms a row this replica owns (rearmOwned) unless the
+// dispatcher holds it: armed, waiting for a worker (backlog), or in the
+// dispatch round under way (a buffered fire's check, a claim). It reports
+// whether it armed it. Unlike arm, it never adds a copy of a fire held
+// here: a copy of a buffered fire would lose its place in line.
+func (d *dispatcher) armOwned(r store.Execution) bool {
+	return d.armUnless(r, func() bool { return d.armedIDs[r.ID] || d.backlogIDs[r.ID] || d.dispatching[r.ID] })
+}
+
+// armUnless arms r unless held, called with d.mu held, says so.
+func (d *dispatcher) armUnless(r store.Execution, held func() bool) bool {
 	t, _, _ := d.view.fireTask(r.TaskCode)
 	exact := t != nil && checksOverlap(t.def.Overlap)
 	d.mu.Lock()
-	if d.armedIDs[r.ID] {
+	if held() {
 		// Already waiting here: a slot taken over and back again arms its
 		// rows a second time, and one row must make one start.
 		d.mu.Unlock()
-		return
+		return false
 	}
 	d.armedIDs[r.ID] = true
 	d.pushArmedLocked(&armedFire{row: r, due: time.UnixMilli(r.Planned()), exact: exact})
 	d.mu.Unlock()
 	d.poke()
+	return true
 }
 
 // checksOverlap reports whether a task of overlap policy p checks, as its
@@ -375,6 +395,9 @@ func (d *dispatcher) loop(ctx context.Context) {
 		wait := time.Hour
 		d.mu.Lock()
 		due := d.popDueLocked(now)
+		for _, f := range due {
+			d.dispatching[f.row.ID] = true
+		}
 		if d.armed.Len() > 0 {
 			wait = d.topClaimAtLocked().Sub(now)
 		}
@@ -387,6 +410,11 @@ func (d *dispatcher) loop(ctx context.Context) {
 			until := d.claimed[0].due.Sub(now)
 			if realTime {
 				if until <= startEarly && wait > until {
+					// The fires popped for their claim wait for this
+					// start: dropped here, they were neither armed nor
+					// claimed any more, and never ran (rows left
+					// scheduled, owned by this replica, until it stopped).
+					d.unpop(due)
 					spinUntil(d.clock, d.claimed[0].due)
 					continue
 				}
@@ -396,6 +424,9 @@ func (d *dispatcher) loop(ctx context.Context) {
 		}
 		if len(due) > 0 || (len(d.backlog) > 0 && d.fenceRoom() > 0) {
 			d.dispatch(ctx, due, now, woke)
+			d.mu.Lock()
+			clear(d.dispatching)
+			d.mu.Unlock()
 			continue // time moved while claiming; look again before sleeping
 		}
 		timer.Reset(wait)
@@ -405,6 +436,20 @@ func (d *dispatcher) loop(ctx context.Context) {
 		case <-d.wake:
 			timer.Stop()
 		case <-timer.C():
+		}
+	}
+}
+
+// unpop puts back on the armed heap the fires popDueLocked took off,
+// unless arm armed them again meanwhile.
+func (d *dispatcher) unpop(due []*armedFire) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, f := range due {
+		delete(d.dispatching, f.row.ID)
+		if !d.armedIDs[f.row.ID] {
+			d.armedIDs[f.row.ID] = true
+			d.pushArmedLocked(f)
 		}
 	}
 }
@@ -641,6 +686,7 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 		retry := append(fence, d.backlog...)
 		d.backlog = nil
 		d.mu.Lock()
+		clear(d.backlogIDs)
 		for _, r := range retry {
 			if r.Source == store.SourceBackfill {
 				d.armBackfillLocked(r, now.Add(time.Second))
@@ -658,9 +704,12 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 	}
 	for _, r := range fence {
 		if !won[r.ID] {
-			d.log.Info("fire not started here: another replica took it over", "task", r.TaskCode, "execution", r.ID)
+			d.log.Info("fire not started here: another replica took it over, or it started already", "task", r.TaskCode, "execution", r.ID)
 			continue
 		}
+		// One claim, one start, even if the row came twice (armed again by
+		// rearmOwned while this replica held it).
+		delete(won, r.ID)
 		// StartFires recorded the start at the planned start, or now if later.
 		if at := time.UnixMilli(max(r.Planned(), now.UnixMilli())); at.After(now) {
 			heap.Push(&d.claimed, &armedFire{row: r, due: at})
@@ -778,6 +827,12 @@ func (d *dispatcher) fenceNow(callbacks, goFires []store.Execution) []store.Exec
 	})
 	n := min(d.fenceRoom(), len(goFires))
 	d.backlog = slices.Clone(goFires[n:])
+	d.mu.Lock()
+	clear(d.backlogIDs)
+	for _, r := range d.backlog {
+		d.backlogIDs[r.ID] = true
+	}
+	d.mu.Unlock()
 	return append(callbacks, goFires[:n]...)
 }
 

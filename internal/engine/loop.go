@@ -123,6 +123,7 @@ type planner struct {
 // which it keeps its chunks of rows clear of (nextChunk).
 type fireArmer interface {
 	arm(r store.Execution)
+	armOwned(r store.Execution) bool
 	lead() time.Duration
 }
 
@@ -1086,7 +1087,47 @@ func (p *planner) claimFires(ctx context.Context, now time.Time) error {
 		p.log.Info("claimed a fire nobody was running", "task", r.TaskCode, "execution", r.ID, "run_time", time.UnixMilli(r.RunTime).UTC())
 		p.fires.arm(r)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return p.rearmOwned(ctx, now)
+}
+
+// ownedGrace is how long after its planned start a fire this replica owns
+// may stay unstarted before rearmOwned arms it again: the dispatcher
+// claims a fire within its claim lead of the planned start, or retries
+// the claim a second after a database error, so a fire still unstarted
+// this long after is one it no longer holds, or one that waits for a
+// worker or for an earlier run of its task (which arm and fenceNow
+// recognise). Well within misfireAfter, so that a fire armed again still
+// runs rather than being skipped as missed.
+const ownedGrace = 5 * time.Second
+
+// rearmOwned arms again the fires this replica owns, has not started, and
+// planned to start ownedGrace ago or more. Nothing else would ever run
+// them: ClaimFires takes only fires nobody owns or whose owner is gone,
+// and a slot's new owner takes over only another replica's fires. A fire
+// gets there when a write that made this replica its owner (InsertFires,
+// TakeOverFires, ClaimFires) committed but answered with an error (a
+// connection cut by a database failover), so that the rows were never
+// armed, and the write tried again found them there already; it would be
+// left scheduled, unstarted, until this replica stopped. A fire the
+// dispatcher still holds (armed, waiting for a worker or for an earlier
+// run of its task, being claimed) is left where it is (armOwned); one it
+// lets go of between the read and the arm (started, skipped) is claimed
+// once (StartFires, SkipFire) and started once (dispatch).
+func (p *planner) rearmOwned(ctx context.Context, now time.Time) error {
+	rows, err := p.store.OwnedFires(ctx, p.opts.App, p.opts.InstanceID, now.Add(-ownedGrace).UnixMilli(), claimBatch)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if p.fires.armOwned(r) {
+			p.log.Warn("a fire this replica owns was not armed here: armed again", "task", r.TaskCode, "execution", r.ID,
+				"run_time", time.UnixMilli(r.RunTime).UTC())
+		}
+	}
+	return nil
 }
 
 // pickRetries starts the retries that are due, of tasks this replica can

@@ -73,6 +73,30 @@ func (s *Store) ClaimFires(ctx context.Context, app, replica string, codes CodeS
 	return mine, nil
 }
 
+// OwnedFires returns the unstarted first attempts replica owns whose
+// planned start (Execution.Planned) is at or before plannedBeforeMs,
+// oldest first, at most limit; shards, which their replica reads with
+// ShardFires, are left out. A replica that is up holds each of its fires
+// in memory from the moment it owns it to its start or skip: a row listed
+// here long after its planned start is one it may no longer hold (a write
+// that committed although its answer never came back, among others), and
+// which nobody else will claim, since its owner lives. It reads the
+// (app, status, run_time) index up to plannedBeforeMs, where the rows
+// still scheduled are few.
+func (s *Store) OwnedFires(ctx context.Context, app, replica string, plannedBeforeMs int64, limit int) ([]Execution, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var rows []Execution
+	err := s.db.WithContext(ctx).
+		Where("app = ? AND status = ? AND run_time <= ? AND "+plannedStart+" <= ? AND attempt = 0 AND started_ms = 0 AND replica = ? AND shards = 0 AND broadcast = ?",
+			app, StatusScheduled, plannedBeforeMs, plannedBeforeMs, replica, false).
+		Order("run_time, id").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: read the unstarted fires of replica %q planned by %d: %w", replica, plannedBeforeMs, err)
+	}
+	return rows, nil
+}
+
 // ReleaseFires gives up the scheduled first attempts replica recorded but
 // has not started (a graceful stop), so that another replica claims them
 // with ClaimFires when they are due. It returns how many it released. Its
