@@ -154,8 +154,10 @@ type Options struct {
 	// when listed: "127.0.0.1", "::1", "localhost" or a CIDR holding it.
 	HTTPAllow []string
 	// HTTPSigningSecret keys the signature of HTTP callbacks whose target
-	// has no secret of its own. Empty (the default) leaves those unsigned.
-	// It is never logged.
+	// has no secret of its own, per Standard Webhooks: "whsec_" followed by
+	// the key in standard base64 (the form Standard Webhooks libraries
+	// generate and read), or any other string, used as the key's raw
+	// bytes. Empty (the default) leaves those unsigned. It is never logged.
 	HTTPSigningSecret string
 	// SecretKeys encrypt the secrets of HTTP tasks at rest (secret header
 	// values and HTTPTarget.Secret) with AES-256-GCM, each value bound to

@@ -48,14 +48,14 @@ func TestAuditLogShowsBeforeAndAfterWithSecretsMasked(t *testing.T) {
 
 	// Another origin, secrets left masked: the scheduler clears them, and
 	// the history says so.
-	edit.Target.URL = "https://192.0.2.10/hook"
+	edit.Target.URL = "https://127.0.0.1/hook"
 	edit.Target.Headers[0].Value = xtimer.Masked
 	r = apiSend(t, f, http.MethodPut, "api/tasks/billing.hook", jsonBody(t, edit))
 	require.Equal(t, http.StatusOK, r.Status, "%+v", r.Error)
 	d = apiData[TaskDetail](t, r)
 	require.False(t, d.HTTP.SecretSet)
 	require.Equal(t, ActionView{At: fakeStart, Principal: "alice@ops", Action: "update", Detail: `changed ` +
-		`target.url "http://127.0.0.1:9/reconcile/v2?…" → "https://192.0.2.10/hook"; ` +
+		`target.url "http://127.0.0.1:9/reconcile/v2?…" → "https://127.0.0.1/hook"; ` +
 		`target.headers[Authorization] •••••• → cleared (the target moved to another origin); ` +
 		`target.secret •••••• → cleared (the target moved to another origin)`}, d.Actions[0])
 

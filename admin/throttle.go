@@ -165,8 +165,10 @@ func (t *loginThrottle) makeRoomLocked(now time.Time) {
 		return
 	}
 	for k, b := range t.keys {
-		b.refill(now, loginBurst, loginRefill)
-		if b.tokens >= loginBurst {
+		// Whether it is full by now, without bringing it up to date:
+		// that would make every bucket as recent as the others, and the
+		// oldest could no longer be told apart below.
+		if b.tokens+float64(now.Sub(b.at))/float64(loginRefill) >= loginBurst {
 			delete(t.keys, k)
 		}
 	}

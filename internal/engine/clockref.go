@@ -294,11 +294,13 @@ func (c *clockRef) judge(est clockSample) {
 
 // skewText says how the replica's clock is off: "30s fast" for an offset
 // of −30 s (the database's clock is behind the replica's).
+// The offset is given to the millisecond: the measure is no finer (its
+// uncertainty follows it), and 29.999991249s reads worse than 30s.
 func skewText(offset time.Duration) string {
 	if offset < 0 {
-		return (-offset).String() + " fast"
+		return (-offset).Round(time.Millisecond).String() + " fast"
 	}
-	return offset.String() + " slow"
+	return offset.Round(time.Millisecond).String() + " slow"
 }
 
 // crossCheck reads Redis's clock, when the replica has Redis, and logs

@@ -276,6 +276,7 @@ func (p *planner) tickLoop(ctx context.Context) {
 	tickAt := start.Add(firstTickAfter + untilTick(start.Add(firstTickAfter))%time.Second)
 	timer := p.clock.NewTimer(tickAt.Sub(start))
 	defer timer.Stop()
+	woke := start // the clock when the loop last woke
 	for {
 		select {
 		case <-ctx.Done():
@@ -283,6 +284,13 @@ func (p *planner) tickLoop(ctx context.Context) {
 		case <-timer.C():
 		}
 		now := p.clock.Now()
+		if now.Before(woke) {
+			// The clock went back (a host clock set back, before the
+			// heartbeat's measure corrects it: clockref.go): tick on its
+			// new seconds rather than wait for the old tick instant.
+			tickAt = now.Add(untilTick(now))
+		}
+		woke = now
 		if !now.Before(tickAt) || !p.replanAt.IsZero() && !now.Before(p.replanAt) {
 			p.replanAt = time.Time{}
 			p.tick(ctx, now)
