@@ -389,7 +389,7 @@ func (h *harness) maxFailover(invs map[fireKey][]invocation) (float64, failoverF
 		k.gap = float64(kmax) / 1000
 		k.detail = fmt.Sprintf("slowest takeover %.1fs (%s, tasks %d)", k.gap, at.id(), len(k.codes))
 		if k.bounded {
-			worst = math.Max(worst, k.gap)
+			worst = math.Max(worst, k.gap-k.grace.Seconds())
 		}
 		if g, ok := perKind[k.kind]; !ok || k.gap > g {
 			perKind[k.kind] = k.gap

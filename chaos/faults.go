@@ -49,6 +49,12 @@ type failoverRecord struct {
 	bounded bool    // its figure counts in max_failover_s (a slow link's is only reported)
 	gap     float64 // the slowest start, s; filled by maxFailover
 	detail  string  // filled by maxFailover
+	// grace is how long the engine waits, by design, before a takeover
+	// can begin: a replica cut from its database lets its locks go only
+	// once the database has not answered for a second (dbCutAfter), as
+	// a slow link must not cost it its slots. The bound applies to the
+	// gap less grace; the gap is reported whole.
+	grace time.Duration
 	// ownUntil: a frozen victim may have claimed (started) the fires due
 	// until then before it froze (its clock's skew and the dispatcher's
 	// claim lead, at most a second, ahead); run by itself once it wakes,

@@ -121,6 +121,10 @@ const (
 	// leaves half a second more for the takeover's database calls on a
 	// loaded CI machine (docs/reliability.md has the gaps measured).
 	failoverBound = 2500 * time.Millisecond
+	// dbCutAfter is the engine's (internal/engine/slotlock.go): a replica
+	// cut from its database lets its locks go after this long without an
+	// answer, so a cut's takeover is bounded after it (failoverRecord.grace).
+	dbCutAfter = time.Second
 )
 
 func profileNames() string { return strings.Join(slices.Sorted(maps.Keys(profiles)), ", ") }

@@ -169,8 +169,12 @@ func (h *harness) cut(kind faultKind) {
 	}
 	healed := time.Now()
 	h.mu.Lock()
+	var grace time.Duration
+	if kind != faultCutRedis {
+		grace = dbCutAfter
+	}
 	h.failovers = append(h.failovers, failoverRecord{kind: kind, at: at, until: healed,
-		victim: victim.id, codes: codes, bounded: true})
+		victim: victim.id, codes: codes, bounded: true, grace: grace})
 	h.mu.Unlock()
 	h.logf("%s: %s reaches %s again", kind, victim.id, strings.Join(what, " and "))
 }

@@ -23,17 +23,32 @@ type healthState struct {
 	// database failed a call after its last answer (noteDB, answered); 0
 	// while it answers. The lock keeper lets its locks go when it is old.
 	dbDownSince atomic.Int64
+	// askingSince is when the tick's first call of a round went to the
+	// database without an answer yet (asking); 0 once it answered. A call
+	// that hangs (a link that drops every packet) is no failure until its
+	// timeout, but a database that has not answered for a second is cut
+	// off all the same.
+	askingSince atomic.Int64
 }
 
 func (h *healthState) tick(now time.Time) { h.lastTick.Store(now.UnixNano()) }
 
-// answered notes that the database answered a call.
-func (h *healthState) answered() { h.dbDownSince.Store(0) }
+// asking notes that a call went to the database at now; answered ends it.
+func (h *healthState) asking(now time.Time) { h.askingSince.CompareAndSwap(0, now.UnixNano()) }
 
-// dbDownFor is how long the database has failed every call noted, as of
-// now; 0 while it answers.
+// answered notes that the database answered a call.
+func (h *healthState) answered() {
+	h.dbDownSince.Store(0)
+	h.askingSince.Store(0)
+}
+
+// dbDownFor is how long the database has failed every call noted, or left
+// the tick's call unanswered, as of now; 0 while it answers.
 func (h *healthState) dbDownFor(now time.Time) time.Duration {
 	since := h.dbDownSince.Load()
+	if asked := h.askingSince.Load(); asked != 0 && (since == 0 || asked < since) {
+		since = asked
+	}
 	if since == 0 {
 		return 0
 	}

@@ -34,3 +34,25 @@ func TestLoopHealthReportsAStuckTick(t *testing.T) {
 	require.Equal(t, "last tick 4s ago", detail)
 	require.Equal(t, 4*time.Second, age)
 }
+
+// A call the database leaves unanswered counts as an outage from when it
+// was asked, as a failure does from when it failed: the lock keeper lets
+// go a second after either, and an answer ends both.
+func TestDatabaseUnansweredCountsAsDownFromTheAsking(t *testing.T) {
+	var h healthState
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	require.Zero(t, h.dbDownFor(t0))
+	h.asking(t0)
+	h.asking(t0.Add(500 * time.Millisecond)) // the first asking counts
+	require.Equal(t, 1500*time.Millisecond, h.dbDownFor(t0.Add(1500*time.Millisecond)))
+	h.answered()
+	require.Zero(t, h.dbDownFor(t0.Add(2*time.Second)))
+
+	// A failure noted while a call hangs: the earlier of the two counts.
+	h.asking(t0.Add(3 * time.Second))
+	h.dbDownSince.Store(t0.Add(4 * time.Second).UnixNano())
+	require.Equal(t, 2*time.Second, h.dbDownFor(t0.Add(5*time.Second)))
+	h.answered()
+	h.dbDownSince.Store(t0.Add(6 * time.Second).UnixNano())
+	require.Equal(t, time.Second, h.dbDownFor(t0.Add(7*time.Second)))
+}

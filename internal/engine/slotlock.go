@@ -47,7 +47,8 @@ type lockKeeper struct {
 	cut  bool                  // its locks let go for a database outage (letGo)
 }
 
-// dbCutAfter: a replica whose database has failed every call for longer
+// dbCutAfter: a replica whose database has failed every call, or left
+// the tick's call unanswered (a link that drops every packet), for longer
 // lets its locks go (lockKeeper.letGo).
 const dbCutAfter = time.Second
 
@@ -178,8 +179,9 @@ func (k *lockKeeper) keep(ctx context.Context, now time.Time) {
 	k.keepSelf(ctx, self, selfErr)
 }
 
-// cutOff reports whether the database has failed every call noted for
-// longer than dbCutAfter (healthState.dbDownFor).
+// cutOff reports whether the database has failed every call noted, or
+// left the tick's call unanswered, for longer than dbCutAfter
+// (healthState.dbDownFor).
 func (k *lockKeeper) cutOff(now time.Time) bool {
 	return k.health.dbDownFor(now) > dbCutAfter
 }
