@@ -738,6 +738,14 @@ func (s *Scheduler) sealSecrets(code string, tg *HTTPTarget, kept []bool, keptSe
 	return seal(engine.SigningSecretField, &tg.Secret, keptSecret)
 }
 
+// SameDestination reports whether o sends to the same place as t: the
+// same method and origin (scheme, host and port, the scheme's default port
+// when none is given). An update that changes the destination keeps no
+// stored secret it does not send again (UpdateHTTPTask).
+func (t HTTPTarget) SameDestination(o HTTPTarget) bool {
+	return sameDestination(t.Method, t.URL, o.Method, o.URL)
+}
+
 // sameDestination reports whether two requests go to the same place:
 // the same method and the same origin (scheme, host and port, the
 // scheme's default port when none is given).

@@ -18,8 +18,8 @@ import (
 // header's value and the signing secret read xtimer.Masked on both sides,
 // with "(new value)" when the edit sent another, and "cleared" when it
 // is gone, which the scheduler does to every secret the edit did not send
-// again when the target moves to another origin (httptask.go's
-// sameDestination). URLs are shown without their user information and
+// again when the target moves to another origin
+// (xtimer.HTTPTarget.SameDestination). URLs are shown without their user information and
 // query, which may hold tokens.
 
 // auditValueMax bounds one value in a history line (a body).
@@ -49,7 +49,7 @@ func taskChanges(before, after xtimer.HTTPTask, edit *TaskEdit) []string {
 		out = append(out, "target.url query or credentials changed")
 	}
 	moved := ""
-	if !sameOrigin(before.Target, after.Target) {
+	if !before.Target.SameDestination(after.Target) {
 		moved = " (the target moved to another origin)"
 	}
 	out = append(out, headerChanges(before.Target.Headers, after.Target.Headers, edit.Target.Headers, moved)...)
@@ -127,29 +127,6 @@ func headerChanges(before, after, sent []xtimer.HTTPHeader, moved string) []stri
 		}
 	}
 	return out
-}
-
-// sameOrigin reports whether two targets have the same method and origin,
-// as the scheduler decides whether secrets may stay.
-func sameOrigin(a, b xtimer.HTTPTarget) bool {
-	if !strings.EqualFold(a.Method, b.Method) {
-		return false
-	}
-	ua, errA := url.Parse(a.URL)
-	ub, errB := url.Parse(b.URL)
-	if errA != nil || errB != nil {
-		return false
-	}
-	port := func(u *url.URL) string {
-		if p := u.Port(); p != "" {
-			return p
-		}
-		if strings.EqualFold(u.Scheme, "https") {
-			return "443"
-		}
-		return "80"
-	}
-	return strings.EqualFold(ua.Scheme, ub.Scheme) && strings.EqualFold(ua.Hostname(), ub.Hostname()) && port(ua) == port(ub)
 }
 
 // auditURL is a URL as the history shows it: without user information,
