@@ -266,20 +266,31 @@ func (s *RedisSentinel) KillMaster(ctx context.Context) (killed, promoted *Redis
 	return killed, promoted, nil
 }
 
-// Rejoin starts a killed node again and waits until the Sentinels have
-// made it a replica of the current master, in sync.
+// Rejoin starts a killed node again and waits until the set is whole: the
+// Sentinels have made it a replica of the current master, in sync, or,
+// where they failed over once more to it (on a loaded machine a Sentinel
+// may judge the promoted master down after down-after-milliseconds of
+// silence, and the restarted node is then the only replica to promote),
+// it is the master and every other running node replicates it in sync.
 func (s *RedisSentinel) Rejoin(ctx context.Context, p *RedisProcess) error {
 	if err := p.Start(ctx); err != nil {
 		return err
 	}
-	return poll(ctx, 60*time.Second, "redis sentinel: "+p.Addr()+" rejoins as a replica", func(ctx context.Context) error {
+	return poll(ctx, 60*time.Second, "redis sentinel: "+p.Addr()+" rejoins the set", func(ctx context.Context) error {
 		m, err := s.Master(ctx)
 		if err != nil {
 			return err
 		}
-		if m == p {
-			return errors.New("the sentinels name the restarted node master")
+		if m != p {
+			return inSync(ctx, p)
 		}
-		return inSync(ctx, p)
+		for _, n := range s.Nodes {
+			if n != p && n.Running() {
+				if err := inSync(ctx, n); err != nil {
+					return fmt.Errorf("the sentinels failed over to the restarted node: %w", err)
+				}
+			}
+		}
+		return nil
 	})
 }

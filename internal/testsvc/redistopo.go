@@ -112,7 +112,9 @@ func (s *RedisSentinel) KillMaster(t testing.TB) (killed, promoted string) {
 }
 
 // Rejoin starts the killed node of address addr again and returns once
-// it is a replica of the current master, in sync.
+// the set is whole (localsvc's RedisSentinel.Rejoin): it replicates the
+// current master in sync, or the Sentinels failed over to it once more
+// and the others replicate it.
 func (s *RedisSentinel) Rejoin(t testing.TB, addr string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), topologyTimeout)
