@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -484,21 +485,25 @@ func newFailoverPair(t *testing.T, dbA, dbB *gorm.DB, start time.Time) *failover
 	f := &failoverPair{clock: fakeclock.New(start), runs: newInvocations(), app: testsvc.App(t), db: dbB}
 	f.locker = NewLocalLocker(f.clock).(*localLocker)
 	ctx := context.Background()
-	mk := func(id string, db *gorm.DB) *Engine {
-		e := newEngine(t, setupOpts{db: db, clock: f.clock, app: f.app}, func(c *Config) { c.InstanceID, c.Locker = id, f.locker })
-		mustRegister(t, e, "pay", "* * * * * *", f.runs.handler(nil))
-		require.NoError(t, e.Start(ctx))
-		stopOnCleanup(t, e)
-		return e
-	}
-	f.a = mk("replica-a", dbA)
+	f.a = f.start(t, "replica-a", dbA, f.locker)
 	f.advance(ctx, t, start.Add(1500*time.Millisecond)) // a's first tick claims the minute, alone
 	require.Len(t, f.a.keeper.heldKeys(), 1, "a holds the slot of the task's bucket")
-	f.b = mk("replica-b", dbB)
+	f.b = f.start(t, "replica-b", dbB, f.locker)
 	f.advance(ctx, t, start.Add(4*time.Second)) // b's ticks find the slot held: it watches it
 	require.Len(t, f.a.keeper.heldKeys(), 1)
 	require.Empty(t, f.b.keeper.heldKeys())
 	return f
+}
+
+// start starts a replica of the pair's app, with the task "pay" every
+// second, on db and locker.
+func (f *failoverPair) start(t *testing.T, id string, db *gorm.DB, locker Locker) *Engine {
+	t.Helper()
+	e := newEngine(t, setupOpts{db: db, clock: f.clock, app: f.app}, func(c *Config) { c.InstanceID, c.Locker, c.Logger = id, locker, c.Logger.With("replica", id) })
+	mustRegister(t, e, "pay", "* * * * * *", f.runs.handler(nil))
+	require.NoError(t, e.Start(context.Background()))
+	stopOnCleanup(t, e)
+	return e
 }
 
 // advance moves the clock to at in steps of 10ms, each once every running
@@ -638,6 +643,93 @@ func TestReplicaCutFromTheDatabaseReleasesItsLocks(t *testing.T) {
 	proxy.Restore()
 	f.advance(ctx, t, cut.Add(9*time.Second))
 	require.True(t, heldBy(selfKey), "a holds its liveness lock again")
+	f.runs.mu.Lock()
+	defer f.runs.mu.Unlock()
+	for id, calls := range f.runs.calls {
+		require.Len(t, calls, 1, "fire %s", id)
+	}
+}
+
+// downLocker is the in-process locker behind a switch: while down, every
+// Obtain and refresh answers that the backend is unavailable, as a Redis
+// failing over does.
+type downLocker struct {
+	*localLocker
+	down atomic.Bool
+}
+
+func (d *downLocker) Obtain(ctx context.Context, key string, ttl time.Duration) (Lock, error) {
+	l, _, err := d.ObtainOrTTL(ctx, key, ttl)
+	return l, err
+}
+
+func (d *downLocker) ObtainOrTTL(ctx context.Context, key string, ttl time.Duration) (Lock, time.Duration, error) {
+	if d.down.Load() {
+		return nil, 0, unavailable("obtain", key, errors.New("connection refused"))
+	}
+	return d.localLocker.ObtainOrTTL(ctx, key, ttl)
+}
+
+func (d *downLocker) RefreshAll(ctx context.Context, locks []Lock, ttl time.Duration) []error {
+	errs := make([]error, len(locks))
+	if d.down.Load() {
+		for i, l := range locks {
+			errs[i] = unavailable("refresh", l.Key(), errors.New("connection refused"))
+		}
+		return errs
+	}
+	return d.localLocker.RefreshAll(ctx, locks, ttl)
+}
+
+// Slots recorded while the lock backend did not answer are claimed again
+// once it answers (relockSlots): one replica wins each and takes over its
+// unstarted fires, the other watches its lock. When the winner is then
+// killed, the other takes the slot over at the lock's expiry, as from any
+// dead owner, rather than leave the fires to the orphan claims once the
+// dead replica's heartbeat runs out (a Redis Cluster failover followed by
+// a replica kill left its fires 4.8 s late that way).
+func TestSlotsRecordedWithoutTheLockAreLockedOnceItAnswers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testsvc.SQLite(t)
+	start := time.Date(2026, 12, 1, 10, 0, 5, 100_000_000, time.UTC)
+	f := &failoverPair{clock: fakeclock.New(start), runs: newInvocations(), app: testsvc.App(t), db: db}
+	f.locker = NewLocalLocker(f.clock).(*localLocker)
+	locker := &downLocker{localLocker: f.locker}
+	locker.down.Store(true)
+	f.a = f.start(t, "replica-a", db, locker)
+	f.b = f.start(t, "replica-b", db, locker)
+	f.advance(ctx, t, start.Add(4*time.Second)) // both record the minute, without the lock
+	require.Empty(t, f.a.keeper.heldKeys())
+	require.Empty(t, f.b.keeper.heldKeys())
+	require.NotEmpty(t, f.row(t, start.Truncate(time.Second).Add(10*time.Second)).Replica, "the minute is recorded")
+
+	locker.down.Store(false)
+	f.advance(ctx, t, start.Add(6*time.Second))
+	winner, watcher := f.a, f.b
+	if len(f.b.keeper.heldKeys()) == 1 {
+		winner, watcher = f.b, f.a
+	}
+	require.Len(t, winner.keeper.heldKeys(), 1, "one replica claimed the slot once the lock answered")
+	require.Empty(t, watcher.keeper.heldKeys(), "the other found it held")
+	f.advance(ctx, t, start.Add(7*time.Second))
+	next := f.clock.Now().Truncate(time.Second).Add(time.Second)
+	require.Equal(t, winner.opts.InstanceID, f.row(t, next).Replica, "the winner took the slot's unstarted fires over")
+
+	winner.crash()
+	crashed := f.clock.Now()
+	for len(watcher.keeper.heldKeys()) == 0 && f.clock.Now().Before(crashed.Add(10*time.Second)) {
+		f.advance(ctx, t, f.clock.Now().Add(10*time.Millisecond))
+	}
+	require.Len(t, watcher.keeper.heldKeys(), 1, "the watcher took the slot over")
+	require.LessOrEqual(t, f.clock.Now().Sub(crashed), slotLockTTL+expiryMargin+10*time.Millisecond,
+		"the watcher took the slot over at the lock's expiry, not at the orphan claims")
+	f.advance(ctx, t, crashed.Add(5*time.Second))
+	for at := crashed.Truncate(time.Second).Add(time.Second); at.Before(crashed.Add(3 * time.Second)); at = at.Add(time.Second) {
+		r := f.row(t, at)
+		require.Equal(t, watcher.opts.InstanceID, r.Replica, "fire at %v", at)
+		require.NotZero(t, r.StartedMs, "fire at %v started", at)
+	}
 	f.runs.mu.Lock()
 	defer f.runs.mu.Unlock()
 	for id, calls := range f.runs.calls {

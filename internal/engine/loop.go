@@ -332,7 +332,7 @@ func (p *planner) nextRecheck(now time.Time) time.Time {
 	defer p.mu.Unlock()
 	var next time.Time
 	for _, st := range p.slots {
-		if !st.done && st.recheck.After(now) && (next.IsZero() || st.recheck.Before(next)) {
+		if (!st.done || st.unlocked) && st.recheck.After(now) && (next.IsZero() || st.recheck.Before(next)) {
 			next = st.recheck
 		}
 	}
@@ -424,6 +424,11 @@ type slotState struct {
 	// gen counts the task changes that reopened the slot: a plan that read
 	// the tasks before the latest one leaves the slot open for another.
 	gen int
+	// unlocked: recorded while the lock backend did not answer, so without
+	// the lock. Once it answers, relockSlots claims the lock, as a live
+	// owner holds it, so that the slot's fires are taken over when their
+	// recorders die.
+	unlocked bool
 }
 
 // fire is one planned instant of one task.
@@ -613,7 +618,7 @@ func (p *planner) plan(ctx context.Context, now time.Time) error {
 			}
 		}
 	}
-	var keys []slotKey
+	var keys, relock []slotKey
 	horizon := now.Add(-p.opts.CatchUpHorizon).Unix() / 60
 	others := now.Add(p.opts.ClaimAhead-p.shareWait()).Unix()/60 > cur // the next minute's other slots are due too
 	for k, st := range p.slots {
@@ -632,16 +637,58 @@ func (p *planner) plan(ctx context.Context, now time.Time) error {
 			}
 		case !st.done && k.minute <= last && !now.Before(st.recheck):
 			keys = append(keys, k)
+		case st.done && st.unlocked && k.minute < cur-1:
+			st.unlocked = false // its fires are due: ClaimFires covers what is left
+		case st.done && st.unlocked && !now.Before(st.recheck):
+			relock = append(relock, k)
 		}
 	}
 	p.mu.Unlock()
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].minute != keys[j].minute {
-			return keys[i].minute < keys[j].minute
+	bySlot := func(keys []slotKey) {
+		slices.SortFunc(keys, func(a, b slotKey) int {
+			return cmp.Or(cmp.Compare(a.minute, b.minute), cmp.Compare(a.bucket, b.bucket))
+		})
+	}
+	bySlot(keys)
+	bySlot(relock)
+	lockDown := false // after one unavailable answer this tick, do not wait on the lock again
+	if err := p.relockSlots(ctx, now, relock, &lockDown); err != nil {
+		return err
+	}
+	return p.planSlots(ctx, now, keys, &lockDown)
+}
+
+// relockSlots claims the locks of slots recorded without them, while the
+// lock backend did not answer (slotState.unlocked), once it answers again.
+// Until then the fleet's replicas may each have recorded some of such a
+// slot's fires, and nobody holds its lock: a recorder killed after the
+// backend came back would leave its fires to the orphan claims
+// (claimFires), seconds after its heartbeat stops, where a held slot is
+// taken over at its lock's expiry. Each replica that recorded the slot
+// tries: the one that wins takes over its unstarted fires (takeOver, the
+// same fencing as a dead owner's), and the others watch the lock as for a
+// slot lost to another replica (recheck), so that they take the slot over
+// within moments of the winner's death. down is planSlots' flag: one
+// unavailable answer ends the tick's tries.
+func (p *planner) relockSlots(ctx context.Context, now time.Time, keys []slotKey, down *bool) error {
+	for _, k := range keys {
+		p.mu.Lock()
+		st := p.slots[k]
+		p.mu.Unlock()
+		if !p.claimSlot(ctx, now, k, st, down) {
+			continue // held by another replica: watched from st.recheck on
 		}
-		return keys[i].bucket < keys[j].bucket
-	})
-	return p.planSlots(ctx, now, keys)
+		if *down {
+			return nil // still unavailable: tried again next tick
+		}
+		if err := p.takeOver(ctx, k, k.minute*60_000, (k.minute+1)*60_000); err != nil {
+			return err
+		}
+		p.mu.Lock()
+		st.unlocked = false
+		p.mu.Unlock()
+	}
+	return nil
 }
 
 // The next minute's slots are shared out among the live replicas: each
@@ -696,11 +743,11 @@ func (p *planner) sharesLocked(k slotKey) bool {
 // not make the imminent fires wait behind a minute of rows. All missed
 // fires of a task are recorded together, so its misfire policy sees them
 // all.
-func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey) error {
+func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, lockDown *bool) error {
 	var fires []fire
 	var won, takeOver []slotKey
 	gens := make(map[slotKey]int, len(keys))
-	lockDown := false // after one unavailable answer this tick, do not wait on the lock again
+	unlocked := map[slotKey]bool{}
 	for _, k := range keys {
 		p.mu.Lock()
 		st := p.slots[k]
@@ -718,13 +765,15 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey) 
 			p.mu.Unlock()
 			continue
 		}
-		if !p.claimSlot(ctx, now, k, st, &lockDown) {
+		if !p.claimSlot(ctx, now, k, st, lockDown) {
 			continue
 		}
 		fires = append(fires, f...)
 		won = append(won, k)
 		gens[k] = gen
-		if !lockDown && only == nil {
+		if *lockDown {
+			unlocked[k] = true
+		} else if only == nil {
 			// Holding the lock means no live owner refreshes it: any unstarted
 			// fire of the slot recorded by another replica is ours to run (its
 			// recorder died, froze, or restarted under a new ID). Not so for a
@@ -795,7 +844,7 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey) 
 	p.mu.Lock()
 	for _, k := range won {
 		if st := p.slots[k]; st.gen == gens[k] {
-			st.done, st.only = true, nil
+			st.done, st.only, st.unlocked = true, nil, unlocked[k]
 		} // else a task changed while this ran: plan the slot again next tick
 	}
 	p.mu.Unlock()
@@ -876,11 +925,11 @@ func (p *planner) noteRecord(d time.Duration, n int) {
 // state across the slots of one tick, so a dead Redis costs one timeout
 // per tick, not one per slot.
 func (p *planner) claimSlot(ctx context.Context, now time.Time, k slotKey, st *slotState, down *bool) bool {
-	if *down {
-		return true
-	}
 	if p.keeper.holds(k) {
 		return true // ours, kept alive by the lock keeper
+	}
+	if *down {
+		return true
 	}
 	switch left, err := p.keeper.obtain(ctx, k); {
 	case err == nil:
