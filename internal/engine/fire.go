@@ -312,13 +312,14 @@ func (d *dispatcher) untrack(id int64) {
 	d.mu.Unlock()
 }
 
-// cancelTask stops the attempts of task code running here but those of
-// its fire at runTime (the other shards of the fire that asks).
+// cancelTask stops the attempts of task code running here of fires before
+// runTime: the earlier runs, never the other shards of the fire that asks
+// or a later run (store.RequestCancel says why).
 func (d *dispatcher) cancelTask(code string, runTime int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, c := range d.cancellable {
-		if c.code == code && c.runTime != runTime {
+		if c.code == code && c.runTime < runTime {
 			c.cancel(errCancelledByNextFire)
 		}
 	}

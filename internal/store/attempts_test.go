@@ -200,7 +200,7 @@ func TestRetryCorrectsTheRollupOfItsDay(t *testing.T) {
 		// starts is counted again, failed.
 		_, err = b.store.RetryExecution(b.ctx, rows[4].ID, now)
 		require.NoError(t, err)
-		n, err := b.store.RequestCancel(b.ctx, b.app, "b", -1, -1, now+5)
+		n, err := b.store.RequestCancel(b.ctx, b.app, "b", -1, math.MaxInt64, now+5)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n)
 		got, err := b.store.Execution(b.ctx, rows[4].ID)

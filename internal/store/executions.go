@@ -717,11 +717,15 @@ func (s *Store) overlapState(ctx context.Context, app, code string, runTime, sel
 	return o, nil
 }
 
-// RequestCancel asks every run of task code that goes, but the fire with
-// ID self, to stop, at now (Unix ms): a started or running one is marked
-// (cancel_ms), for its replica to cancel the attempt (CancelRequested);
-// one waiting for a retry has no attempt to stop and ends failed at once,
-// reason ReasonCancelled. It returns how many runs it asked or ended Backfilled fires are never asked.
+// RequestCancel asks every earlier run of task code that goes (run time
+// before runTime), but the fire with ID self, to stop, at now (Unix ms): a
+// started or running one is marked (cancel_ms), for its replica to cancel
+// the attempt (CancelRequested); one waiting for a retry has no attempt to
+// stop and ends failed at once, reason ReasonCancelled. It returns how
+// many runs it asked or ended. Backfilled fires are never asked. A later
+// run is never asked: a stale fire (armed on a replica that was cut off
+// while its row was taken over and run elsewhere) must not stop the run
+// that came after it.
 func (s *Store) RequestCancel(ctx context.Context, app, code string, self, runTime, now int64) (int64, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
@@ -729,13 +733,13 @@ func (s *Store) RequestCancel(ctx context.Context, app, code string, self, runTi
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		// The other shards of the fire (same run time) are not earlier runs.
 		marked := tx.Model(&Execution{}).
-			Where("app = ? AND task_code = ? AND id <> ? AND run_time <> ? AND cancel_ms = 0 AND (status = ? OR status = ? AND started_ms > 0) AND source <> ?",
+			Where("app = ? AND task_code = ? AND id <> ? AND run_time < ? AND cancel_ms = 0 AND (status = ? OR status = ? AND started_ms > 0) AND source <> ?",
 				app, code, self, runTime, StatusRunning, StatusScheduled, SourceBackfill).
 			Updates(map[string]any{"cancel_ms": now, "updated_ms": now})
 		if marked.Error != nil {
 			return marked.Error
 		}
-		waiting := "app = ? AND task_code = ? AND id <> ? AND run_time <> ? AND status = ? AND source <> ?"
+		waiting := "app = ? AND task_code = ? AND id <> ? AND run_time < ? AND status = ? AND source <> ?"
 		var retried []int64 // retried by hand: final again, they count in their days' roll-ups
 		if err := tx.Model(&Execution{}).Where(waiting+" AND reason = ?", app, code, self, runTime, StatusRetrying, SourceBackfill, ReasonRetried).
 			Pluck("id", &retried).Error; err != nil {
