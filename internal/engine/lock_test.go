@@ -607,8 +607,9 @@ func TestSlotTakenOverWhenTheOwnersLockRunsOutNotAtTheNextTick(t *testing.T) {
 
 // A replica that cannot reach its database lets its locks go after
 // dbCutAfter, the liveness lock too, rather than hold slots whose fires it
-// can neither record nor start: the other replica takes the slot over and
-// runs the fires, each once. Once its database answers again, it holds a
+// can neither record nor start: the other replica takes the slot over, at
+// that instant (the lock was refreshed only until then), and runs the
+// fires, each once. Once its database answers again, it holds a
 // liveness lock again.
 func TestReplicaCutFromTheDatabaseReleasesItsLocks(t *testing.T) {
 	t.Parallel()
@@ -628,6 +629,16 @@ func TestReplicaCutFromTheDatabaseReleasesItsLocks(t *testing.T) {
 
 	proxy.Cut()
 	cut := f.clock.Now()
+	asked := cut.Truncate(time.Second).Add(tickPhase) // a's next tick asks the database, unanswered
+	if asked.Before(cut) {
+		asked = asked.Add(time.Second)
+	}
+	for len(f.b.keeper.heldKeys()) == 0 && f.clock.Now().Before(cut.Add(5*time.Second)) {
+		f.advance(ctx, t, f.clock.Now().Add(10*time.Millisecond))
+	}
+	require.Len(t, f.b.keeper.heldKeys(), 1, "b took the slot over")
+	require.LessOrEqual(t, f.clock.Now().Sub(asked), dbCutAfter+expiryMargin+10*time.Millisecond,
+		"a refreshed its lock only until it would let it go (refreshTTL), so b took the slot over then")
 	f.advance(ctx, t, cut.Add(3*time.Second))
 	require.Empty(t, f.a.keeper.heldKeys(), "a let its slot lock go")
 	require.False(t, heldBy(selfKey), "a let its liveness lock go")

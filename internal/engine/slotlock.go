@@ -152,12 +152,19 @@ func (k *lockKeeper) keep(ctx context.Context, now time.Time) {
 		}
 		keys, locks = append(keys, s), append(locks, lock)
 	}
-	if self != nil {
+	ttl := k.refreshTTL(now)
+	if self != nil && ttl == slotLockTTL {
 		locks = append(locks, self)
 	}
 	var errs []error
 	if len(locks) > 0 {
-		errs = refreshAll(ctx, k.locker, locks, slotLockTTL)
+		errs = refreshAll(ctx, k.locker, locks, ttl)
+	}
+	if self != nil && ttl != slotLockTTL {
+		// The liveness lock keeps its TTL: shortened, a slow database
+		// would make the others deal this replica's shards away and back
+		// (shard.go). letGo releases it with the rest.
+		errs = append(errs, refreshAll(ctx, k.locker, []Lock{self}, slotLockTTL)...)
 	}
 	for i, s := range keys {
 		err := errs[i]
@@ -178,6 +185,23 @@ func (k *lockKeeper) keep(ctx context.Context, now time.Time) {
 	}
 	k.keepSelf(ctx, self, selfErr)
 }
+
+// refreshTTL is the TTL the slot locks are refreshed to at now:
+// slotLockTTL while the database answers. While it has not answered (dbDownFor), only
+// until the instant letGo would release them, dbCutAfter into the outage
+// (minDoubtTTL at least, a TTL being positive): a replica watching one of
+// them looks again when it runs out (claimSlot's recheck), so it takes the
+// slot over then, rather than up to a full TTL after the release, which
+// it does not see.
+func (k *lockKeeper) refreshTTL(now time.Time) time.Duration {
+	if down := k.health.dbDownFor(now); down > 0 {
+		return min(slotLockTTL, max(dbCutAfter-down, minDoubtTTL))
+	}
+	return slotLockTTL
+}
+
+// minDoubtTTL is refreshTTL's least TTL.
+const minDoubtTTL = 50 * time.Millisecond
 
 // cutOff reports whether the database has failed every call noted, or
 // left the tick's call unanswered, for longer than dbCutAfter
