@@ -112,6 +112,9 @@ func run(backend string, rows int64, tasks int, cases, only string, pages int, r
 	if err := seedManyTasks(ctx, db, tasks); err != nil {
 		return err
 	}
+	if err := rollUpHistory(ctx, st, p); err != nil {
+		return err
+	}
 	results, consoleErr := measureConsole(ctx, db, st, p, tasks, only, pages, seed)
 	if len(results) > 0 {
 		printConsoleTable(tasks, p, results)
