@@ -65,7 +65,7 @@ func main() {
 	reuse := flag.Bool("reuse", false, "keep the xtimer_paging database when it holds -rows rows already")
 	seed := flag.Uint64("seed", 1, "seed of the random tasks, days and cursors")
 	retention := flag.Bool("retention", false, "measure the retention sweep instead of paging (see retention.go)")
-	tasks := flag.Int("tasks", 1_000_000, "tasks of the app, for the console cases (console.go)")
+	tasks := flag.Int("tasks", 0, "tasks of the app, for the console cases (console.go); 0 means -rows/10, at least 2,000")
 	only := flag.String("only", "", "console cases whose name contains this text only (all when empty)")
 	cases := flag.String("cases", "all", "what to measure: store (ListExecutions and the store's other reads), console (pages and API lists through admin's handler) or all")
 	flag.Parse()
@@ -90,8 +90,11 @@ func run(backend string, rows int64, tasks int, cases, only string, pages int, r
 		return fmt.Errorf("-pages %d: want 1 or more", pages)
 	case cases != "all" && cases != "store" && cases != "console":
 		return fmt.Errorf("-cases %q: want store, console or all", cases)
-	case tasks < taskCount:
-		return fmt.Errorf("-tasks %d: want at least %d, the tasks with executions", tasks, taskCount)
+	case tasks == 0:
+		tasks = max(int(rows/10), minTasks)
+	case tasks < minTasks:
+		return fmt.Errorf("-tasks %d: want 0 (for -rows/10) or at least %d: the %d tasks with executions and as many generated ones, which the searches look for",
+			tasks, minTasks, taskCount)
 	}
 	ctx := context.Background()
 	db, st, p, seeded, err := prepare(ctx, backend, pagingDB, reuse, rows)
