@@ -672,10 +672,18 @@ func TestAPIHostileValuesAreBoundParameters(t *testing.T) {
 		requireAPIError(t, apiGet(t, f, "api/tasks/"+url.PathEscape(`' OR '1'='1`)), 404, codeNotFound, "")
 		requireAPIError(t, apiSend(t, f, http.MethodPost, "api/tasks/"+url.PathEscape(`x'; DROP TABLE xtimer_tasks; --`)+"/pause", "{}"), 404, codeNotFound, "")
 
-		// % and _ are literal, not wildcards.
-		require.Equal(t, []string{"disk_usage"}, tasks("q="+q("%")))
-		require.Equal(t, []string{"disk_usage"}, tasks("q="+q("_")))
-		require.Equal(t, []string{"disk_usage"}, tasks("q="+q("k_u")))
+		// % and _ are literal, not wildcards. MySQL and MariaDB find the
+		// text at the start of a word only (docs/console.md): there "%",
+		// after the 0 of "100%", and "_", inside "disk_usage", start none.
+		if f.DB.Dialector.Name() == "mysql" {
+			require.Equal(t, none, tasks("q="+q("%")))
+			require.Equal(t, none, tasks("q="+q("k_u")))
+			require.Equal(t, []string{"disk_usage"}, tasks("q="+q("disk_u")))
+		} else {
+			require.Equal(t, []string{"disk_usage"}, tasks("q="+q("%")))
+			require.Equal(t, []string{"disk_usage"}, tasks("q="+q("_")))
+			require.Equal(t, []string{"disk_usage"}, tasks("q="+q("k_u")))
+		}
 		require.Equal(t, []string{"disk_usage"}, tasks("q="+q("100% F")))
 		require.Equal(t, none, tasks("q="+q("r_port")), "_ would match the e of report")
 		require.Equal(t, none, tasks("q="+q("mi%ly")), "% would match the nute of minutely")

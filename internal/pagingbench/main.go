@@ -19,6 +19,11 @@
 // exactly as many rows as an independent COUNT(*). Any failed check makes
 // it exit with status 1.
 //
+// Then (-cases console or all) it adds an app of -tasks tasks and loads
+// every page and JSON list of the console through admin's http.Handler:
+// tasks, text searches, executions with each filter, a task's page
+// (console.go), checking each answer, and prints a second table.
+//
 // Servers come from the same variables and defaults as internal/testsvc:
 // XTIMER_POSTGRES_DSN and XTIMER_MYSQL_DSN, with the database part replaced
 // by xtimer_paging.
@@ -60,6 +65,9 @@ func main() {
 	reuse := flag.Bool("reuse", false, "keep the xtimer_paging database when it holds -rows rows already")
 	seed := flag.Uint64("seed", 1, "seed of the random tasks, days and cursors")
 	retention := flag.Bool("retention", false, "measure the retention sweep instead of paging (see retention.go)")
+	tasks := flag.Int("tasks", 0, "tasks of the app, for the console cases (console.go); 0 means -rows/10, at least 2,000")
+	only := flag.String("only", "", "console cases whose name contains this text only (all when empty)")
+	cases := flag.String("cases", "all", "what to measure: store (ListExecutions and the store's other reads), console (pages and API lists through admin's handler) or all")
 	flag.Parse()
 
 	if *retention {
@@ -70,15 +78,23 @@ func main() {
 		return
 	}
 
-	if err := run(*backend, *rows, *pages, *reuse, *seed); err != nil {
+	if err := run(*backend, *rows, *tasks, *cases, *only, *pages, *reuse, *seed); err != nil {
 		fmt.Fprintln(os.Stderr, "pagingbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(backend string, rows int64, pages int, reuse bool, seed uint64) error {
-	if pages < 1 {
+func run(backend string, rows int64, tasks int, cases, only string, pages int, reuse bool, seed uint64) error {
+	switch {
+	case pages < 1:
 		return fmt.Errorf("-pages %d: want 1 or more", pages)
+	case cases != "all" && cases != "store" && cases != "console":
+		return fmt.Errorf("-cases %q: want store, console or all", cases)
+	case tasks == 0:
+		tasks = max(int(rows/10), minTasks)
+	case tasks < minTasks:
+		return fmt.Errorf("-tasks %d: want 0 (for -rows/10) or at least %d: the %d tasks with executions and as many generated ones, which the searches look for",
+			tasks, minTasks, taskCount)
 	}
 	ctx := context.Background()
 	db, st, p, seeded, err := prepare(ctx, backend, pagingDB, reuse, rows)
@@ -89,7 +105,24 @@ func run(backend string, rows int64, pages int, reuse bool, seed uint64) error {
 	if err := seedTasks(ctx, st); err != nil {
 		return err
 	}
-	return measure(ctx, st, p, seeded, pages, seed)
+	var storeErr error
+	if cases != "console" {
+		storeErr = measure(ctx, st, p, seeded, pages, seed)
+		if cases == "store" {
+			return storeErr
+		}
+	}
+	if err := seedManyTasks(ctx, db, tasks); err != nil {
+		return err
+	}
+	if err := rollUpHistory(ctx, st, p); err != nil {
+		return err
+	}
+	results, consoleErr := measureConsole(ctx, db, st, p, tasks, only, pages, seed)
+	if len(results) > 0 {
+		printConsoleTable(tasks, p, results)
+	}
+	return errors.Join(storeErr, consoleErr)
 }
 
 // prepare opens the database name, migrates it and seeds rows executions

@@ -304,7 +304,7 @@ func measureCalls(ctx context.Context, st *store.Store, p plan, r *rand.Rand, lo
 			tasks.loads++
 			tasks.rows += len(page)
 			for _, tk := range page {
-				if !strings.Contains(strings.ToLower(tk.Name), strings.ToLower(f.Text)) ||
+				if !st.MatchesText(tk, f.Text) ||
 					f.Status != "" && (tk.Status != f.Status || tk.Kind != f.Kind) || tk.Code <= prev {
 					c.failf("ListTasks(%+v) after %q: task %s (%q, %s, %s) does not belong", f, after, tk.Code, tk.Name, tk.Status, tk.Kind)
 				}

@@ -105,7 +105,7 @@ func seedIfNeeded(ctx context.Context, db *gorm.DB, p plan) (time.Duration, erro
 	start := time.Now()
 	// One connection throughout, so that session settings stick.
 	err := db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
-		for _, stmt := range []string{"DELETE FROM pagingbench_seeded", "DELETE FROM xtimer_executions"} {
+		for _, stmt := range []string{"DELETE FROM pagingbench_seeded", "DELETE FROM xtimer_executions", "DELETE FROM xtimer_rollups"} {
 			if err := conn.Exec(stmt).Error; err != nil {
 				return fmt.Errorf("%s: %w", stmt, err)
 			}

@@ -33,10 +33,12 @@ type TaskFilter struct {
 	Status string
 	// Kind is KindFunc or KindHTTP.
 	Kind string
-	// Text matches tasks whose code or name contains it, ignoring case.
-	// It is matched literally: % and _ are not wildcards. Case is folded
-	// alike on every backend for ASCII letters; beyond ASCII, folding (and
-	// on MySQL accent folding) follows the database.
+	// Text matches tasks whose code or name contains it, ignoring case:
+	// anywhere on PostgreSQL and SQLite, at the start of a word on MySQL
+	// and MariaDB (search.go; MatchesText says it in Go). It is matched
+	// literally: % and _ are not wildcards. Case is folded alike on every
+	// backend for ASCII letters; beyond ASCII, folding (and on MySQL
+	// accent folding) follows the database.
 	Text string
 }
 
@@ -68,25 +70,26 @@ func (s *Store) ListTasks(ctx context.Context, f TaskFilter, afterCode string, l
 	limit = pageLimit(limit)
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	q := s.db.WithContext(ctx).Where("app = ?", f.App)
-	if afterCode != "" {
-		q = q.Where("code > ?", afterCode)
-	}
-	if f.Status != "" {
-		q = q.Where("status = ?", f.Status)
-	}
-	if f.Kind != "" {
-		q = q.Where("kind = ?", f.Kind)
-	}
-	if f.Text != "" {
-		// LOWER on both sides, so that each backend folds pattern and
-		// column with the same function.
-		pattern := "%" + escapeLike(f.Text) + "%"
-		q = q.Where("(LOWER(code) LIKE LOWER(?) ESCAPE '"+likeEscape+"' OR LOWER(name) LIKE LOWER(?) ESCAPE '"+likeEscape+"')",
-			pattern, pattern)
-	}
+	db := s.db.WithContext(ctx)
 	var out []Task
-	if err := q.Order("code").Limit(limit + 1).Find(&out).Error; err != nil {
+	var err error
+	switch {
+	case f.Text != "" && db.Dialector.Name() == "mysql":
+		out, err = searchMySQL(db, f, afterCode, limit)
+	case f.Text != "" && db.Dialector.Name() == "postgres":
+		out, err = searchPostgres(db, f, afterCode, limit)
+	default:
+		conds, args := taskConds("", f, afterCode)
+		q := db.Where(conds, args...)
+		if db.Dialector.Name() == "mysql" {
+			q = q.Table(tasksByCode)
+		}
+		if f.Text != "" {
+			q = q.Where(substringCond, substringArgs(f.Text)...)
+		}
+		err = q.Order("code").Limit(limit + 1).Find(&out).Error
+	}
+	if err != nil {
 		return nil, "", fmt.Errorf("store: list tasks of app %q: %w", f.App, err)
 	}
 	if len(out) <= limit {
@@ -106,8 +109,24 @@ func escapeLike(s string) string {
 func (s *Store) Apps(ctx context.Context) ([]string, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
+	db := s.db.WithContext(ctx)
 	var apps []string
-	if err := s.db.WithContext(ctx).Model(&Task{}).Distinct("app").Order("app").Pluck("app", &apps).Error; err != nil {
+	var err error
+	if db.Dialector.Name() == "mysql" {
+		// MySQL and MariaDB read DISTINCT app as a loose scan of the
+		// (app, code) index: one probe per app.
+		err = db.Model(&Task{}).Distinct("app").Order("app").Pluck("app", &apps).Error
+	} else {
+		// PostgreSQL and SQLite would read every entry of the index, a
+		// million for an app of a million tasks: this recursion makes the
+		// one probe per app by hand.
+		err = db.Raw(`WITH RECURSIVE a(app) AS (
+			SELECT MIN(app) FROM xtimer_tasks
+			UNION ALL
+			SELECT (SELECT MIN(t.app) FROM xtimer_tasks t WHERE t.app > a.app) FROM a WHERE a.app IS NOT NULL)
+			SELECT app FROM a WHERE app IS NOT NULL ORDER BY app`).Scan(&apps).Error
+	}
+	if err != nil {
 		return nil, fmt.Errorf("store: list apps: %w", err)
 	}
 	return apps, nil

@@ -242,26 +242,6 @@ func TestListTasksFiltersAndPagesByCode(t *testing.T) {
 			{store.TaskFilter{App: app, Status: store.TaskActive}, []string{"alpha", "billing-50", "delta", "foxtrot", "hotel", "india", "juliet"}},
 			{store.TaskFilter{App: app, Kind: store.KindHTTP}, []string{"beta", "echo", "hotel"}},
 			{store.TaskFilter{App: app, Kind: store.KindFunc, Status: store.TaskPaused}, []string{"golf"}},
-			// Text: code or name, any case.
-			{store.TaskFilter{App: app, Text: "ALPHA"}, []string{"alpha"}},
-			{store.TaskFilter{App: app, Text: "big name"}, []string{"hotel"}},
-			{store.TaskFilter{App: app, Text: "50"}, []string{"beta", "billing-50", "delta"}},
-			{store.TaskFilter{App: app, Text: "C"}, []string{"billing-50", "echo", "foxtrot", "golf", "india"}},
-			{store.TaskFilter{App: app, Text: "C", Status: store.TaskActive, Kind: store.KindFunc}, []string{"billing-50", "foxtrot", "india"}},
-			{store.TaskFilter{App: app, Text: "x", Kind: store.KindHTTP}, []string{"echo"}},
-			// Wildcards and the escape character match themselves.
-			{store.TaskFilter{App: app, Text: "50%_off"}, []string{"beta"}},
-			{store.TaskFilter{App: app, Text: "%"}, []string{"beta"}},
-			{store.TaskFilter{App: app, Text: "_"}, []string{"beta", "echo", "golf"}}, // echo: xtimer_tasks
-			{store.TaskFilter{App: app, Text: "!"}, []string{"india"}},
-			{store.TaskFilter{App: app, Text: `\`}, []string{"india"}},
-			{store.TaskFilter{App: app, Text: `k\s`}, []string{"india"}},
-			{store.TaskFilter{App: app, Text: "<script>"}, []string{"foxtrot"}},
-			{store.TaskFilter{App: app, Text: hostile[0]}, []string{"echo"}},
-			{store.TaskFilter{App: app, Text: "'"}, []string{"echo"}},
-			{store.TaskFilter{App: app, Text: "%%"}, nil},
-			{store.TaskFilter{App: app, Text: "!%"}, nil},
-			{store.TaskFilter{App: app, Text: "no such task"}, nil},
 			{store.TaskFilter{App: app + "x"}, []string{"alpha"}},
 		} {
 			for _, limit := range []int{1, 3, 0} {
@@ -271,6 +251,58 @@ func TestListTasksFiltersAndPagesByCode(t *testing.T) {
 		tasks, err := b.store.Tasks(b.ctx, app)
 		require.NoError(t, err)
 		require.Len(t, tasks, len(all), "the hostile texts harmed nothing")
+
+		// Text, in code or name, any case: a substring on PostgreSQL and
+		// SQLite, the start of a word on MySQL and MariaDB (search.go).
+		wordStart := b.db.Dialector.Name() == "mysql"
+		for _, c := range []struct {
+			text      string
+			status    string
+			kind      string
+			substring []string
+			word      []string
+		}{
+			{text: "ALPHA", substring: []string{"alpha"}, word: []string{"alpha"}},
+			{text: "bil", substring: []string{"billing-50"}, word: []string{"billing-50"}},     // a code prefix
+			{text: "illing", substring: []string{"billing-50"}},                                // inside a code
+			{text: "percent", substring: []string{"billing-50"}, word: []string{"billing-50"}}, // a name word
+			{text: "perc", substring: []string{"billing-50"}, word: []string{"billing-50"}},    // its prefix
+			{text: "ercent", substring: []string{"billing-50"}},                                // inside it
+			{text: "job", substring: []string{"alpha"}, word: []string{"alpha"}},               // the last word
+			{text: "big name", substring: []string{"hotel"}, word: []string{"hotel"}},          // two words
+			{text: "50", substring: []string{"beta", "billing-50", "delta"}, word: []string{"beta", "billing-50", "delta"}},
+			{text: "score", substring: []string{"golf"}}, // _ joins words
+			{text: "C", substring: []string{"billing-50", "echo", "foxtrot", "golf", "india"}},
+			{text: "C", status: store.TaskActive, kind: store.KindFunc, substring: []string{"billing-50", "foxtrot", "india"}},
+			{text: "x", kind: store.KindHTTP, substring: []string{"echo"}, word: []string{"echo"}},
+			// Wildcards and the escape character match themselves.
+			{text: "50%_off", substring: []string{"beta"}, word: []string{"beta"}},
+			{text: "%", substring: []string{"beta"}},
+			{text: "_", substring: []string{"beta", "echo", "golf"}, word: []string{"beta"}}, // echo: xtimer_tasks
+			{text: "!", substring: []string{"india"}},
+			{text: `\`, substring: []string{"india"}},
+			{text: `k\s`, substring: []string{"india"}},
+			{text: "<script>", substring: []string{"foxtrot"}, word: []string{"foxtrot"}},
+			{text: hostile[0], substring: []string{"echo"}, word: []string{"echo"}},
+			{text: "'", substring: []string{"echo"}, word: []string{"echo"}},
+			{text: "%%"}, {text: "!%"}, {text: "(*"}, {text: "+job -alpha"},
+			{text: "no such task"}, {text: "zzz"},
+		} {
+			want := c.substring
+			if wordStart {
+				want = c.word
+			}
+			f := store.TaskFilter{App: app, Text: c.text, Status: c.status, Kind: c.kind}
+			for _, limit := range []int{1, 3, 0} {
+				require.Equal(t, want, listTasks(t, b, f, limit), "%+v, limit %d", f, limit)
+			}
+			for _, tk := range tasks {
+				if (c.status == "" || tk.Status == c.status) && (c.kind == "" || tk.Kind == c.kind) {
+					require.Equal(t, slices.Contains(want, tk.Code), b.store.MatchesText(tk, c.text),
+						"MatchesText(%s %q, %q) says what ListTasks does", tk.Code, tk.Name, c.text)
+				}
+			}
+		}
 
 		page, next, err := b.store.ListTasks(b.ctx, store.TaskFilter{App: app}, "foxtrot", 2)
 		require.NoError(t, err)

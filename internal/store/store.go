@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	mrand "math/rand/v2"
 	"reflect"
 	"strings"
@@ -50,6 +51,8 @@ type Store struct {
 	// noRollups: deletions leave xtimer_rollups alone (WithRollups).
 	noRollups                         bool
 	analyzedExecutions, analyzedTasks atomic.Bool
+	// log receives Migrate's warnings (search.go).
+	log *slog.Logger
 }
 
 // Option changes a Store made by New.
@@ -59,6 +62,10 @@ type Option func(*Store)
 // Defaults to time.Now.
 func WithNow(now func() time.Time) Option { return func(s *Store) { s.now = now } }
 
+// WithLogger sets the logger of Migrate's warnings. Defaults to
+// slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
+
 // WithQueryTimeout sets the timeout applied to calls whose context has no
 // deadline. Defaults to DefaultQueryTimeout.
 func WithQueryTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
@@ -66,7 +73,7 @@ func WithQueryTimeout(d time.Duration) Option { return func(s *Store) { s.timeou
 // New returns a Store on db. It does not touch the database; call Migrate
 // to create or update the tables.
 func New(db *gorm.DB, opts ...Option) *Store {
-	s := &Store{db: db, now: time.Now, timeout: DefaultQueryTimeout}
+	s := &Store{db: db, now: time.Now, timeout: DefaultQueryTimeout, log: slog.Default()}
 	for _, o := range opts {
 		o(s)
 	}
@@ -93,6 +100,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 				return fmt.Errorf("store: migrate: drop retired index %s: %w", old.name, err)
 			}
 		}
+	}
+	if err := s.migrateSearch(db); err != nil {
+		return err
 	}
 	if db.Dialector.Name() == "postgres" {
 		return leaveRoomForStarts(db)

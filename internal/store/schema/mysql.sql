@@ -52,6 +52,14 @@ CREATE TABLE IF NOT EXISTS `xtimer_tasks` (
   UNIQUE INDEX `xtimer_tasks_app_code` (`app`, `code`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
+-- The console's task search (the start of a word of code or name, any
+-- case) reads this index for the words and xtimer_tasks_app_code for a
+-- code prefix. Made without stopwords, so that "for" and "the" are found:
+-- the setting is read when the index is made.
+SET SESSION innodb_ft_enable_stopword = OFF;
+CREATE FULLTEXT INDEX `xtimer_tasks_text` ON `xtimer_tasks` (`code`, `name`);
+SET SESSION innodb_ft_enable_stopword = DEFAULT;
+
 CREATE TABLE IF NOT EXISTS `xtimer_apps` (
   `app`      varchar(64)  NOT NULL,
   `task_gen` bigint       NOT NULL DEFAULT 0,                 -- +1 on every change to the app's tasks
