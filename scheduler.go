@@ -447,7 +447,7 @@ func New(opts Options) (*Scheduler, error) {
 		ref = engine.NewRefClock(opts.Clock)
 		s.clock = ref
 	}
-	s.store = store.New(opts.DB, store.WithNow(s.clock.Now), store.WithRollups(!opts.NoRollups))
+	s.store = store.New(opts.DB, store.WithNow(s.clock.Now), store.WithRollups(!opts.NoRollups), store.WithLogger(s.log))
 	var locker Locker
 	mode := "redis"
 	switch {

@@ -134,7 +134,7 @@ func newConsole(s *xtimer.Scheduler, o Options) (*console, http.Handler, error) 
 	// clock and roll-up setting: besides those a Store only remembers
 	// whether it saw its tables analyzed after a large insert, which the
 	// console never makes.
-	st := store.New(sopts.DB, store.WithNow(s.Now), store.WithRollups(!sopts.NoRollups))
+	st := store.New(sopts.DB, store.WithNow(s.Now), store.WithRollups(!sopts.NoRollups), store.WithLogger(o.Logger))
 	c := &console{s: s, st: st, opts: o, sopts: sopts, log: o.Logger, prefix: o.Prefix}
 	csrf := http.NewCrossOriginProtection()
 	for _, origin := range o.TrustedOrigins {
