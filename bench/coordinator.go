@@ -77,8 +77,9 @@ type coordinator struct {
 	// killOffset shifts the failover kill from the half-window instant (a
 	// whole second, when every-second fires are being started).
 	killOffset time.Duration
-	// durable runs the databases at their default durability (-durable).
-	durable bool
+	// durabilityOff trades the databases' durability for speed
+	// (-durability-off); by default they run at their default durability.
+	durabilityOff bool
 }
 
 func (c *coordinator) logf(format string, args ...any) {
@@ -104,7 +105,7 @@ func (c *coordinator) run(p plan) *result {
 	// PostgreSQL runs as postgres and must reach its dir under ours.
 	_ = os.Chmod(dir, 0o755)
 	needPG, needMy := needs(p.system)
-	svc, err := startServices(c.tpl, dir, needPG, needMy, c.durable)
+	svc, err := startServices(c.tpl, dir, needPG, needMy, c.durabilityOff)
 	if err != nil {
 		res.NA = "services: " + err.Error()
 		return res

@@ -47,7 +47,7 @@ func coordinatorMain() int {
 	keep := flag.Bool("keep", false, "keep the temp dir (server logs, replica logs, invocation files)")
 	scaleSizes := flag.String("scale", "", "scale: comma-separated task counts instead of the profile's (e.g. 1000000)")
 	rampSteps := flag.String("ramp", "", "throughput: comma-separated fire rates (tasks every second) instead of the profile's (e.g. 5000,10000)")
-	durable := flag.Bool("durable", false, "run PostgreSQL and MariaDB at their default durability (fsync, synchronous commit, full-page writes, redo log flushed at commit, doublewrite) instead of the harness's trade")
+	durabilityOff := flag.Bool("durability-off", false, "trade the databases' durability for speed (PostgreSQL fsync, synchronous_commit and full_page_writes off; MariaDB innodb_flush_log_at_trx_commit=2, no doublewrite) instead of running them at their default durability")
 	steadyTasks := flag.Int("steady", 0, "steady: tasks every second instead of the profile's (e.g. 1600, the sharded workload's shards a second)")
 	flag.Parse()
 
@@ -137,10 +137,10 @@ func coordinatorMain() int {
 	}()
 
 	c := &coordinator{bin: self, tmp: tmp, replicas: prof.replicas, workers: prof.workers,
-		warmup: prof.warmup, tail: prof.tail, tpl: &templates{root: tmp}, keep: *keep, killOffset: *killOffset, durable: *durable}
+		warmup: prof.warmup, tail: prof.tail, tpl: &templates{root: tmp}, keep: *keep, killOffset: *killOffset, durabilityOff: *durabilityOff}
 	host, _ := os.Hostname()
 	doc := &document{Profile: prof.name, Started: time.Now().UTC(), Host: host, CPUs: runtime.NumCPU(),
-		Replicas: prof.replicas, Workers: prof.workers, Durable: *durable}
+		Replicas: prof.replicas, Workers: prof.workers, DurabilityOff: *durabilityOff}
 	began := time.Now()
 	for _, w := range prof.workloads {
 		for _, s := range prof.systems {

@@ -26,10 +26,11 @@ type document struct {
 	CPUs     int       `json:"cpus"`
 	Replicas int       `json:"replicas"`
 	Workers  int       `json:"workers"`
-	// Durable: the databases ran at their default durability (-durable),
-	// not with the harness's fsync=off and its MariaDB counterpart.
-	Durable bool      `json:"durable,omitempty"`
-	Results []*result `json:"results"`
+	// DurabilityOff: the databases ran with durability traded for speed
+	// (-durability-off: fsync=off and its MariaDB counterpart), not at
+	// their default durability.
+	DurabilityOff bool      `json:"durability_off,omitempty"`
+	Results       []*result `json:"results"`
 }
 
 func writeJSON(path string, doc *document) error {
@@ -43,9 +44,9 @@ func writeJSON(path string, doc *document) error {
 // markdown is one table per workload, rows in the order of the runs.
 func markdown(doc *document, workloads []string) string {
 	var b strings.Builder
-	durability := "databases with durability traded (fsync=off; innodb_flush_log_at_trx_commit=2)"
-	if doc.Durable {
-		durability = "databases at their default durability (-durable)"
+	durability := "databases at their default durability"
+	if doc.DurabilityOff {
+		durability = "**durability off** (-durability-off: fsync=off, synchronous_commit=off, full_page_writes=off; innodb_flush_log_at_trx_commit=2, no doublewrite)"
 	}
 	fmt.Fprintf(&b, "Profile %s, %s, %d CPUs, %d replicas per system, %d workers each, %s; lateness = start − scheduled.\n",
 		doc.Profile, doc.Started.UTC().Format("2006-01-02 15:04 UTC"), doc.CPUs, doc.Replicas, doc.Workers, durability)

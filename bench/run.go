@@ -3,7 +3,7 @@ package main
 import "fmt"
 
 // systemNames are the systems the harness knows, in table order.
-var systemNames = []string{"xtimer-postgres", "xtimer-mysql", "robfig-setnx", "gocron-redislock", "river"}
+var systemNames = []string{"xtimer-postgres", "xtimer-mysql", "robfig-setnx", "gocron-redislock", "river", "asynq"}
 
 // newSystem returns the system called name.
 func newSystem(name string) (System, error) {
@@ -18,6 +18,8 @@ func newSystem(name string) (System, error) {
 		return newGocron(), nil
 	case "river":
 		return newRiver(), nil
+	case "asynq":
+		return newAsynq(), nil
 	}
 	return nil, fmt.Errorf("unknown system %q (known: %v)", name, systemNames)
 }

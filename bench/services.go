@@ -217,9 +217,9 @@ func copyDir(from, to string) error {
 }
 
 // startServices starts redis-server and, when asked, PostgreSQL and
-// MariaDB for one run, in dir. durable leaves the databases at their
-// default durability (-durable) instead of the trade below.
-func startServices(t *templates, dir string, needPG, needMy, durable bool) (_ *services, err error) {
+// MariaDB for one run, in dir, at the databases' default durability;
+// durabilityOff (-durability-off) makes the trade described below instead.
+func startServices(t *templates, dir string, needPG, needMy, durabilityOff bool) (_ *services, err error) {
 	s := &services{dir: dir}
 	defer func() {
 		if err != nil {
@@ -266,12 +266,12 @@ func startServices(t *templates, dir string, needPG, needMy, durable bool) (_ *s
 			return nil, err
 		}
 		plog := filepath.Join(dir, "postgres.log")
-		// Durability off (fsync, synchronous_commit, full_page_writes): the
-		// data is thrown away after the run, and every system on PostgreSQL
-		// gets the same settings.
+		// -durability-off turns fsync, synchronous_commit and
+		// full_page_writes off: the data is thrown away after the run, and
+		// every system on PostgreSQL gets the same settings.
 		args := []string{"-D", filepath.Join(pdir, "data"), "-p", strconv.Itoa(port), "-k", pdir,
 			"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300", "-c", "shared_buffers=256MB"}
-		if !durable {
+		if durabilityOff {
 			args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 		}
 		s.pg, err = startServer("postgres", plog, syscall.SIGINT, t.pgCred, filepath.Join(t.pgBin, "postgres"), args...)
@@ -296,14 +296,14 @@ func startServices(t *templates, dir string, needPG, needMy, durable bool) (_ *s
 			return nil, err
 		}
 		mlog := filepath.Join(dir, "mariadb.log")
-		// The same durability trade as PostgreSQL's: the redo log is
-		// written at commit but not flushed, no doublewrite. No binlog
-		// either way (MariaDB's default).
+		// -durability-off makes the same trade as PostgreSQL's: the redo
+		// log is written at commit but not flushed, no doublewrite. No
+		// binlog either way (MariaDB's default).
 		args := []string{"--no-defaults",
 			"--datadir=" + mdir, "--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
 			"--socket=" + filepath.Join(dir, "mariadb.sock"), "--pid-file=" + filepath.Join(dir, "mariadb.pid"),
 			"--user=root", "--skip-log-bin", "--innodb-buffer-pool-size=256M", "--max-connections=500"}
-		if !durable {
+		if durabilityOff {
 			args = append(args, "--innodb-flush-log-at-trx-commit=2", "--innodb-doublewrite=0")
 		}
 		s.my, err = startServer("mariadbd", mlog, syscall.SIGTERM, nil, "mariadbd", args...)
