@@ -43,3 +43,18 @@ func needs(system string) (postgres, mysql bool) {
 func hasShards(system string) bool {
 	return system == "xtimer-postgres" || system == "xtimer-mysql"
 }
+
+// hasHistory says whether system keeps executions the history condition
+// can pre-fill: xtimer only.
+func hasHistory(system string) bool {
+	return system == "xtimer-postgres" || system == "xtimer-mysql"
+}
+
+// distinctNA is why system cannot run the distinct workload ("" when it
+// can): asynq's cron has minute granularity.
+func distinctNA(system string) string {
+	if system == "asynq" {
+		return "asynq's cron has minute granularity: a task's own second of the day cannot be expressed"
+	}
+	return ""
+}
