@@ -182,7 +182,8 @@ func markdown(doc *document, workloads []string) string {
 		}
 		var seeds []string
 		for _, r := range rows {
-			txt := fmt.Sprintf("%s rows on %s", num(r.History), strings.TrimPrefix(r.System, "xtimer-"))
+			db := map[string]string{"xtimer-postgres": "PostgreSQL", "xtimer-mysql": "MariaDB"}[r.System]
+			txt := fmt.Sprintf("%s rows on %s", num(r.History), db)
 			if r.History > 0 && r.SeedS > 0 && !slices.Contains(seeds, txt+fmt.Sprintf(" in %.0f s", r.SeedS)) {
 				seeds = append(seeds, txt+fmt.Sprintf(" in %.0f s", r.SeedS))
 			}
