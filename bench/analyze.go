@@ -64,9 +64,20 @@ type result struct {
 	PeakRSSMB     []float64 `json:"peak_rss_mb"` // VmHWM just before SIGTERM/SIGKILL
 	CPUTotalS     []float64 `json:"cpu_total_s"`
 
-	StartupS   []float64 `json:"startup_s,omitempty"`
+	StartupS []float64 `json:"startup_s,omitempty"`
+	// IdleCPUPct is each replica's CPU over the idle window (scale) or
+	// over the window of fires (distinct), % of one core.
 	IdleCPUPct []float64 `json:"idle_cpu_pct_of_core,omitempty"`
 	RSSMB      []float64 `json:"rss_mb,omitempty"`
+	// RestartS (distinct) is the start-up of the replica SIGKILLed after
+	// the window and started again against the populated tables.
+	RestartS float64 `json:"restart_s,omitempty"`
+
+	// History is the executions rows seeded before the run (history.go),
+	// SeedS how long seeding them took (once per backend and size: the
+	// seeded cluster is copied for each run).
+	History int64   `json:"history_rows,omitempty"`
+	SeedS   float64 `json:"history_seed_s,omitempty"`
 
 	// LoadAvg is the machine's 1-minute load average (/proc/loadavg) at
 	// the window start and after the replicas exited: the other work on
@@ -156,19 +167,36 @@ func analyze(res *result, invs []invocation, p plan, c *counters) {
 		}
 	}
 
-	// The schedule's instants in the window: every task has the same spec.
+	// The schedule's instants in the window: every task has the same spec,
+	// but for distinct, where task i fires once a day at its own second.
 	parser := cron.NewParser(cron.Second | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 	var instants []int64
-	if sched, err := parser.Parse(res.Spec); err == nil {
+	if sched, err := parser.Parse(res.Spec); err == nil && !p.distinct {
 		for t := sched.Next(res.WindowFrom.Add(-time.Nanosecond)); !t.IsZero() && t.UnixMilli() < to; t = sched.Next(t) {
 			instants = append(instants, t.UnixMilli())
+		}
+	}
+	instantsOf := func(int) []int64 { return instants }
+	if p.distinct {
+		day := res.WindowFrom.UTC().Truncate(24 * time.Hour)
+		one := make([]int64, 1)
+		instantsOf = func(i int) []int64 {
+			at := day.Add(time.Duration(distinctSecond(i, p.tasks)) * time.Second)
+			if at.Before(res.WindowFrom) {
+				at = at.Add(24 * time.Hour)
+			}
+			if at.UnixMilli() >= to {
+				return nil
+			}
+			one[0] = at.UnixMilli()
+			return one
 		}
 	}
 	matched := int64(0)
 	firstStarts := map[int32][]int64{} // failover: per task, for the gaps
 	shards := max(p.shards, 1)
 	for i := range p.tasks {
-		for _, at := range instants {
+		for _, at := range instantsOf(i) {
 			for sh := range shards {
 				res.Expected++
 				s := seen[fireKey{int32(i), int32(sh), at}]

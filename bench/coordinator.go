@@ -37,6 +37,15 @@ type plan struct {
 	kill      bool                     // failover: SIGKILL the busiest replica at half window
 	idle      time.Duration            // scale: idle CPU window; no fires measured
 	ready     time.Duration            // how long replicas may take to be ready
+	// distinct: task i's spec is distinctSpec(i, tasks), not spec (which
+	// then only describes them).
+	distinct bool
+	// restart (distinct): after the window, SIGKILL a replica, start it
+	// again against the populated tables and time its start-up.
+	restart bool
+	// history is the executions rows seeded before the replicas start
+	// (history.go); 0 for none.
+	history int64
 }
 
 // replicaProc is one replica process of a run.
@@ -77,8 +86,9 @@ type coordinator struct {
 	// killOffset shifts the failover kill from the half-window instant (a
 	// whole second, when every-second fires are being started).
 	killOffset time.Duration
-	// durable runs the databases at their default durability (-durable).
-	durable bool
+	// durabilityOff trades the databases' durability for speed
+	// (-durability-off); by default they run at their default durability.
+	durabilityOff bool
 }
 
 func (c *coordinator) logf(format string, args ...any) {
@@ -88,9 +98,14 @@ func (c *coordinator) logf(format string, args ...any) {
 // run executes p and returns its result; failures to run are the
 // result's NA, never an error that stops the other runs.
 func (c *coordinator) run(p plan) *result {
-	res := &result{System: p.system, Workload: p.workload, Tasks: p.tasks, Shards: p.shards, Replicas: c.replicas, Workers: c.workers}
+	res := &result{System: p.system, Workload: p.workload, Tasks: p.tasks, Shards: p.shards, Replicas: c.replicas,
+		Workers: c.workers, History: p.history}
 	if p.shards > 1 && !hasShards(p.system) {
 		res.NA = "no sharded fires (only xtimer has WithShards)"
+		return res
+	}
+	if na := distinctNA(p.system); p.distinct && na != "" {
+		res.NA = na
 		return res
 	}
 	dir, err := os.MkdirTemp(c.tmp, p.system+"-"+p.workload+"-")
@@ -104,10 +119,17 @@ func (c *coordinator) run(p plan) *result {
 	// PostgreSQL runs as postgres and must reach its dir under ours.
 	_ = os.Chmod(dir, 0o755)
 	needPG, needMy := needs(p.system)
-	svc, err := startServices(c.tpl, dir, needPG, needMy, c.durable)
+	svc, err := startServices(c.tpl, dir, needPG, needMy, c.durabilityOff, p.history)
 	if err != nil {
 		res.NA = "services: " + err.Error()
 		return res
+	}
+	if p.history > 0 {
+		res.SeedS = round(c.tpl.seedTime(needPG, p.history).Seconds(), 1)
+		if err := checkHistory(svc, p.history); err != nil {
+			res.NA = "history: " + err.Error()
+			return res
+		}
 	}
 	defer svc.close()
 	if err := c.runReplicas(p, svc, dir, res); err != nil {
@@ -136,7 +158,7 @@ func (c *coordinator) runReplicas(p plan, svc *services, dir string, res *result
 	perSecond := p.tasks * max(p.shards, 1)
 	runLen := p.lead + p.window + p.idle + c.warmup + c.tail + p.ready + 30*time.Second
 	capacity := int64(perSecond)*int64(runLen/time.Second) + 4096
-	if p.workload == "scale" {
+	if p.workload == "scale" || p.distinct {
 		capacity = int64(p.tasks) + 4096 // a daily spec: at most one fire each
 	}
 	procs := make([]*replicaProc, c.replicas)
@@ -170,10 +192,13 @@ func (c *coordinator) runReplicas(p plan, svc *services, dir string, res *result
 	}
 	allReady := time.Now()
 	res.StartupS = startup
-	c.logf("%s/%s: %d replicas ready in %.1fs", p.system, p.workload, len(procs), allReady.Sub(started).Seconds())
+	c.logf("%s/%s: %d replicas ready in %.1fs", p.system, condition(p.workload, p.history), len(procs), allReady.Sub(started).Seconds())
 
 	if p.workload == "scale" {
 		return c.measureIdle(p, procs, res)
+	}
+	if p.distinct {
+		return c.measureDistinct(p, svc, dir, spec, capacity, procs, counters, allReady, res)
 	}
 
 	var winFrom, winTo time.Time
@@ -246,17 +271,24 @@ func chooseFireAt(earliest time.Time, topMinute bool, window time.Duration) time
 }
 
 func (c *coordinator) startReplica(p plan, svc *services, dir string, n int, spec string, capacity int64) (*replicaProc, error) {
+	return c.startReplicaAs(p, svc, dir, n, fmt.Sprintf("replica-%d", n), spec, capacity)
+}
+
+// startReplicaAs starts replica n with its invocation file and log named
+// by name (a restarted replica keeps its number but not its files).
+func (c *coordinator) startReplicaAs(p plan, svc *services, dir string, n int, name, spec string, capacity int64) (*replicaProc, error) {
 	redisAddr, pgURL, myDSN := svc.env()
 	r := &replicaProc{
 		n:     n,
-		rec:   filepath.Join(dir, fmt.Sprintf("replica-%d.inv", n)),
-		log:   filepath.Join(dir, fmt.Sprintf("replica-%d.log", n)),
+		rec:   filepath.Join(dir, name+".inv"),
+		log:   filepath.Join(dir, name+".log"),
 		ready: make(chan int64, 1),
 		done:  make(chan struct{}),
 	}
 	args := []string{"replica", "-system", p.system, "-replica", strconv.Itoa(n), "-redis", redisAddr,
 		"-pg", pgURL, "-mysql", myDSN, "-workers", strconv.Itoa(c.workers), "-tasks", strconv.Itoa(p.tasks),
-		"-shards", strconv.Itoa(p.shards), "-spec", spec, "-rec", r.rec, "-cap", strconv.FormatInt(capacity, 10)}
+		"-shards", strconv.Itoa(p.shards), "-spec", spec, "-rec", r.rec, "-cap", strconv.FormatInt(capacity, 10),
+		"-distinct=" + strconv.FormatBool(p.distinct)}
 	logf, err := os.Create(r.log)
 	if err != nil {
 		return nil, err
@@ -351,6 +383,82 @@ func (c *coordinator) measureIdle(p plan, procs []*replicaProc, res *result) err
 		}
 		res.IdleCPUPct = append(res.IdleCPUPct, 100*(procCPU(r.cmd.Process.Pid)-from[i])/el)
 		res.RSSMB = append(res.RSSMB, round(procStatusMB(r.cmd.Process.Pid, "VmRSS:"), 1))
+	}
+	c.stopAll(procs)
+	for _, r := range procs {
+		res.addProcess(r)
+	}
+	return nil
+}
+
+// measureDistinct is the distinct workload after the fleet's first
+// start-up: over the window, each replica's CPU (as % of a core) while the
+// fires of its tasks run, its RSS at the window's end, and the fires of the
+// window; then one replica is SIGKILLed and started again against the
+// populated tables, and its start-up timed.
+func (c *coordinator) measureDistinct(p plan, svc *services, dir, spec string, capacity int64, procs []*replicaProc,
+	counters *counters, allReady time.Time, res *result) error {
+	winFrom := allReady.Add(c.warmup).Truncate(time.Second).Add(time.Second)
+	winTo := winFrom.Add(p.window)
+	res.WindowFrom, res.WindowTo = winFrom.UTC(), winTo.UTC()
+	time.Sleep(time.Until(winFrom.Add(-500 * time.Millisecond)))
+	if err := counters.snapshot(true); err != nil {
+		return err
+	}
+	res.LoadAvg = append(res.LoadAvg, loadAvg())
+	time.Sleep(time.Until(winFrom))
+	from := make([]float64, len(procs))
+	for i, r := range procs {
+		from[i] = procCPU(r.cmd.Process.Pid)
+	}
+	t0 := time.Now()
+	time.Sleep(time.Until(winTo))
+	el := time.Since(t0).Seconds()
+	for i, r := range procs {
+		if !r.alive() {
+			return fmt.Errorf("replica %d died in the window: %s", r.n, firstLines(tail(r.log, 800)))
+		}
+		cpu := procCPU(r.cmd.Process.Pid) - from[i]
+		res.cpuWindow += cpu
+		res.IdleCPUPct = append(res.IdleCPUPct, round(100*cpu/el, 2))
+		res.RSSMB = append(res.RSSMB, round(procStatusMB(r.cmd.Process.Pid, "VmRSS:"), 1))
+	}
+	time.Sleep(c.tail) // late fires of the window still land
+	if err := counters.snapshot(false); err != nil {
+		return err
+	}
+	res.LoadAvg = append(res.LoadAvg, loadAvg())
+	var invs []invocation
+	var err error
+	for _, r := range procs {
+		if invs, err = readInvocations(r.rec, r.n, invs); err != nil {
+			return err
+		}
+	}
+	analyze(res, invs, p, counters)
+
+	// The restart: the last replica, SIGKILLed, started again with the
+	// same number against the tables the fleet filled.
+	victim := procs[len(procs)-1]
+	victim.hwmMB = procStatusMB(victim.cmd.Process.Pid, "VmHWM:")
+	_ = victim.cmd.Process.Signal(syscall.SIGKILL)
+	victim.killed = true
+	<-victim.done
+	res.addProcess(victim)
+	res.Killed = fmt.Sprintf("replica %d, restarted", victim.n)
+	again, err := c.startReplicaAs(p, svc, dir, victim.n, fmt.Sprintf("replica-%d-restart", victim.n), spec, capacity)
+	if err != nil {
+		return err
+	}
+	procs[len(procs)-1] = again
+	select {
+	case ms := <-again.ready:
+		res.RestartS = round(float64(ms)/1000, 2)
+		c.logf("%s/%s: replica %d restarted, ready in %.1fs", p.system, p.workload, again.n, res.RestartS)
+	case <-again.done:
+		return fmt.Errorf("restarted replica %d exited before ready: %s", again.n, logReason(again.log))
+	case <-time.After(p.ready):
+		return fmt.Errorf("restarted replica %d not ready after %s: %s", again.n, p.ready, logReason(again.log))
 	}
 	c.stopAll(procs)
 	for _, r := range procs {

@@ -58,7 +58,7 @@ func runPeerReplicas(t *testing.T, sys System, needPG bool, settle time.Duration
 		}
 	}
 	tpl := &templates{root: dir}
-	svc, err := startServices(tpl, dir, needPG, false, false)
+	svc, err := startServices(tpl, dir, needPG, false, false, 0)
 	if err != nil {
 		t.Fatalf("services: %v", err)
 	}

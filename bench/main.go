@@ -10,8 +10,8 @@
 //	go run . -profile quick -systems xtimer-postgres,robfig-setnx -workloads steady,burst
 //
 // It exits 1 when xtimer shows a duplicate, a miss or a failed run in a
-// correctness workload (steady, burst, failover, scale, sharded) of the smoke or
-// quick profile. See README.md for what each system is configured with.
+// correctness workload (steady, burst, failover, scale, distinct, sharded) of
+// the smoke or quick profile. See README.md for what each system is configured with.
 package main
 
 import (
@@ -47,8 +47,10 @@ func coordinatorMain() int {
 	keep := flag.Bool("keep", false, "keep the temp dir (server logs, replica logs, invocation files)")
 	scaleSizes := flag.String("scale", "", "scale: comma-separated task counts instead of the profile's (e.g. 1000000)")
 	rampSteps := flag.String("ramp", "", "throughput: comma-separated fire rates (tasks every second) instead of the profile's (e.g. 5000,10000)")
-	durable := flag.Bool("durable", false, "run PostgreSQL and MariaDB at their default durability (fsync, synchronous commit, full-page writes, redo log flushed at commit, doublewrite) instead of the harness's trade")
+	durabilityOff := flag.Bool("durability-off", false, "trade the databases' durability for speed (PostgreSQL fsync, synchronous_commit and full_page_writes off; MariaDB innodb_flush_log_at_trx_commit=2, no doublewrite) instead of running them at their default durability")
 	steadyTasks := flag.Int("steady", 0, "steady: tasks every second instead of the profile's (e.g. 1600, the sharded workload's shards a second)")
+	distinctTasks := flag.Int("distinct", 0, "distinct: tasks, each with its own daily time, instead of the profile's (e.g. 1000000)")
+	history := flag.String("history", "", "steady, throughput: comma-separated executions rows to seed before the runs of xtimer systems, one run each, 0 for none, instead of the profile's (e.g. 0,10000000)")
 	flag.Parse()
 
 	prof, ok := profiles[*profName]
@@ -77,6 +79,36 @@ func coordinatorMain() int {
 			(w == "burst" && prof.burstTasks == 0) || (w == "throughput" && len(prof.rampSteps) == 0) {
 			fmt.Fprintf(os.Stderr, "bench: workload %q is not sized in profile %s\n", w, prof.name)
 			return 2
+		}
+	}
+	if *history != "" {
+		prof.history = nil
+		for _, f := range strings.Split(*history, ",") {
+			n, err := strconv.ParseInt(strings.ReplaceAll(f, "_", ""), 10, 64)
+			if err != nil || n < 0 {
+				fmt.Fprintf(os.Stderr, "bench: -history: %q is not a row count (want 0 or a positive integer)\n", f)
+				return 2
+			}
+			if n > 0 {
+				if _, err := newHistoryPlan(n, time.Now()); err != nil {
+					fmt.Fprintln(os.Stderr, "bench:", err)
+					return 2
+				}
+			}
+			prof.history = append(prof.history, n)
+		}
+	}
+	if *distinctTasks < 0 {
+		fmt.Fprintf(os.Stderr, "bench: -distinct: %d is not a task count (want a positive integer)\n", *distinctTasks)
+		return 2
+	}
+	if *distinctTasks > 0 {
+		prof.distinctTasks = *distinctTasks
+		if prof.distinctWindow == 0 {
+			prof.distinctWindow = prof.steadyWindow
+		}
+		if prof.scaleReadyMax == 0 {
+			prof.scaleReadyMax = prof.readyTimeout
 		}
 	}
 	for _, list := range []struct {
@@ -137,31 +169,36 @@ func coordinatorMain() int {
 	}()
 
 	c := &coordinator{bin: self, tmp: tmp, replicas: prof.replicas, workers: prof.workers,
-		warmup: prof.warmup, tail: prof.tail, tpl: &templates{root: tmp}, keep: *keep, killOffset: *killOffset, durable: *durable}
+		warmup: prof.warmup, tail: prof.tail, tpl: &templates{root: tmp}, keep: *keep, killOffset: *killOffset, durabilityOff: *durabilityOff}
 	host, _ := os.Hostname()
 	doc := &document{Profile: prof.name, Started: time.Now().UTC(), Host: host, CPUs: runtime.NumCPU(),
-		Replicas: prof.replicas, Workers: prof.workers, Durable: *durable}
+		Replicas: prof.replicas, Workers: prof.workers, DurabilityOff: *durabilityOff}
 	began := time.Now()
 	for _, w := range prof.workloads {
 		for _, s := range prof.systems {
+			stopped := map[int64]bool{} // throughput: by history, a step failed
 			for _, p := range prof.plans(s, w) {
-				c.logf("%s/%s: %s tasks", s, w, num(int64(p.tasks)))
+				if stopped[p.history] {
+					continue // the next steps are higher still
+				}
+				c.logf("%s/%s: %s tasks", s, condition(w, p.history), num(int64(p.tasks)))
 				r := c.run(p)
-				stop := w == "throughput" && (r.NA != "" || !r.Pass) // the next steps are higher still
+				stopped[p.history] = w == "throughput" && (r.NA != "" || !r.Pass)
 				switch {
 				case r.NA != "":
-					c.logf("%s/%s: n/a: %s", s, w, r.NA)
+					c.logf("%s/%s: n/a: %s", s, condition(w, p.history), r.NA)
 				case w == "scale":
 					c.logf("%s/%s: start-up %.1f s, RSS %.0f MiB, idle CPU %.1f %% of a core", s, w,
 						maxOf(r.StartupS), maxOf(r.RSSMB), mean(r.IdleCPUPct))
+				case w == "distinct":
+					c.logf("%s/%s: start-up %.1f s, restart %.1f s, RSS %.0f MiB, CPU %.1f %% of a core; expected %d, once %d, duplicated %d, missed %d, p99 %.0f ms",
+						s, w, maxOf(r.StartupS), r.RestartS, maxOf(r.RSSMB), maxOf(r.IdleCPUPct),
+						r.Expected, r.Once, r.Duplicated, r.Missed, r.LateP99)
 				default:
-					c.logf("%s/%s: expected %d, once %d, duplicated %d, missed %d, p99 %.0f ms", s, w,
+					c.logf("%s/%s: expected %d, once %d, duplicated %d, missed %d, p99 %.0f ms", s, condition(w, p.history),
 						r.Expected, r.Once, r.Duplicated, r.Missed, r.LateP99)
 				}
 				doc.Results = append(doc.Results, r)
-				if stop {
-					break
-				}
 			}
 		}
 	}
@@ -213,9 +250,9 @@ func xtimerFailures(doc *document) []string {
 		}
 		switch {
 		case r.NA != "":
-			bad = append(bad, fmt.Sprintf("%s/%s did not run: %s", r.System, r.Workload, r.NA))
+			bad = append(bad, fmt.Sprintf("%s/%s did not run: %s", r.System, condition(r.Workload, r.History), r.NA))
 		case r.Duplicated > 0 || r.Missed > 0 || r.Unexpected > 0:
-			bad = append(bad, fmt.Sprintf("%s/%s: %d duplicated, %d missed, %d unexpected", r.System, r.Workload,
+			bad = append(bad, fmt.Sprintf("%s/%s: %d duplicated, %d missed, %d unexpected", r.System, condition(r.Workload, r.History),
 				r.Duplicated, r.Missed, r.Unexpected))
 		}
 	}

@@ -31,7 +31,11 @@ func replicaMain(args []string) {
 	spec := fs.String("spec", "", "six-field cron spec of every task")
 	recPath := fs.String("rec", "", "invocation file")
 	capacity := fs.Int64("cap", 1<<20, "records the invocation file holds")
+	distinct := fs.Bool("distinct", false, "task i of n fires daily at distinctSpec(i, n) instead of -spec")
 	_ = fs.Parse(args)
+	if *distinct {
+		*spec = ""
+	}
 	if err := runReplica(start, *system, *recPath, *capacity, *tasks, *shards, *spec, ReplicaEnv{
 		Replica: *replica, RedisAddr: *redisAddr, PostgresURL: *pgURL, MySQLDSN: *myDSN, Workers: *workers,
 	}); err != nil {
@@ -57,7 +61,11 @@ func runReplica(start time.Time, name, recPath string, capacity int64, n, shards
 	}()
 	tasks := make([]TaskSpec, n)
 	for i := range tasks {
-		tasks[i] = TaskSpec{Code: taskCode(i), Spec: spec, Shards: shards}
+		sp := spec
+		if sp == "" { // -distinct
+			sp = distinctSpec(i, n)
+		}
+		tasks[i] = TaskSpec{Code: taskCode(i), Spec: sp, Shards: shards}
 	}
 	if dir := os.Getenv("XTIMER_BENCH_CPUPROFILE"); dir != "" {
 		// A CPU profile per replica, for pprof; a SIGKILLed replica leaves

@@ -26,10 +26,11 @@ type document struct {
 	CPUs     int       `json:"cpus"`
 	Replicas int       `json:"replicas"`
 	Workers  int       `json:"workers"`
-	// Durable: the databases ran at their default durability (-durable),
-	// not with the harness's fsync=off and its MariaDB counterpart.
-	Durable bool      `json:"durable,omitempty"`
-	Results []*result `json:"results"`
+	// DurabilityOff: the databases ran with durability traded for speed
+	// (-durability-off: fsync=off and its MariaDB counterpart), not at
+	// their default durability.
+	DurabilityOff bool      `json:"durability_off,omitempty"`
+	Results       []*result `json:"results"`
 }
 
 func writeJSON(path string, doc *document) error {
@@ -43,9 +44,9 @@ func writeJSON(path string, doc *document) error {
 // markdown is one table per workload, rows in the order of the runs.
 func markdown(doc *document, workloads []string) string {
 	var b strings.Builder
-	durability := "databases with durability traded (fsync=off; innodb_flush_log_at_trx_commit=2)"
-	if doc.Durable {
-		durability = "databases at their default durability (-durable)"
+	durability := "databases at their default durability"
+	if doc.DurabilityOff {
+		durability = "**durability off** (-durability-off: fsync=off, synchronous_commit=off, full_page_writes=off; innodb_flush_log_at_trx_commit=2, no doublewrite)"
 	}
 	fmt.Fprintf(&b, "Profile %s, %s, %d CPUs, %d replicas per system, %d workers each, %s; lateness = start − scheduled.\n",
 		doc.Profile, doc.Started.UTC().Format("2006-01-02 15:04 UTC"), doc.CPUs, doc.Replicas, doc.Workers, durability)
@@ -71,6 +72,23 @@ func markdown(doc *document, workloads []string) string {
 				}
 				fmt.Fprintf(&b, "| %s | %s | %.1f | %.0f | %.2f | %.0f |\n", r.System, num(int64(r.Tasks)),
 					maxOf(r.StartupS), maxOf(r.RSSMB), mean(r.IdleCPUPct), maxOf(r.PeakRSSMB))
+			}
+		case "distinct":
+			b.WriteString("Each task its own daily time (`S M H * * *`, spread evenly over the day); a fleet of 3 started together on empty tables, then one replica SIGKILLed and started again on the populated tables. CPU: the replica process's own (utime + stime) over the window, while the fires run. In parentheses: the targets of issue 26 (stated for 1M tasks).\n\n")
+			b.WriteString("| system | tasks | first start-up s, slowest replica (≤ 10) | restart s (≤ 3) | RSS MiB, largest (≤ 512) | CPU % of a core, busiest (≤ 2) | fires expected | invoked once | duplicated | missed | p50 ms | p99 ms | max ms | peak RSS MiB |\n")
+			b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+			for _, r := range rows {
+				if r.NA != "" {
+					fmt.Fprintf(&b, "| %s | %s | n/a: %s |%s\n", r.System, num(int64(r.Tasks)), mdEscape(r.NA), strings.Repeat(" |", 11))
+					continue
+				}
+				fmt.Fprintf(&b, "| %s | %s | %.1f | %.1f | %.0f | %.2f | %s | %s | %s | %s | %.0f | %.0f | %.0f | %.0f |",
+					r.System, num(int64(r.Tasks)), maxOf(r.StartupS), r.RestartS, maxOf(r.RSSMB), maxOf(r.IdleCPUPct),
+					num(r.Expected), num(r.Once), num(r.Duplicated), num(r.Missed), r.LateP50, r.LateP99, r.LateMax, maxOf(r.PeakRSSMB))
+				if r.Unexpected > 0 {
+					fmt.Fprintf(&b, " (%s invocations at unscheduled instants)", num(r.Unexpected))
+				}
+				b.WriteString("\n")
 			}
 		case "throughput":
 			b.WriteString("| system | sustained fires/s | steps: fires/s → p99 ms, missed, duplicated | CPU s / 1k fires | Redis cmds / 1k fires | DB rows / fire | peak RSS MiB |\n")
@@ -137,12 +155,12 @@ func markdown(doc *document, workloads []string) string {
 			b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" + strings.Repeat("---|", strings.Count(extra, "|")) + "\n")
 			for _, r := range rows {
 				if r.NA != "" {
-					fmt.Fprintf(&b, "| %s | %s | n/a: %s |%s\n", r.System, num(int64(r.Tasks)), mdEscape(r.NA),
+					fmt.Fprintf(&b, "| %s | %s | n/a: %s |%s\n", label(r), num(int64(r.Tasks)), mdEscape(r.NA),
 						strings.Repeat(" |", 11+strings.Count(extra, "|")))
 					continue
 				}
 				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %.0f | %.0f | %.0f | %.0f | %.3f | %.1f | %s | %.0f |",
-					r.System, num(int64(r.Tasks)), num(r.Expected), num(r.Once), num(r.Duplicated), num(r.Missed),
+					label(r), num(int64(r.Tasks)), num(r.Expected), num(r.Once), num(r.Duplicated), num(r.Missed),
 					r.LateP50, r.LateP90, r.LateP99, r.LateMax, r.CPUPer1k, r.RedisPer1k, rowsText(r), maxOf(r.PeakRSSMB))
 				if w == "failover" {
 					fmt.Fprintf(&b, " %s | %.1f | %s |", r.Killed, r.LongestGapMs/1000, num(r.LateFires))
@@ -156,33 +174,74 @@ func markdown(doc *document, workloads []string) string {
 		var loads []string
 		for _, r := range rows {
 			if len(r.LoadAvg) == 2 {
-				loads = append(loads, fmt.Sprintf("%s %.1f → %.1f", r.System, r.LoadAvg[0], r.LoadAvg[1]))
+				loads = append(loads, fmt.Sprintf("%s %.1f → %.1f", label(r), r.LoadAvg[0], r.LoadAvg[1]))
 			}
 		}
 		if len(loads) > 0 {
 			fmt.Fprintf(&b, "\nMachine load (1-minute average, window start → replicas stopped): %s.\n", strings.Join(loads, "; "))
 		}
+		var seeds []string
+		for _, r := range rows {
+			db := map[string]string{"xtimer-postgres": "PostgreSQL", "xtimer-mysql": "MariaDB"}[r.System]
+			txt := fmt.Sprintf("%s rows on %s", num(r.History), db)
+			if r.History > 0 && r.SeedS > 0 && !slices.Contains(seeds, txt+fmt.Sprintf(" in %.0f s", r.SeedS)) {
+				seeds = append(seeds, txt+fmt.Sprintf(" in %.0f s", r.SeedS))
+			}
+		}
+		if len(seeds) > 0 {
+			fmt.Fprintf(&b, "\nHistory: the executions table held earlier runs' rows, all within Retention, seeded once per database and size (server-side generation, indexes built after, vacuumed and analyzed): %s.\n", strings.Join(seeds, "; "))
+		}
 	}
 	return b.String()
 }
 
-// systemsOf lists the systems of rows in their first order.
+// condition names a workload and its history condition: "steady",
+// "steady (10M history)".
+func condition(workload string, history int64) string {
+	if history == 0 {
+		return workload
+	}
+	return fmt.Sprintf("%s (%s history)", workload, rowsShort(history))
+}
+
+// rowsShort writes a row count as 10M, 500k or 1,234.
+func rowsShort(n int64) string {
+	switch {
+	case n >= 1_000_000 && n%100_000 == 0:
+		return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(n)/1e6), ".0") + "M"
+	case n >= 1000 && n%100 == 0:
+		return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(n)/1e3), ".0") + "k"
+	}
+	return num(n)
+}
+
+// label is a row's system with its history condition: the rows of one
+// system with and without history sit side by side in a workload's table.
+func label(r *result) string {
+	if r.History == 0 {
+		return r.System
+	}
+	return fmt.Sprintf("%s, %s history", r.System, rowsShort(r.History))
+}
+
+// systemsOf lists the labels of rows in their first order.
 func systemsOf(rows []*result) []string {
 	var out []string
 	for _, r := range rows {
-		if !slices.Contains(out, r.System) {
-			out = append(out, r.System)
+		if !slices.Contains(out, label(r)) {
+			out = append(out, label(r))
 		}
 	}
 	return out
 }
 
-// throughputOf is a system's throughput steps, the highest rate of the
-// passing steps before the first failing one, and the last step run.
+// throughputOf is a system's (label's) throughput steps, the highest
+// rate of the passing steps before the first failing one, and the last
+// step run.
 func throughputOf(rows []*result, system string) (steps []*result, sustained int, last *result) {
 	failed := false
 	for _, r := range rows {
-		if r.System != system {
+		if label(r) != system {
 			continue
 		}
 		steps = append(steps, r)
@@ -264,7 +323,7 @@ func charts(doc *document, workloads []string, dir, prefix string) ([]string, er
 			if r.Workload != w || r.NA != "" || len(r.CDF) == 0 {
 				continue
 			}
-			label := r.System
+			name := label(r)
 			if w == "throughput" {
 				var rows []*result
 				for _, x := range doc.Results {
@@ -272,10 +331,10 @@ func charts(doc *document, workloads []string, dir, prefix string) ([]string, er
 						rows = append(rows, x)
 					}
 				}
-				if _, _, last := throughputOf(rows, r.System); last != r {
+				if _, _, last := throughputOf(rows, label(r)); last != r {
 					continue // one line per system: its last step
 				}
-				label = fmt.Sprintf("%s @ %s/s", r.System, num(int64(r.Tasks)))
+				name = fmt.Sprintf("%s @ %s/s", label(r), num(int64(r.Tasks)))
 			}
 			pts := make(plotter.XYs, len(r.CDF))
 			for i, v := range r.CDF {
@@ -290,7 +349,7 @@ func charts(doc *document, workloads []string, dir, prefix string) ([]string, er
 			l.Dashes = plotutil.Dashes(lines)
 			l.Width = vg.Points(1.5)
 			p.Add(l)
-			p.Legend.Add(label, l)
+			p.Legend.Add(name, l)
 			lines++
 		}
 		if lines == 0 {

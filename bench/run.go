@@ -3,7 +3,7 @@ package main
 import "fmt"
 
 // systemNames are the systems the harness knows, in table order.
-var systemNames = []string{"xtimer-postgres", "xtimer-mysql", "robfig-setnx", "gocron-redislock", "river"}
+var systemNames = []string{"xtimer-postgres", "xtimer-mysql", "robfig-setnx", "gocron-redislock", "river", "asynq"}
 
 // newSystem returns the system called name.
 func newSystem(name string) (System, error) {
@@ -18,6 +18,8 @@ func newSystem(name string) (System, error) {
 		return newGocron(), nil
 	case "river":
 		return newRiver(), nil
+	case "asynq":
+		return newAsynq(), nil
 	}
 	return nil, fmt.Errorf("unknown system %q (known: %v)", name, systemNames)
 }
@@ -40,4 +42,19 @@ func needs(system string) (postgres, mysql bool) {
 // sharded workload): xtimer only.
 func hasShards(system string) bool {
 	return system == "xtimer-postgres" || system == "xtimer-mysql"
+}
+
+// hasHistory says whether system keeps executions the history condition
+// can pre-fill: xtimer only.
+func hasHistory(system string) bool {
+	return system == "xtimer-postgres" || system == "xtimer-mysql"
+}
+
+// distinctNA is why system cannot run the distinct workload ("" when it
+// can): asynq's cron has minute granularity.
+func distinctNA(system string) string {
+	if system == "asynq" {
+		return "asynq's cron has minute granularity: a task's own second of the day cannot be expressed"
+	}
+	return ""
 }

@@ -57,14 +57,17 @@ func startServer(name, logPath string, stop syscall.Signal, cred *syscall.Creden
 }
 
 // kill stops the server (its clean signal, SIGKILL after 10 s).
-func (s *server) kill() {
+func (s *server) kill() { s.killWithin(10 * time.Second) }
+
+// killWithin stops the server with its clean signal, SIGKILL after d.
+func (s *server) killWithin(d time.Duration) {
 	if s == nil || s.cmd == nil {
 		return
 	}
 	_ = s.cmd.Process.Signal(s.stop)
 	select {
 	case <-s.done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(d):
 		_ = s.cmd.Process.Kill()
 		<-s.done
 	}
@@ -130,13 +133,16 @@ func (s *services) close() {
 	s.my.kill()
 }
 
-// templates are the database clusters initialised once per coordinator.
+// templates are the database clusters initialised once per coordinator,
+// empty or seeded with a history (history.go).
 type templates struct {
 	root   string // the coordinator's temp dir
 	pgBin  string
 	pgData string // "" until initialised
 	pgCred *syscall.Credential
 	myData string
+	// seeded are the clusters seeded with a history, by backend and rows.
+	seeded map[seedKey]*seededCluster
 }
 
 // postgresCred is the postgres user when we are root (PostgreSQL refuses
@@ -217,9 +223,11 @@ func copyDir(from, to string) error {
 }
 
 // startServices starts redis-server and, when asked, PostgreSQL and
-// MariaDB for one run, in dir. durable leaves the databases at their
-// default durability (-durable) instead of the trade below.
-func startServices(t *templates, dir string, needPG, needMy, durable bool) (_ *services, err error) {
+// MariaDB for one run, in dir, at the databases' default durability;
+// durabilityOff (-durability-off) makes the trade described below instead.
+// history > 0 starts the databases from a cluster whose executions table
+// holds that many seeded rows (history.go), seeded once per coordinator.
+func startServices(t *templates, dir string, needPG, needMy, durabilityOff bool, history int64) (_ *services, err error) {
 	s := &services{dir: dir}
 	defer func() {
 		if err != nil {
@@ -249,83 +257,108 @@ func startServices(t *templates, dir string, needPG, needMy, durable bool) (_ *s
 	}
 
 	if needPG {
-		if err = t.postgres(); err != nil {
-			return nil, err
-		}
-		pdir := filepath.Join(dir, "pg")
-		if err = os.Mkdir(pdir, 0o700); err != nil {
-			return nil, err
-		}
-		if err = chownTo(t.pgCred, pdir); err != nil {
-			return nil, err
-		}
-		if err = copyDir(t.pgData, filepath.Join(pdir, "data")); err != nil {
-			return nil, err
-		}
-		if port, err = localsvc.FreePort(); err != nil {
-			return nil, err
-		}
-		plog := filepath.Join(dir, "postgres.log")
-		// Durability off (fsync, synchronous_commit, full_page_writes): the
-		// data is thrown away after the run, and every system on PostgreSQL
-		// gets the same settings.
-		args := []string{"-D", filepath.Join(pdir, "data"), "-p", strconv.Itoa(port), "-k", pdir,
-			"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300", "-c", "shared_buffers=256MB"}
-		if !durable {
-			args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
-		}
-		s.pg, err = startServer("postgres", plog, syscall.SIGINT, t.pgCred, filepath.Join(t.pgBin, "postgres"), args...)
+		from, err := t.postgresData(history)
 		if err != nil {
 			return nil, err
 		}
-		s.pgURL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-		if err = waitUp(s.pg, plog, func(ctx context.Context) error { return pingSQL(ctx, "postgres", s.pgURL) }); err != nil {
+		if s.pg, s.pgURL, err = startPostgres(t, dir, from, durabilityOff); err != nil {
 			return nil, err
 		}
 	}
-
 	if needMy {
-		if err = t.mariadb(); err != nil {
-			return nil, err
-		}
-		mdir := filepath.Join(dir, "mariadb")
-		if err = copyDir(t.myData, mdir); err != nil {
-			return nil, err
-		}
-		if port, err = localsvc.FreePort(); err != nil {
-			return nil, err
-		}
-		mlog := filepath.Join(dir, "mariadb.log")
-		// The same durability trade as PostgreSQL's: the redo log is
-		// written at commit but not flushed, no doublewrite. No binlog
-		// either way (MariaDB's default).
-		args := []string{"--no-defaults",
-			"--datadir=" + mdir, "--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
-			"--socket=" + filepath.Join(dir, "mariadb.sock"), "--pid-file=" + filepath.Join(dir, "mariadb.pid"),
-			"--user=root", "--skip-log-bin", "--innodb-buffer-pool-size=256M", "--max-connections=500"}
-		if !durable {
-			args = append(args, "--innodb-flush-log-at-trx-commit=2", "--innodb-doublewrite=0")
-		}
-		s.my, err = startServer("mariadbd", mlog, syscall.SIGTERM, nil, "mariadbd", args...)
+		from, err := t.mariadbData(history)
 		if err != nil {
 			return nil, err
 		}
-		root := fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port)
-		if err := waitUp(s.my, mlog, func(ctx context.Context) error { return pingSQL(ctx, "mysql", root) }); err != nil {
+		if s.my, s.myDSN, err = startMariaDB(dir, from, durabilityOff); err != nil {
 			return nil, err
 		}
-		db, err := openSQL("mysql", root)
-		if err != nil {
-			return nil, err
-		}
-		err = db.Exec("CREATE DATABASE bench").Error
-		closeSQL(db)
-		if err != nil {
-			return nil, fmt.Errorf("create database bench: %w", err)
-		}
-		s.myDSN = fmt.Sprintf("root@tcp(127.0.0.1:%d)/bench?parseTime=true&loc=UTC", port)
 	}
 	return s, nil
+}
+
+// startPostgres copies the cluster from into dir/pg/data and starts
+// PostgreSQL on it.
+func startPostgres(t *templates, dir, from string, durabilityOff bool) (*server, string, error) {
+	pdir := filepath.Join(dir, "pg")
+	if err := os.Mkdir(pdir, 0o700); err != nil {
+		return nil, "", err
+	}
+	if err := chownTo(t.pgCred, pdir); err != nil {
+		return nil, "", err
+	}
+	if err := copyDir(from, filepath.Join(pdir, "data")); err != nil {
+		return nil, "", err
+	}
+	port, err := localsvc.FreePort()
+	if err != nil {
+		return nil, "", err
+	}
+	plog := filepath.Join(dir, "postgres.log")
+	// -durability-off turns fsync, synchronous_commit and full_page_writes
+	// off: the data is thrown away after the run, and every system on
+	// PostgreSQL gets the same settings.
+	args := []string{"-D", filepath.Join(pdir, "data"), "-p", strconv.Itoa(port), "-k", pdir,
+		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300", "-c", "shared_buffers=256MB"}
+	if durabilityOff {
+		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	srv, err := startServer("postgres", plog, syscall.SIGINT, t.pgCred, filepath.Join(t.pgBin, "postgres"), args...)
+	if err != nil {
+		return nil, "", err
+	}
+	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	if err = waitUp(srv, plog, func(ctx context.Context) error { return pingSQL(ctx, "postgres", url) }); err != nil {
+		srv.kill()
+		return nil, "", err
+	}
+	return srv, url, nil
+}
+
+// startMariaDB copies the data dir from into dir/mariadb and starts
+// MariaDB on it, with a database bench.
+func startMariaDB(dir, from string, durabilityOff bool) (*server, string, error) {
+	mdir := filepath.Join(dir, "mariadb")
+	if err := copyDir(from, mdir); err != nil {
+		return nil, "", err
+	}
+	port, err := localsvc.FreePort()
+	if err != nil {
+		return nil, "", err
+	}
+	mlog := filepath.Join(dir, "mariadb.log")
+	// -durability-off makes the same trade as PostgreSQL's: the redo log
+	// is written at commit but not flushed, no doublewrite. No binlog
+	// either way (MariaDB's default).
+	args := []string{"--no-defaults",
+		"--datadir=" + mdir, "--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
+		"--socket=" + filepath.Join(dir, "mariadb.sock"), "--pid-file=" + filepath.Join(dir, "mariadb.pid"),
+		"--user=root", "--skip-log-bin", "--innodb-buffer-pool-size=256M", "--max-connections=500"}
+	if durabilityOff {
+		args = append(args, "--innodb-flush-log-at-trx-commit=2", "--innodb-doublewrite=0")
+	}
+	srv, err := startServer("mariadbd", mlog, syscall.SIGTERM, nil, "mariadbd", args...)
+	if err != nil {
+		return nil, "", err
+	}
+	root := fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port)
+	if err = waitUp(srv, mlog, func(ctx context.Context) error { return pingSQL(ctx, "mysql", root) }); err != nil {
+		srv.kill()
+		return nil, "", err
+	}
+	db, err := openSQL("mysql", root)
+	if err != nil {
+		srv.kill()
+		return nil, "", err
+	}
+	// A seeded data dir has it already.
+	err = db.Exec("CREATE DATABASE IF NOT EXISTS bench").Error
+	closeSQL(db)
+	if err != nil {
+		srv.kill()
+		return nil, "", fmt.Errorf("create database bench: %w", err)
+	}
+	return srv, fmt.Sprintf("root@tcp(127.0.0.1:%d)/bench?parseTime=true&loc=UTC", port), nil
 }
 
 // openSQL opens a GORM connection for the coordinator's own queries.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -30,9 +31,17 @@ type profile struct {
 	rampStep      time.Duration // throughput: measured window of a step
 	readyTimeout  time.Duration
 	scaleReadyMax time.Duration
+	// distinct: tasks, each with its own daily time (distinctSpec),
+	// measured over distinctWindow after the fleet is ready; 0: not sized.
+	distinctTasks  int
+	distinctWindow time.Duration
+	// history: the executions rows seeded before each steady and
+	// throughput run of an xtimer system, one run per entry (0: empty
+	// tables). The peers run once, without.
+	history []int64
 }
 
-var allWorkloads = []string{"steady", "burst", "scale", "failover", "throughput", "sharded"}
+var allWorkloads = []string{"steady", "burst", "scale", "distinct", "failover", "throughput", "sharded"}
 
 var profiles = map[string]profile{
 	// smoke is for CI: correctness of the harness and of xtimer, no timing.
@@ -43,7 +52,7 @@ var profiles = map[string]profile{
 		steadyTasks: 50, steadyWindow: 8 * time.Second,
 		failTasks: 50, failWindow: 12 * time.Second,
 		shardedTasks: 10, shards: 16, shardedWindow: 8 * time.Second, // not run by default: -workloads sharded
-		readyTimeout: time.Minute,
+		readyTimeout: time.Minute, history: []int64{0},
 	},
 	"quick": {
 		name: "quick", systems: systemNames, workloads: allWorkloads, replicas: 3, workers: 64,
@@ -55,6 +64,8 @@ var profiles = map[string]profile{
 		rampSteps: []int{1000, 2000, 5000, 10000, 20000}, rampStep: 8 * time.Second,
 		shardedTasks: 100, shards: 16, shardedWindow: 20 * time.Second,
 		readyTimeout: time.Minute, scaleReadyMax: 90 * time.Second,
+		distinctTasks: 100_000, distinctWindow: 30 * time.Second,
+		history: []int64{0},
 	},
 	"full": {
 		name: "full", systems: systemNames, workloads: allWorkloads, replicas: 3, workers: 64,
@@ -66,16 +77,28 @@ var profiles = map[string]profile{
 		rampSteps: []int{1000, 2000, 5000, 10000, 20000}, rampStep: 20 * time.Second,
 		shardedTasks: 100, shards: 16, shardedWindow: 60 * time.Second,
 		readyTimeout: 3 * time.Minute, scaleReadyMax: 10 * time.Minute,
+		distinctTasks: 1_000_000, distinctWindow: 60 * time.Second,
+		history: []int64{0, 10_000_000},
 	},
 }
 
-// plans are the runs of one system and workload: one, or one per scale
-// size.
+// plans are the runs of one system and workload: one, one per scale
+// size, or (steady, throughput) one per history size.
 func (pr profile) plans(system, workload string) []plan {
 	switch workload {
 	case "steady":
-		return []plan{{system: system, workload: workload, tasks: pr.steadyTasks, spec: "* * * * * *",
-			window: pr.steadyWindow, ready: pr.readyTimeout}}
+		var ps []plan
+		for _, h := range pr.histories(system) {
+			ps = append(ps, plan{system: system, workload: workload, tasks: pr.steadyTasks, spec: "* * * * * *",
+				window: pr.steadyWindow, ready: pr.readyTimeout, history: h})
+		}
+		return ps
+	case "distinct":
+		if pr.distinctTasks == 0 {
+			return nil
+		}
+		return []plan{{system: system, workload: workload, tasks: pr.distinctTasks, distinct: true,
+			spec: distinctSpecText(pr.distinctTasks), window: pr.distinctWindow, ready: pr.scaleReadyMax, restart: true}}
 	case "failover":
 		return []plan{{system: system, workload: workload, tasks: pr.failTasks, spec: "* * * * * *",
 			window: pr.failWindow, kill: true, ready: pr.readyTimeout}}
@@ -104,11 +127,40 @@ func (pr profile) plans(system, workload string) []plan {
 		// One run per step, each a steady run at that rate; the caller
 		// stops at the first step that fails (throughputPass).
 		var ps []plan
-		for _, n := range pr.rampSteps {
-			ps = append(ps, plan{system: system, workload: workload, tasks: n, spec: "* * * * * *",
-				window: pr.rampStep, ready: pr.readyTimeout})
+		for _, h := range pr.histories(system) {
+			for _, n := range pr.rampSteps {
+				ps = append(ps, plan{system: system, workload: workload, tasks: n, spec: "* * * * * *",
+					window: pr.rampStep, ready: pr.readyTimeout, history: h})
+			}
 		}
 		return ps
 	}
 	return nil
+}
+
+// histories are the history sizes system runs steady and throughput with:
+// the profile's for xtimer, none (one run without) for the peers, which
+// keep no executions table.
+func (pr profile) histories(system string) []int64 {
+	if hasHistory(system) && len(pr.history) > 0 {
+		return pr.history
+	}
+	return []int64{0}
+}
+
+// distinctSecond is the second of the day task i of n fires at in the
+// distinct workload: the n tasks spread evenly over the 86,400 seconds.
+func distinctSecond(i, n int) int { return int(int64(i) * 86400 / int64(n)) }
+
+// distinctSpec is task i of n's spec in the distinct workload: once a day
+// at distinctSecond, "S M H * * *".
+func distinctSpec(i, n int) string {
+	s := distinctSecond(i, n)
+	return fmt.Sprintf("%d %d %d * * *", s%60, s/60%60, s/3600)
+}
+
+// distinctSpecText describes the distinct workload's specs in the
+// results.
+func distinctSpecText(n int) string {
+	return fmt.Sprintf("S M H * * * (task i at second i×86400/%d of the day, UTC)", n)
 }
