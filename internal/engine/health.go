@@ -80,7 +80,8 @@ func (s *Engine) LoopHealth() (ok bool, detail string, age time.Duration) {
 	return true, fmt.Sprintf("last tick %s ago", age.Round(time.Millisecond)), age
 }
 
-// noteDB logs the database going away and coming back, once each.
+// noteDB logs the database going away and coming back, once each, and
+// has the status writer write its last writes again when it comes back.
 func (s *Engine) noteDB(err error) {
 	if err != nil && errors.Is(err, context.Canceled) {
 		return
@@ -99,6 +100,7 @@ func (s *Engine) noteDB(err error) {
 		s.log.Debug("database still unreachable", "err", err)
 	case changed:
 		s.log.Info("database reachable again")
+		s.updates.replayLost() // a promoted standby may lack the last writes (status.go)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,13 +25,40 @@ type statusWriter struct {
 	alerts  *alerter
 	noteDB  func(error) // the database's health (health.go)
 
+	now      func() time.Time
 	flushing sync.Mutex // one flush at a time, so writes land in the order queued
 	mu       sync.Mutex
 	starts   []store.Start
 	finishes []store.Finish
 	skips    []skipUpdate
-	kick     startstop.Kick
+	// written are the starts and results written in the last
+	// replayWindow, oldest first; replays, those queued to be written
+	// again (replayLost).
+	written []written
+	replays []written
+	kick    startstop.Kick
 }
+
+// written is a start or a result the database acknowledged, and when.
+type written struct {
+	start  *store.Start
+	finish *store.Finish
+	at     time.Time
+}
+
+// A failover to an asynchronous standby can lose the last commits the
+// old primary acknowledged: a result written there is gone, and its row
+// says running on the new primary while no replica runs it (a start
+// gone leaves it claimed, and rescued later as if its replica were
+// lost). The status writer keeps the writes of the last replayWindow
+// (at most replayMax) and, when the database answers again after it did
+// not, writes them again (replayLost). MarkRunning and FinishAttempts
+// are conditional on the row's state, so a write the database kept is
+// not applied twice.
+const (
+	replayWindow = 10 * time.Second
+	replayMax    = 50_000
+)
 
 // statusStore is what the status writer needs of the store.
 type statusStore interface {
@@ -47,7 +75,7 @@ type skipUpdate struct {
 
 func newStatusWriter(s *Engine) *statusWriter {
 	return &statusWriter{store: s.store, replica: s.opts.InstanceID, log: s.log, metrics: s.metrics, alerts: s.alerts,
-		noteDB: s.noteDB, kick: startstop.NewKick()}
+		noteDB: s.noteDB, now: s.clock.Now, kick: startstop.NewKick()}
 }
 
 func (q *statusWriter) started(r store.Execution, at time.Time) {
@@ -76,10 +104,99 @@ func (q *statusWriter) skip(r store.Execution, reason string, at time.Time) {
 
 func (q *statusWriter) poke() { q.kick.Poke() }
 
+// replayLost queues the writes of the last replayWindow to be written
+// again: the database answers again after it did not, and may be a
+// standby promoted without them.
+func (q *statusWriter) replayLost() {
+	q.mu.Lock()
+	q.replays = append(q.replays, q.written...)
+	q.written = nil
+	n := len(q.replays)
+	q.mu.Unlock()
+	if n > 0 {
+		q.poke()
+	}
+}
+
+// wrote keeps the writes the database acknowledged (oks), for replayLost.
+func (q *statusWriter) wrote(starts []store.Start, startOKs []bool, finishes []store.Finish, finishOKs []bool) {
+	now := q.now()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i, ok := range startOKs {
+		if ok {
+			q.written = append(q.written, written{start: &starts[i], at: now})
+		}
+	}
+	for i, ok := range finishOKs {
+		if ok {
+			q.written = append(q.written, written{finish: &finishes[i], at: now})
+		}
+	}
+	drop := max(len(q.written)-replayMax, 0)
+	for drop < len(q.written) && now.Sub(q.written[drop].at) > replayWindow {
+		drop++
+	}
+	if drop > 0 {
+		q.written = slices.Delete(q.written, 0, drop)
+	}
+}
+
+// replay writes again what replayLost queued, starts before results:
+// what the database had lost is written now; what it kept is not
+// written twice, as both writes are conditional on the row's state.
+func (q *statusWriter) replay(ctx context.Context) error {
+	q.mu.Lock()
+	replays := q.replays
+	q.replays = nil
+	q.mu.Unlock()
+	var starts []store.Start
+	var finishes []store.Finish
+	for _, w := range replays {
+		if w.start != nil {
+			starts = append(starts, *w.start)
+		} else {
+			finishes = append(finishes, *w.finish)
+		}
+	}
+	var ids []int64
+	landed := func(oks []bool, id func(i int) int64) {
+		for i, ok := range oks {
+			if ok {
+				ids = append(ids, id(i))
+			}
+		}
+	}
+	var err error
+	if len(starts) > 0 {
+		var oks []bool
+		if oks, err = q.store.MarkRunning(ctx, starts); err == nil {
+			landed(oks, func(i int) int64 { return starts[i].ID })
+		}
+	}
+	if err == nil && len(finishes) > 0 {
+		var oks []bool
+		if oks, err = q.store.FinishAttempts(ctx, finishes); err == nil {
+			landed(oks, func(i int) int64 { return finishes[i].ID })
+		}
+	}
+	if err != nil { // all again: what landed is not written twice
+		q.mu.Lock()
+		q.replays = append(replays, q.replays...)
+		q.mu.Unlock()
+		return err
+	}
+	if len(ids) > 0 {
+		q.log.Warn("writes the database had lost written again: it acknowledged them, then lost them (a failover to a standby that had not received them)",
+			"writes", len(ids), "executions", ids[:min(len(ids), 10)])
+	}
+	return nil
+}
+
 // pending reports whether writes are queued or being written.
 func (q *statusWriter) pending() bool {
 	q.mu.Lock()
-	queued := len(q.starts)+len(q.finishes)+len(q.skips) > 0
+	queued := len(q.starts)+len(q.finishes)+len(q.skips)+len(q.replays) > 0
 	q.mu.Unlock()
 	if queued {
 		return true
@@ -186,6 +303,7 @@ func (q *statusWriter) flush(ctx context.Context) error {
 				q.log.Error("a started fire's row changed under it", "execution", starts[i].ID)
 			}
 		}
+		q.wrote(starts, oks, nil, nil)
 	}
 	if len(finishes) > 0 {
 		oks, err := q.store.FinishAttempts(ctx, finishes)
@@ -199,6 +317,7 @@ func (q *statusWriter) flush(ctx context.Context) error {
 					"execution", finishes[i].ID, "attempt", finishes[i].Attempt)
 			}
 		}
+		q.wrote(nil, nil, finishes, oks)
 	}
 	for k, sk := range skips {
 		if _, err := q.store.SkipFire(ctx, sk.row.ID, q.replica, sk.reason, sk.at.UnixMilli()); err != nil {
@@ -206,7 +325,7 @@ func (q *statusWriter) flush(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return q.replay(ctx)
 }
 
 // stop writes what is left, retrying until ctx ends.
@@ -214,7 +333,7 @@ func (q *statusWriter) stop(ctx context.Context) error {
 	q.Base.Stop()
 	if err := startstop.Drain(ctx, stopRetryEvery, q.flush); err != nil {
 		q.mu.Lock()
-		n := len(q.starts) + len(q.finishes) + len(q.skips)
+		n := len(q.starts) + len(q.finishes) + len(q.skips) + len(q.replays)
 		q.mu.Unlock()
 		return fmt.Errorf("xtimer: stop: %d status updates not written: %w", n, err)
 	}
