@@ -8,8 +8,13 @@ import (
 
 func TestAsynqAdapter(t *testing.T) {
 	// asynq's server checks an empty queue every second (TaskCheckInterval),
-	// so the first fire may come a second or two after ready.
-	_, dups := runPeerReplicas(t, newAsynq(), false, 5*time.Second)
+	// so the first fire may come a second or two after ready, and a fire
+	// can start more than its 1 s period late: its handler, which learns
+	// no scheduled instant from asynq, then records the next second
+	// (asynq.go), one second with two records and one with none. Seen in
+	// CI on a loaded machine: the 20 fires of one second recorded as the
+	// next one's.
+	_, dups := runPeerReplicas(t, newAsynq(), false, 5*time.Second, true)
 	// Unique's lock is released when the task succeeds: a replica whose
 	// timer fires after that enqueues the fire again. Reported, not
 	// asserted.

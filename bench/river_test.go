@@ -11,7 +11,7 @@ func TestRiverAdapter(t *testing.T) {
 	// River's leader is elected at start, but its maintenance services
 	// start one after another, each after a random stagger of up to a
 	// second: the periodic enqueuer may start some seconds later.
-	calls, dups := runPeerReplicas(t, newRiver(), true, 15*time.Second)
+	calls, dups := runPeerReplicas(t, newRiver(), true, 15*time.Second, false)
 	// The leader enqueues each fire once, with unique options: duplicates
 	// are reported like every peer's, not asserted.
 	t.Logf("river duplicates: %d", dups)
