@@ -158,3 +158,43 @@ func TestClaimLeadGrowsWithTheFiresOfAnInstant(t *testing.T) {
 	d.noteClaim(50*time.Millisecond, 1000) // 50 µs a fire: the average moves a quarter of the way
 	require.Equal(t, 35*time.Microsecond, d.claimPerFire)
 }
+
+// The promise: a claim whose time varies (the commit's flush on a durable
+// database has a long tail) is made further ahead than twice its mean, by
+// four mean deviations, so that the slow claims of the tail still end
+// before the run time; a steady one keeps twice its mean.
+func TestClaimLeadCoversTheSpreadOfClaimTimes(t *testing.T) {
+	t.Parallel()
+	steady := &dispatcher{}
+	for range 20 {
+		steady.noteClaim(4*time.Millisecond, 1)
+	}
+	// One fire: its round trip and the per-fire cost assumed until a big
+	// claim is timed.
+	require.Equal(t, 2*(4*time.Millisecond+assumedClaimPerFire)+time.Millisecond, steady.claimLead(1), "no spread: twice the mean")
+
+	spread := &dispatcher{}
+	for i := range 20 { // mostly 3 ms, every fifth claim 13 ms
+		took := 3 * time.Millisecond
+		if i%5 == 4 {
+			took = 13 * time.Millisecond
+		}
+		spread.noteClaim(took, 1)
+	}
+	lead := spread.claimLead(1)
+	require.Greater(t, lead, 13*time.Millisecond, "the slow claims of the tail end before the run time")
+	expect := spread.claimRTT + assumedClaimPerFire
+	require.Greater(t, lead, 2*expect+time.Millisecond, "more than twice the mean")
+	require.Equal(t, expect+4*spread.rttDev+time.Millisecond, lead)
+
+	big := &dispatcher{} // per fire, for claims of bigClaim fires or more
+	for i := range 20 {
+		took := 300 * time.Millisecond
+		if i%5 == 4 {
+			took = 900 * time.Millisecond
+		}
+		big.noteClaim(took, 3000)
+	}
+	require.Greater(t, big.claimLead(3000), 900*time.Millisecond)
+	require.LessOrEqual(t, big.claimLead(3000), maxClaimLead, "bounded")
+}

@@ -84,10 +84,13 @@ type dispatcher struct {
 	backlog []store.Execution
 	// claimed holds the Go and HTTP fires claimed ahead of their run time,
 	// waiting for it; claimRTT and claimPerFire are moving averages of what
-	// a claim takes (claimLead). Loop only.
+	// a claim takes, rttDev and perFireDev their mean deviations
+	// (claimLead). Loop only.
 	claimed      fireHeap
 	claimRTT     time.Duration
 	claimPerFire time.Duration
+	rttDev       time.Duration
+	perFireDev   time.Duration
 }
 
 // fireView is what the dispatcher reads of the view (view.go).
@@ -516,27 +519,34 @@ const (
 )
 
 // claimLead is how far ahead of their run time n fires due together are
-// claimed: twice the expected round trip and per-fire work of their claim,
-// plus a millisecond for the timer. A round trip is short, but the claim
-// of the 3,000 fires of a burst at the top of a minute takes many round
-// trips' worth, checks included: with the lead of a small claim they
-// started that much late. Only the dispatcher calls it.
+// claimed: the expected round trip and per-fire work of their claim, plus
+// the larger of that again and four mean deviations of it (a claim's
+// time varies with the database's commit flush, whose tail outlasts
+// twice the mean), plus a millisecond for the timer. A round trip is
+// short, but the claim of the 3,000 fires of a burst at the top of a
+// minute takes many round trips' worth, checks included: with the lead
+// of a small claim they started that much late. Only the dispatcher
+// calls it.
 func (d *dispatcher) claimLead(n int) time.Duration {
 	perFire := d.claimPerFire
 	if perFire == 0 {
 		perFire = assumedClaimPerFire
 	}
 	expect := d.claimRTT + time.Duration(n)*perFire
-	return min(max(2*expect+time.Millisecond, minClaimLead), maxClaimLead)
+	spread := 4 * (d.rttDev + time.Duration(n)*d.perFireDev)
+	return min(max(expect+max(expect, spread)+time.Millisecond, minClaimLead), maxClaimLead)
 }
 
-// noteClaim folds one dispatch round into claimRTT or claimPerFire: took
-// from the dispatcher's wake (fires popped, checked) to the claim's
-// answer, for n fires.
+// noteClaim folds one dispatch round into claimRTT and rttDev, or
+// claimPerFire and perFireDev: took from the dispatcher's wake (fires
+// popped, checked) to the claim's answer, for n fires.
 func (d *dispatcher) noteClaim(took time.Duration, n int) {
-	avg, sample := &d.claimRTT, took
+	avg, dev, sample := &d.claimRTT, &d.rttDev, took
 	if n >= bigClaim {
-		avg, sample = &d.claimPerFire, took/time.Duration(n)
+		avg, dev, sample = &d.claimPerFire, &d.perFireDev, took/time.Duration(n)
+	}
+	if *avg != 0 { // the deviation from the average before this sample
+		fold(dev, (sample - *avg).Abs())
 	}
 	fold(avg, sample)
 }
