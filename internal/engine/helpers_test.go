@@ -17,6 +17,7 @@ import (
 	"github.com/xtimer-go/xtimer/executor"
 	"github.com/xtimer-go/xtimer/internal/fakeclock"
 	"github.com/xtimer-go/xtimer/internal/store"
+	"github.com/xtimer-go/xtimer/internal/testsvc"
 )
 
 // Fixtures shared by the engine's tests. The engine is built here as the
@@ -140,6 +141,46 @@ func waitIdle(ctx context.Context, t testing.TB, clock *fakeclock.Clock, es ...*
 		n += e.ClockTimers()
 	}
 	require.NoError(t, clock.BlockUntil(ctx, n))
+}
+
+// waitSettled is waitIdle, and then also waits until no engine has a
+// fire armed and not yet seen by its dispatcher, or writes queued
+// (WakePending): moving the clock before that makes those fires start at
+// the moved clock, late by the move.
+func waitSettled(ctx context.Context, t testing.TB, clock *fakeclock.Clock, es ...*Engine) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		waitIdle(ctx, t, clock, es...)
+		settled := true
+		for _, e := range es {
+			settled = settled && !e.WakePending()
+		}
+		if settled {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("engines still busy at %s", clock.Now())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// startEveryMinute starts an engine on db and a fake clock at
+// 2026-11-30 10:00:00.500 with one task firing at every minute's second 0
+// per code, whose handler calls iv records, and waits until it is idle.
+func startEveryMinute(ctx context.Context, t testing.TB, db *gorm.DB, codes ...string) (*Engine, *fakeclock.Clock, *invocations) {
+	t.Helper()
+	clock := fakeclock.New(time.Date(2026, 11, 30, 10, 0, 0, 500_000_000, time.UTC))
+	iv := newInvocations()
+	s := newEngine(t, setupOpts{db: db, app: testsvc.App(t), clock: clock}, nil)
+	for _, code := range codes {
+		mustRegister(t, s, code, "0 * * * * *", iv.handler(nil))
+	}
+	require.NoError(t, s.Start(ctx))
+	stopOnCleanup(t, s)
+	waitIdle(ctx, t, clock, s)
+	return s, clock, iv
 }
 
 func mustZone(t testing.TB, name string) *time.Location {

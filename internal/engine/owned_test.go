@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
-	"github.com/xtimer-go/xtimer/internal/fakeclock"
 	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
 )
@@ -26,16 +25,9 @@ func TestFireOwnedHereButNeverArmedRuns(t *testing.T) {
 	for name, open := range map[string]func(testing.TB) *gorm.DB{"postgres": testsvc.Postgres, "sqlite": testsvc.SQLite} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			db, app := open(t), testsvc.App(t)
-			ctx := context.Background()
-			clock := fakeclock.New(time.Date(2026, 11, 30, 10, 0, 0, 500_000_000, time.UTC))
-			iv := newInvocations()
-			s := newEngine(t, setupOpts{db: db, app: app, clock: clock}, nil)
-			mustRegister(t, s, "lost", "0 * * * * *", iv.handler(nil))
-			mustRegister(t, s, "armed", "0 * * * * *", iv.handler(nil))
-			require.NoError(t, s.Start(ctx))
-			stopOnCleanup(t, s)
-			waitIdle(ctx, t, clock, s)
+			db, ctx := open(t), context.Background()
+			s, clock, iv := startEveryMinute(ctx, t, db, "lost", "armed")
+			app := s.opts.App
 
 			runTime := time.Date(2026, 11, 30, 10, 1, 0, 0, time.UTC)
 			lost := store.Execution{App: app, TaskCode: "lost", RunTime: runTime.UnixMilli(), Status: store.StatusScheduled,
@@ -58,7 +50,7 @@ func TestFireOwnedHereButNeverArmedRuns(t *testing.T) {
 			// On to 10:01:07.5, a tick at a time: "armed" runs at once, "lost"
 			// within ownedGrace and a tick of its run time.
 			for range 13 {
-				waitIdle(ctx, t, clock, s)
+				waitSettled(ctx, t, clock, s)
 				clock.Advance(time.Second)
 			}
 			require.EventuallyWithT(t, func(c *assert.CollectT) {
