@@ -34,9 +34,10 @@ type statusWriter struct {
 	// written are the starts and results written in the last
 	// replayWindow, oldest first; replays, those queued to be written
 	// again (replayLost).
-	written []written
-	replays []written
-	kick    startstop.Kick
+	written     []written
+	writtenText int // bytes of output and error in written
+	replays     []written
+	kick        startstop.Kick
 }
 
 // written is a start or a result the database acknowledged, and when.
@@ -51,13 +52,15 @@ type written struct {
 // says running on the new primary while no replica runs it (a start
 // gone leaves it claimed, and rescued later as if its replica were
 // lost). The status writer keeps the writes of the last replayWindow
-// (at most replayMax) and, when the database answers again after it did
-// not, writes them again (replayLost). MarkRunning and FinishAttempts
-// are conditional on the row's state, so a write the database kept is
-// not applied twice.
+// (at most replayMax of them, and replayMaxText bytes of their outputs
+// and errors: a handler's output may be large) and, when the database
+// answers again after it did not, writes them again (replayLost).
+// MarkRunning and FinishAttempts are conditional on the row's state, so
+// a write the database kept is not applied twice.
 const (
-	replayWindow = 10 * time.Second
-	replayMax    = 50_000
+	replayWindow  = 10 * time.Second
+	replayMax     = 50_000
+	replayMaxText = 32 << 20
 )
 
 // statusStore is what the status writer needs of the store.
@@ -110,7 +113,7 @@ func (q *statusWriter) poke() { q.kick.Poke() }
 func (q *statusWriter) replayLost() {
 	q.mu.Lock()
 	q.replays = append(q.replays, q.written...)
-	q.written = nil
+	q.written, q.writtenText = nil, 0
 	n := len(q.replays)
 	q.mu.Unlock()
 	if n > 0 {
@@ -123,23 +126,43 @@ func (q *statusWriter) wrote(starts []store.Start, startOKs []bool, finishes []s
 	now := q.now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	keep := func(w written) {
+		q.written = append(q.written, w)
+		q.writtenText += w.text()
+	}
 	for i, ok := range startOKs {
 		if ok {
-			q.written = append(q.written, written{start: &starts[i], at: now})
+			keep(written{start: &starts[i], at: now})
 		}
 	}
 	for i, ok := range finishOKs {
 		if ok {
-			q.written = append(q.written, written{finish: &finishes[i], at: now})
+			keep(written{finish: &finishes[i], at: now})
 		}
 	}
-	drop := max(len(q.written)-replayMax, 0)
-	for drop < len(q.written) && now.Sub(q.written[drop].at) > replayWindow {
+	drop := 0
+	for drop < len(q.written) && (len(q.written)-drop > replayMax || q.writtenText > replayMaxText ||
+		now.Sub(q.written[drop].at) > replayWindow) {
+		q.writtenText -= q.written[drop].text()
 		drop++
 	}
 	if drop > 0 {
 		q.written = slices.Delete(q.written, 0, drop)
 	}
+}
+
+// text is how many bytes of output and error w holds.
+func (w written) text() int {
+	var r *store.Result
+	switch {
+	case w.finish != nil:
+		r = &w.finish.Result
+	case w.start.Finish != nil:
+		r = w.start.Finish
+	default:
+		return 0
+	}
+	return len(r.Output) + len(r.Error)
 }
 
 // replay writes again what replayLost queued, starts before results:

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,4 +85,36 @@ func TestWritesTheDatabaseLostAreWrittenAgainWhenItAnswers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The promise: what the status writer keeps for a replay is bounded by
+// replayWindow, replayMax writes and replayMaxText bytes of output, the
+// oldest going first.
+func TestWritesKeptForAReplayAreBounded(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	q := &statusWriter{now: func() time.Time { return now }}
+	big := strings.Repeat("x", 1<<20)
+	finishes := make([]store.Finish, 40)
+	for i := range finishes {
+		finishes[i] = store.Finish{ID: int64(i + 1), Attempt: 1, Result: store.Result{Status: store.StatusSucceeded, Output: big}}
+	}
+	q.wrote(nil, nil, finishes, slices.Repeat([]bool{true}, len(finishes)))
+	require.Len(t, q.written, replayMaxText>>20, "32 outputs of 1 MiB")
+	require.Equal(t, int64(9), q.written[0].finish.ID, "the oldest dropped first")
+	require.Equal(t, replayMaxText, q.writtenText)
+
+	starts := make([]store.Start, replayMax+10)
+	for i := range starts {
+		starts[i] = store.Start{ID: int64(100 + i)}
+	}
+	now = now.Add(time.Second)
+	q.wrote(starts, slices.Repeat([]bool{true}, len(starts)), nil, nil)
+	require.Len(t, q.written, replayMax)
+	require.Equal(t, int64(110), q.written[0].start.ID)
+	require.Zero(t, q.writtenText)
+
+	now = now.Add(replayWindow + time.Millisecond)
+	q.wrote(starts[:1], []bool{true}, nil, []bool{})
+	require.Len(t, q.written, 1, "older than replayWindow: dropped")
 }
