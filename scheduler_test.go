@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -492,6 +493,81 @@ func TestABigHandlerListReachesTheReplicaRow(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "job.00000", live[0].Handlers[0])
 	require.Equal(t, fmt.Sprintf("job.%05d", n-1), live[0].Handlers[n-1], "sorted")
+}
+
+// handlerListLog keeps what the handler publisher logs.
+type handlerListLog struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (l *handlerListLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *handlerListLog) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *handlerListLog) WithGroup(string) slog.Handler            { return l }
+func (l *handlerListLog) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, "handler list") {
+		l.mu.Lock()
+		l.records = append(l.records, r.Clone())
+		l.mu.Unlock()
+	}
+	return nil
+}
+
+// said returns the level and attributes of what was logged, in order.
+func (l *handlerListLog) said() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, r := range l.records {
+		line := r.Level.String()
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "failures" || a.Key == "retry_in" {
+				line += " " + a.String()
+			}
+			return true
+		})
+		out = append(out, line)
+	}
+	return out
+}
+
+// A replica whose big handler list the database refuses says so as an
+// error, with when it tries again, and writes the list at a later
+// heartbeat once the database takes it.
+func TestAHandlerListNotWrittenIsAnErrorAndIsWrittenLater(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testsvc.SQLite(t)
+	require.NoError(t, store.New(db).Migrate(ctx))
+	require.NoError(t, db.Exec(`CREATE TRIGGER refuse_handler_chunks BEFORE INSERT ON xtimer_handler_chunks
+BEGIN SELECT RAISE(ABORT, 'no room for the list'); END`).Error)
+	clock := fakeclock.New(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	log := &handlerListLog{}
+	s := newScheduler(t, setupOpts{db: db, app: testsvc.App(t), clock: clock}, func(o *Options) { o.Logger = slog.New(log) })
+	n := engine.BigHandlerList + 1
+	for i := range n {
+		require.NoError(t, s.Register(fmt.Sprintf("job.%05d", i), "0 0 3 * * *", func(context.Context, *Run) error { return nil }))
+	}
+	require.NoError(t, s.Start(ctx))
+	stopOnCleanup(t, s)
+
+	require.Eventually(t, func() bool { return len(log.said()) == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, []string{"ERROR failures=1 retry_in=5s"}, log.said())
+
+	require.NoError(t, db.Exec("DROP TRIGGER refuse_handler_chunks").Error)
+	// The heartbeat every 5 s (DefaultHeartbeatInterval), at the ticks.
+	for range 6 {
+		waitIdle(ctx, t, clock, s)
+		clock.Advance(time.Second)
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		live, err := s.store.LiveReplicas(ctx, s.App(), 0)
+		if assert.NoError(c, err) && assert.Len(c, live, 1) {
+			assert.Equal(c, n, len(live[0].Handlers), "handlers in the row")
+		}
+	}, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(log.said()) == 2 }, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, []string{"ERROR failures=1 retry_in=5s", "INFO failures=1"}, log.said())
 }
 
 func TestNewRefusesAnOptionWithATypedError(t *testing.T) {

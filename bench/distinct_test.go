@@ -81,15 +81,18 @@ func TestHistoryPlanStaysInRetentionAndThePast(t *testing.T) {
 		t.Fatal(err)
 	}
 	perTask := int64(10_000_000 / historyTasks)
-	newest := h.fromMs + (perTask-1)*h.stepMs + 59_000
-	if newest != now.Truncate(time.Second).Add(-historyGap).UnixMilli() {
-		t.Fatalf("newest row at %s, want an hour before %s", time.UnixMilli(newest).UTC(), now)
+	newest := h.First().Add(time.Duration(perTask-1)*h.Step() + 59*time.Second)
+	if want := now.Truncate(time.Second).Add(-historyGap - time.Second); !newest.Equal(want) {
+		t.Fatalf("newest row at %s, want %s, a second and an hour before %s", newest.UTC(), want, now)
 	}
-	if oldest := time.UnixMilli(h.fromMs); now.Sub(oldest) > historySpan+time.Hour+time.Minute {
+	if oldest := h.First(); now.Sub(oldest) > historySpan+historyGap+time.Second {
 		t.Fatalf("oldest row at %s: %s before now, more than the span", oldest.UTC(), now.Sub(oldest))
 	}
-	if h.stepMs%1000 != 0 || h.stepMs < 1000 {
-		t.Fatalf("step %d ms, want whole seconds", h.stepMs)
+	if h.Step()%time.Second != 0 || h.Step() < time.Second {
+		t.Fatalf("step %s, want whole seconds", h.Step())
+	}
+	if got := h.TaskCode(historyTasks - 1); got != taskCode(historyTasks-1) {
+		t.Fatalf("seeded task code %q, want the runs' %q", got, taskCode(historyTasks-1))
 	}
 	if _, err := newHistoryPlan(0, now); err == nil || !strings.Contains(err.Error(), "-history 0") {
 		t.Fatalf("newHistoryPlan(0): %v, want an error naming -history", err)

@@ -237,26 +237,44 @@ func (v *view) handlerList(lastGen int, rewrite bool) (codes []string, gen int, 
 	return codes, v.handlersGen, due, big
 }
 
-// publishHandlers writes this replica's list of handlers into its row when
-// a heartbeat finds it due and too big to go with it (BigHandlerList). It
-// is a loop of the planner; a failed write is tried again at the next
-// heartbeat.
+// publishHandlers writes this replica's list of handlers when a heartbeat
+// finds it due and too big to go with it (BigHandlerList); the store keeps
+// such a list in chunks (store.SetReplicaHandlers). It is a loop of the
+// planner. A failed write is logged as an error, and tried again at a
+// heartbeat after a wait that doubles from HeartbeatInterval to
+// handlersRewrite: a write that fails for its size fails again, and the
+// list is megabytes.
 func (p *planner) publishHandlers(ctx context.Context) {
+	var failures int
+	var retryAt time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-p.publish:
 		}
+		now := p.clock.Now()
+		if now.Before(retryAt) {
+			continue
+		}
 		p.view.mu.Lock()
 		codes, gen := p.view.handlerCodesLocked(), p.view.handlersGen
 		p.view.mu.Unlock()
-		now := p.clock.Now()
 		ok, err := p.store.SetReplicaHandlers(ctx, p.opts.App, p.opts.InstanceID, codes)
 		switch {
+		case err != nil && ctx.Err() != nil:
+			return
 		case err != nil:
-			p.log.Debug("handler list not written; next heartbeat tries again", "handlers", len(codes), "err", err)
+			failures++
+			wait := min(p.opts.HeartbeatInterval<<min(failures-1, 16), handlersRewrite)
+			retryAt = now.Add(wait)
+			p.log.Error("handler list not written: the other replicas do not know which tasks run here",
+				"replica", p.opts.InstanceID, "handlers", len(codes), "failures", failures, "retry_in", wait, "err", err)
 		case ok:
+			if failures > 0 {
+				p.log.Info("handler list written", "replica", p.opts.InstanceID, "handlers", len(codes), "failures", failures)
+			}
+			failures, retryAt = 0, time.Time{}
 			p.mu.Lock()
 			p.beatGen, p.beatHandlersAt = gen, now
 			p.mu.Unlock()

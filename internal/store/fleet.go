@@ -2,8 +2,12 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"unicode/utf8"
 
+	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
 
@@ -74,7 +78,9 @@ func (s *Store) Heartbeat(ctx context.Context, r Replica) error {
 	defer cancel()
 	update := []string{"host", "pid", "version", "heartbeat_ms", "slots", "clock_offset_ms", "clock_refused"}
 	if r.Handlers != nil {
-		update = append(update, "handlers")
+		// The list is in the row again, not in chunks.
+		r.HandlerChunks = 0
+		update = append(update, "handlers", "handler_chunks")
 	}
 	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{
 		Columns:   []clause.Column{{Name: "app"}, {Name: "id"}},
@@ -86,30 +92,135 @@ func (s *Store) Heartbeat(ctx context.Context, r Replica) error {
 	return nil
 }
 
-// SetReplicaHandlers writes the handler list of a replica's row, apart
-// from its heartbeats (a replica of a million tasks writes them so). It
-// reports whether the row was there: a replica whose first heartbeat has
-// not landed yet, or whose row was pruned, writes them again later.
+// handlerChunkBytes bounds the JSON of one row of xtimer_handler_chunks,
+// and so the statement that writes it: under the smallest default
+// max_allowed_packet of the MySQL family (4 MiB on MySQL 5.7; MariaDB's is
+// 16 MiB, MySQL 8's 64 MiB), which a list of a million long codes in one
+// value goes over.
+const handlerChunkBytes = 1 << 20
+
+// errNoReplica aborts SetReplicaHandlers' transaction when the row is
+// not there.
+var errNoReplica = errors.New("store: no such replica")
+
+// SetReplicaHandlers writes the handler list of a replica, apart from its
+// heartbeats (a replica of a million tasks writes them so), as rows of
+// xtimer_handler_chunks of at most handlerChunkBytes each, and their
+// count into the replica's row, in one transaction: a reader sees the
+// old list or the new one, whole. It reports whether the row was there: a
+// replica whose first heartbeat has not landed yet, or whose row was
+// pruned, writes them again later.
 func (s *Store) SetReplicaHandlers(ctx context.Context, app, id string, codes Codes) (bool, error) {
-	ctx, cancel := s.ctx(ctx)
-	defer cancel()
-	if codes == nil {
-		codes = Codes{}
+	chunks := chunkCodes(codes, handlerChunkBytes)
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		// The row last: a heartbeat waits for its lock only until the commit.
+		if err := tx.Where("app = ? AND replica = ?", app, id).Delete(&HandlerChunk{}).Error; err != nil {
+			return err
+		}
+		for i, c := range chunks {
+			if err := tx.Create(&HandlerChunk{App: app, Replica: id, Seq: i, Codes: c}).Error; err != nil {
+				return fmt.Errorf("chunk %d of %d: %w", i, len(chunks), err)
+			}
+		}
+		res := tx.Model(&Replica{}).Where("app = ? AND id = ?", app, id).
+			UpdateColumns(map[string]any{"handlers": nil, "handler_chunks": len(chunks)})
+		if res.Error != nil || res.RowsAffected > 0 {
+			return res.Error
+		}
+		// MySQL counts the rows changed, not those found: the same count
+		// again changes none.
+		var n int64
+		if err := tx.Model(&Replica{}).Where("app = ? AND id = ?", app, id).Count(&n).Error; err != nil {
+			return err
+		}
+		if n == 0 {
+			return errNoReplica
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errNoReplica):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("store: write the %d handlers of replica %q in %d chunks: %w", len(codes), id, len(chunks), err)
 	}
-	res := s.db.WithContext(ctx).Model(&Replica{}).Where("app = ? AND id = ?", app, id).UpdateColumn("handlers", codes)
-	if res.Error != nil {
-		return false, fmt.Errorf("store: write the handlers of replica %q: %w", id, res.Error)
+	return true, nil
+}
+
+// chunkCodes splits codes into lists whose JSON takes at most limit
+// bytes each (a code longer than that alone in its list): one empty list
+// for none.
+func chunkCodes(codes Codes, limit int) []Codes {
+	out := []Codes{}
+	size, from := 2, 0 // "[]"
+	for i, c := range codes {
+		n := jsonLen(c) + 1 // and a comma
+		if i > from && size+n > limit {
+			out = append(out, codes[from:i])
+			size, from = 2, i
+		}
+		size += n
 	}
-	if res.RowsAffected > 0 {
-		return true, nil
+	return append(out, codes[from:])
+}
+
+// jsonLen is the length of s as encoding/json writes it, or a little more.
+func jsonLen(s string) int {
+	n := 2
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
+			n += 2
+		case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029' || r == utf8.RuneError:
+			n += 6
+		default:
+			n += utf8.RuneLen(r)
+		}
 	}
-	// MySQL counts the rows changed, not those found: the same list again
-	// changes none.
-	var n int64
-	if err := s.db.WithContext(ctx).Model(&Replica{}).Where("app = ? AND id = ?", app, id).Count(&n).Error; err != nil {
-		return false, fmt.Errorf("store: read replica %q: %w", id, err)
+	return n
+}
+
+// fillChunkedHandlers sets the handlers of the rows whose list is in
+// xtimer_handler_chunks (Replica.HandlerChunks), each code passed
+// through keep when it is not nil. A row whose chunks are gone (the
+// replica deleted meanwhile) keeps none.
+func (s *Store) fillChunkedHandlers(ctx context.Context, app string, rows []Replica, keep func(string) bool) error {
+	var ids []string
+	at := map[string]int{}
+	for i, r := range rows {
+		if r.HandlerChunks > 0 {
+			ids = append(ids, r.ID)
+			at[r.ID] = i
+		}
 	}
-	return n > 0, nil
+	if len(ids) == 0 {
+		return nil
+	}
+	cur, err := s.db.WithContext(ctx).Model(&HandlerChunk{}).Select("replica", "codes").
+		Where("app = ? AND replica IN ?", app, ids).Order("replica, seq").Rows()
+	if err != nil {
+		return fmt.Errorf("store: read the handler lists of %d replicas of app %q: %w", len(ids), app, err)
+	}
+	defer func() { _ = cur.Close() }()
+	for cur.Next() {
+		var id string
+		var codes Codes
+		if err := cur.Scan(&id, &codes); err != nil {
+			return fmt.Errorf("store: read the handler lists of %d replicas of app %q: %w", len(ids), app, err)
+		}
+		if keep != nil {
+			codes = slices.DeleteFunc(codes, func(c string) bool { return !keep(c) })
+		}
+		r := &rows[at[id]]
+		if r.Handlers == nil {
+			r.Handlers = Codes{}
+		}
+		r.Handlers = append(r.Handlers, codes...)
+	}
+	if err := cur.Err(); err != nil {
+		return fmt.Errorf("store: read the handler lists of %d replicas of app %q: %w", len(ids), app, err)
+	}
+	return nil
 }
 
 // LiveReplicas returns the replicas of app that heart-beat at or after
@@ -121,6 +232,9 @@ func (s *Store) LiveReplicas(ctx context.Context, app string, sinceMs int64) ([]
 	err := s.db.WithContext(ctx).Where("app = ? AND heartbeat_ms >= ?", app, sinceMs).Order("id").Find(&out).Error
 	if err != nil {
 		return nil, fmt.Errorf("store: read live replicas of app %q: %w", app, err)
+	}
+	if err := s.fillChunkedHandlers(ctx, app, out, nil); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -172,6 +286,9 @@ func (s *Store) DeleteReplica(ctx context.Context, app, id string) error {
 	if err := s.db.WithContext(ctx).Where("app = ? AND id = ?", app, id).Delete(&Replica{}).Error; err != nil {
 		return fmt.Errorf("store: delete replica %q: %w", id, err)
 	}
+	if err := s.db.WithContext(ctx).Where("app = ? AND replica = ?", app, id).Delete(&HandlerChunk{}).Error; err != nil {
+		return fmt.Errorf("store: delete the handler list of replica %q: %w", id, err)
+	}
 	return nil
 }
 
@@ -183,6 +300,12 @@ func (s *Store) PruneReplicas(ctx context.Context, app string, beforeMs int64) (
 	res := s.db.WithContext(ctx).Where("app = ? AND heartbeat_ms < ?", app, beforeMs).Delete(&Replica{})
 	if res.Error != nil {
 		return 0, fmt.Errorf("store: prune replicas of app %q: %w", app, res.Error)
+	}
+	// The handler lists of the replicas gone, pruned now or before.
+	err := s.db.WithContext(ctx).Where("app = ? AND replica NOT IN (?)", app,
+		s.db.Model(&Replica{}).Select("id").Where("app = ?", app)).Delete(&HandlerChunk{}).Error
+	if err != nil {
+		return res.RowsAffected, fmt.Errorf("store: prune the handler lists of app %q: %w", app, err)
 	}
 	return res.RowsAffected, nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xtimer-go/xtimer/internal/store"
+	"github.com/xtimer-go/xtimer/internal/testsvc"
 )
 
 func TestDoneSlotsReturnsWhatWasMarkedInRange(t *testing.T) {
@@ -139,6 +140,103 @@ func TestSetReplicaHandlersWritesTheRowThatIsThere(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, live, 1)
 		require.Equal(t, codes, live[0].Handlers, "a heartbeat without handlers keeps them")
+	})
+}
+
+// A replica of a million tasks of long codes writes a list of some 24 MB
+// of JSON, more than MariaDB's default max_allowed_packet (16 MiB): it is
+// written in chunks of at most 1 MiB and read back whole, by the console's
+// read (LiveReplicas) and the shards' (ReplicaHandlers); a small list
+// written by the heartbeat then takes its place, and deleting the replica
+// deletes the chunks. (SQLite has no packet limit; the smaller lists of
+// the other tests take the same path there.)
+func TestABigHandlerListIsWrittenInChunksAndReadBackWhole(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testsvc.Backends() {
+		if backend.Name == "sqlite" {
+			continue
+		}
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			b := open(t, backend.Open(t))
+			require.NoError(t, b.store.Migrate(b.ctx))
+			writeAndReadABigHandlerList(t, b)
+		})
+	}
+}
+
+func writeAndReadABigHandlerList(t *testing.T, b *bundle) {
+	codes := make(store.Codes, 1_000_000)
+	size := 1
+	for i := range codes {
+		codes[i] = fmt.Sprintf("distinct-task-%07d", i)
+		size += len(codes[i]) + 3
+	}
+	if b.db.Dialector.Name() == "mysql" {
+		var packet int
+		require.NoError(t, b.db.Raw("SELECT @@max_allowed_packet").Scan(&packet).Error)
+		t.Logf("a list of %d bytes of JSON; max_allowed_packet %d", size, packet)
+	}
+	require.NoError(t, b.store.Heartbeat(b.ctx, store.Replica{App: b.app, ID: "big"}))
+	require.NoError(t, b.store.Heartbeat(b.ctx, store.Replica{App: b.app, ID: "small", Handlers: store.Codes{"distinct-task-0000007"}}))
+	ok, err := b.store.SetReplicaHandlers(b.ctx, b.app, "big", codes)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	var chunks []struct {
+		Seq int
+		N   int
+	}
+	require.NoError(t, b.db.Model(&store.HandlerChunk{}).Select("seq, LENGTH(codes) AS n").
+		Where("app = ? AND replica = ?", b.app, "big").Order("seq").Scan(&chunks).Error)
+	require.Len(t, chunks, (size+1<<20-1)/(1<<20), "chunks of 1 MiB")
+	for i, c := range chunks {
+		require.Equal(t, i, c.Seq)
+		require.LessOrEqual(t, c.N, 1<<20, "chunk %d", i)
+	}
+
+	live, err := b.store.LiveReplicas(b.ctx, b.app, 0)
+	require.NoError(t, err)
+	require.Len(t, live, 2)
+	require.Equal(t, "big", live[0].ID)
+	require.Equal(t, codes, live[0].Handlers)
+	require.Equal(t, store.Codes{"distinct-task-0000007"}, live[1].Handlers)
+
+	keep := map[string]bool{"distinct-task-0000007": true, "distinct-task-0999999": true, "other": true}
+	lists, err := b.store.ReplicaHandlers(b.ctx, b.app, []string{"big", "small"}, keep)
+	require.NoError(t, err)
+	require.Equal(t, map[string][]string{
+		"big":   {"distinct-task-0000007", "distinct-task-0999999"},
+		"small": {"distinct-task-0000007"},
+	}, lists)
+
+	require.NoError(t, b.store.Heartbeat(b.ctx, store.Replica{App: b.app, ID: "big", Handlers: store.Codes{"a"}}))
+	live, err = b.store.LiveReplicas(b.ctx, b.app, 0)
+	require.NoError(t, err)
+	require.Equal(t, store.Codes{"a"}, live[0].Handlers, "the heartbeat's list replaces the chunks'")
+
+	require.NoError(t, b.store.DeleteReplica(b.ctx, b.app, "big"))
+	var n int64
+	require.NoError(t, b.db.Model(&store.HandlerChunk{}).Where("app = ?", b.app).Count(&n).Error)
+	require.Zero(t, n, "chunks of a deleted replica")
+}
+
+// A pruned replica's chunks go with its row; a live one's stay.
+func TestPruneReplicasDeletesTheirHandlerChunks(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		for _, id := range []string{"gone", "live"} {
+			require.NoError(t, b.store.Heartbeat(b.ctx, store.Replica{App: b.app, ID: id}))
+			ok, err := b.store.SetReplicaHandlers(b.ctx, b.app, id, store.Codes{"a", "b"})
+			require.NoError(t, err)
+			require.True(t, ok)
+			b.set(t0 + 60_000)
+		}
+		n, err := b.store.PruneReplicas(b.ctx, b.app, t0+30_000)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n)
+		var left []string
+		require.NoError(t, b.db.Model(&store.HandlerChunk{}).Where("app = ?", b.app).Pluck("replica", &left).Error)
+		require.Equal(t, []string{"live"}, left)
 	})
 }
 

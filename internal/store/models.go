@@ -307,8 +307,14 @@ type Replica struct {
 	HeartbeatMs int64  `gorm:"column:heartbeat_ms;not null;default:0;index:xtimer_replicas_heartbeat,priority:2"`
 	// Handlers are the task codes registered in the process. A replica
 	// writes them at its first heartbeat and when they change, not on
-	// every heartbeat: a process of a million tasks holds megabytes here.
+	// every heartbeat. A list too big for one statement (HandlerChunks) is
+	// not in this column: the readers (LiveReplicas, ReplicaHandlers) fill
+	// it from its chunks.
 	Handlers Codes `gorm:"column:handlers"`
+	// HandlerChunks is the number of rows of xtimer_handler_chunks that
+	// hold the replica's handler list (SetReplicaHandlers), 0 when the
+	// list is in the handlers column.
+	HandlerChunks int `gorm:"column:handler_chunks;not null;default:0"`
 	// Slots are the slots ("minute:bucket") the replica owns now, as of
 	// its last heartbeat; the console shows them.
 	Slots []string `gorm:"column:slots;type:text;serializer:json"`
@@ -325,6 +331,20 @@ type Replica struct {
 
 // TableName is xtimer_replicas, whatever the caller's naming strategy.
 func (Replica) TableName() string { return "xtimer_replicas" }
+
+// HandlerChunk is one row of xtimer_handler_chunks: part Seq (from 0) of
+// the handler list of a replica, whose row counts the parts
+// (Replica.HandlerChunks). SetReplicaHandlers writes them.
+type HandlerChunk struct {
+	App     string `gorm:"column:app;size:64;primaryKey;autoIncrement:false"`
+	Replica string `gorm:"column:replica;size:128;primaryKey;autoIncrement:false"`
+	Seq     int    `gorm:"column:seq;primaryKey;autoIncrement:false"`
+	Codes   Codes  `gorm:"column:codes;not null"`
+}
+
+// TableName is xtimer_handler_chunks, whatever the caller's naming
+// strategy.
+func (HandlerChunk) TableName() string { return "xtimer_handler_chunks" }
 
 // Codes is a list of task codes stored as a JSON array. Its column is
 // MEDIUMTEXT on MySQL/MariaDB, whose TEXT stops at 64 KiB (some 6,000
@@ -412,5 +432,5 @@ func (Action) TableName() string { return "xtimer_actions" }
 
 // models lists every table, in migration order.
 func models() []any {
-	return []any{&Task{}, &AppState{}, &Execution{}, &Slot{}, &Replica{}, &Action{}, &Alert{}, &Rollup{}, &Calendar{}, &Attempt{}}
+	return []any{&Task{}, &AppState{}, &Execution{}, &Slot{}, &Replica{}, &HandlerChunk{}, &Action{}, &Alert{}, &Rollup{}, &Calendar{}, &Attempt{}}
 }

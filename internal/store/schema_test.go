@@ -13,7 +13,7 @@ import (
 	"github.com/xtimer-go/xtimer/internal/testsvc"
 )
 
-var models = []any{&store.Task{}, &store.AppState{}, &store.Execution{}, &store.Slot{}, &store.Replica{}, &store.Action{}, &store.Alert{}, &store.Rollup{}, &store.Calendar{}, &store.Attempt{}}
+var models = []any{&store.Task{}, &store.AppState{}, &store.Execution{}, &store.Slot{}, &store.Replica{}, &store.HandlerChunk{}, &store.Action{}, &store.Alert{}, &store.Rollup{}, &store.Calendar{}, &store.Attempt{}}
 
 // ddl matches statements that change the schema.
 var ddl = regexp.MustCompile(`(?i)^\s*(CREATE|ALTER|DROP|RENAME)\b`)

@@ -122,10 +122,10 @@ func (s *Store) TakeOverShards(ctx context.Context, app, owner string, codes []s
 }
 
 // ReplicaHandlers returns the handler codes of the replicas ids of app,
-// as their rows list them (Replica.Handlers, sorted), by replica ID: a
-// replica whose row lists none yet is absent. Each list is reduced to the
-// codes in keep, which the caller asks about: a replica of a million
-// tasks lists a million codes.
+// as their rows list them (Replica.Handlers, sorted, or their chunks), by
+// replica ID: a replica whose row lists none yet is absent. Each list is
+// reduced to the codes in keep, which the caller asks about: a replica of
+// a million tasks lists a million codes.
 func (s *Store) ReplicaHandlers(ctx context.Context, app string, ids []string, keep map[string]bool) (map[string][]string, error) {
 	if len(ids) == 0 {
 		return nil, nil
@@ -133,8 +133,12 @@ func (s *Store) ReplicaHandlers(ctx context.Context, app string, ids []string, k
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	var rows []Replica
-	if err := s.db.WithContext(ctx).Select("id", "handlers").Where("app = ? AND id IN ?", app, ids).Find(&rows).Error; err != nil {
+	if err := s.db.WithContext(ctx).Select("id", "handlers", "handler_chunks").Where("app = ? AND id IN ?", app, ids).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("store: read the handlers of %d replicas of app %q: %w", len(ids), app, err)
+	}
+	kept := func(c string) bool { return keep[c] }
+	if err := s.fillChunkedHandlers(ctx, app, rows, kept); err != nil {
+		return nil, err
 	}
 	out := make(map[string][]string, len(rows))
 	for _, r := range rows {

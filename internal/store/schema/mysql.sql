@@ -129,8 +129,20 @@ CREATE TABLE IF NOT EXISTS `xtimer_replicas` (
   `slots`        text         NULL,                           -- JSON array of "minute:bucket" owned now
   `clock_offset_ms` bigint    NOT NULL DEFAULT 0,              -- the database's clock minus the replica's
   `clock_refused` boolean     NOT NULL DEFAULT false,          -- offset beyond MaxClockSkew: claims nothing
+  `handler_chunks` bigint     NOT NULL DEFAULT 0,              -- rows of xtimer_handler_chunks holding the handlers, 0: in handlers
   PRIMARY KEY (`app`, `id`),
   INDEX `xtimer_replicas_heartbeat` (`app`, `heartbeat_ms`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+-- A replica's handler list too big for one statement (store/fleet.go,
+-- SetReplicaHandlers): JSON arrays of at most 1 MiB, in the order of seq,
+-- replaced whole in one transaction.
+CREATE TABLE IF NOT EXISTS `xtimer_handler_chunks` (
+  `app`     varchar(64)  NOT NULL,
+  `replica` varchar(128) NOT NULL,
+  `seq`     bigint       NOT NULL,
+  `codes`   mediumtext   NOT NULL,                           -- JSON array of task codes
+  PRIMARY KEY (`app`, `replica`, `seq`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
 -- The audit log of operator actions; rows are only ever inserted.

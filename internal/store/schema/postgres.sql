@@ -124,9 +124,21 @@ CREATE TABLE IF NOT EXISTS xtimer_replicas (
   slots        text         NULL,                           -- JSON array of "minute:bucket" owned now
   clock_offset_ms bigint    NOT NULL DEFAULT 0,              -- the database's clock minus the replica's
   clock_refused boolean     NOT NULL DEFAULT false,          -- offset beyond MaxClockSkew: claims nothing
+  handler_chunks bigint     NOT NULL DEFAULT 0,              -- rows of xtimer_handler_chunks holding the handlers, 0: in handlers
   PRIMARY KEY (app, id)
 );
 CREATE INDEX IF NOT EXISTS xtimer_replicas_heartbeat ON xtimer_replicas (app, heartbeat_ms);
+
+-- A replica's handler list too big for one statement (store/fleet.go,
+-- SetReplicaHandlers): JSON arrays of at most 1 MiB, in the order of seq,
+-- replaced whole in one transaction.
+CREATE TABLE IF NOT EXISTS xtimer_handler_chunks (
+  app     varchar(64)  NOT NULL,
+  replica varchar(128) NOT NULL,
+  seq     bigint       NOT NULL,
+  codes   text         NOT NULL,                           -- JSON array of task codes
+  PRIMARY KEY (app, replica, seq)
+);
 
 -- The audit log of operator actions; rows are only ever inserted.
 CREATE TABLE IF NOT EXISTS xtimer_actions (
