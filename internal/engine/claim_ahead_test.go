@@ -93,7 +93,7 @@ func TestFiresOfOneInstantAreClaimedAheadByTheirNumber(t *testing.T) {
 	clock := fakeclock.New(time.Date(2026, 11, 30, 10, 0, 0, 500_000_000, time.UTC))
 	iv := newInvocations()
 	s := newEngine(t, setupOpts{db: db, app: app, clock: clock}, nil)
-	s.dispatcher.claimPerFire = 5 * time.Millisecond // as if measured by earlier claims
+	s.dispatcher.claimPerFire.avg = 5 * time.Millisecond // as if measured by earlier claims
 	require.Equal(t, 201*time.Millisecond, s.dispatcher.claimLead(20))
 	for i := range 20 {
 		mustRegister(t, s, fmt.Sprintf("burst.%02d", i), "0 * * * * *", iv.handler(nil))
@@ -150,19 +150,23 @@ func TestClaimLeadGrowsWithTheFiresOfAnInstant(t *testing.T) {
 	require.Equal(t, 2*380*assumedClaimPerFire+time.Millisecond, d.claimLead(380), "nothing measured yet")
 	d.noteClaim(4*time.Millisecond, 1)     // a round trip
 	d.noteClaim(90*time.Millisecond, 3000) // 30 µs a fire
-	require.Equal(t, 4*time.Millisecond, d.claimRTT)
-	require.Equal(t, 30*time.Microsecond, d.claimPerFire)
-	require.Equal(t, 2*(4*time.Millisecond+30*time.Microsecond)+time.Millisecond, d.claimLead(1))
-	require.Equal(t, 2*(4*time.Millisecond+30*time.Millisecond)+time.Millisecond, d.claimLead(1000))
+	require.Equal(t, 4*time.Millisecond, d.claimRTT.avg)
+	require.Equal(t, 30*time.Microsecond, d.claimPerFire.avg)
+	// One sample each: the deviation starts at half of it, so the lead
+	// is three times the expected claim, until more claims are timed.
+	require.Equal(t, 3*(4*time.Millisecond+30*time.Microsecond)+time.Millisecond, d.claimLead(1))
+	require.Equal(t, 3*(4*time.Millisecond+30*time.Millisecond)+time.Millisecond, d.claimLead(1000))
 	require.Equal(t, maxClaimLead, d.claimLead(20_000), "bounded")
 	d.noteClaim(50*time.Millisecond, 1000) // 50 µs a fire: the average moves a quarter of the way
-	require.Equal(t, 35*time.Microsecond, d.claimPerFire)
+	require.Equal(t, 35*time.Microsecond, d.claimPerFire.avg)
+	require.Equal(t, 15*time.Microsecond+(20*time.Microsecond-15*time.Microsecond)/4, d.claimPerFire.dev, "and the deviation a quarter of the way from 15 µs to 20")
 }
 
 // The promise: a claim whose time varies (the commit's flush on a durable
-// database has a long tail) is made further ahead than twice its mean, by
-// four mean deviations, so that the slow claims of the tail still end
-// before the run time; a steady one keeps twice its mean.
+// database has a long tail) is made further ahead than twice its mean: by
+// four mean deviations, or by a quarter more than the slowest of the last
+// claimRecent claims, so that the slow claims of the tail still end before
+// the run time; a steady one keeps twice its mean.
 func TestClaimLeadCoversTheSpreadOfClaimTimes(t *testing.T) {
 	t.Parallel()
 	steady := &dispatcher{}
@@ -182,10 +186,24 @@ func TestClaimLeadCoversTheSpreadOfClaimTimes(t *testing.T) {
 		spread.noteClaim(took, 1)
 	}
 	lead := spread.claimLead(1)
-	require.Greater(t, lead, 13*time.Millisecond, "the slow claims of the tail end before the run time")
-	expect := spread.claimRTT + assumedClaimPerFire
+	expect := spread.claimRTT.avg + assumedClaimPerFire
 	require.Greater(t, lead, 2*expect+time.Millisecond, "more than twice the mean")
-	require.Equal(t, expect+4*spread.rttDev+time.Millisecond, lead)
+	require.Equal(t, max(expect+4*spread.claimRTT.dev, 13*time.Millisecond*5/4)+time.Millisecond, lead)
+	require.Greater(t, lead, 13*time.Millisecond, "the slow claims of the tail end before the run time")
+
+	// One slow claim in a steady minute: the next minute's claims go a
+	// quarter more ahead than it took, then, once claimRecent claims later
+	// it is forgotten, back to twice the mean.
+	spike := &dispatcher{}
+	for range claimRecent {
+		spike.noteClaim(20*time.Millisecond, 1)
+	}
+	spike.noteClaim(60*time.Millisecond, 1)
+	require.Equal(t, 75*time.Millisecond+time.Millisecond, spike.claimLead(1))
+	for range claimRecent {
+		spike.noteClaim(20*time.Millisecond, 1)
+	}
+	require.Less(t, spike.claimLead(1), 60*time.Millisecond, "the spike forgotten")
 
 	big := &dispatcher{} // per fire, for claims of bigClaim fires or more
 	for i := range 20 {

@@ -83,14 +83,11 @@ type dispatcher struct {
 	// a free worker, unclaimed (fenceNow). Loop only.
 	backlog []store.Execution
 	// claimed holds the Go and HTTP fires claimed ahead of their run time,
-	// waiting for it; claimRTT and claimPerFire are moving averages of what
-	// a claim takes, rttDev and perFireDev their mean deviations
-	// (claimLead). Loop only.
+	// waiting for it; claimRTT and claimPerFire are what a claim takes, a
+	// round trip or a fire of a big one (claimLead). Loop only.
 	claimed      fireHeap
-	claimRTT     time.Duration
-	claimPerFire time.Duration
-	rttDev       time.Duration
-	perFireDev   time.Duration
+	claimRTT     claimCost
+	claimPerFire claimCost
 }
 
 // fireView is what the dispatcher reads of the view (view.go).
@@ -519,37 +516,66 @@ const (
 )
 
 // claimLead is how far ahead of their run time n fires due together are
-// claimed: the expected round trip and per-fire work of their claim, plus
-// the larger of that again and four mean deviations of it (a claim's
-// time varies with the database's commit flush, whose tail outlasts
-// twice the mean), plus a millisecond for the timer. A round trip is
-// short, but the claim of the 3,000 fires of a burst at the top of a
-// minute takes many round trips' worth, checks included: with the lead
-// of a small claim they started that much late. Only the dispatcher
-// calls it.
+// claimed: the expected round trip and per-fire work of their claim, and
+// as much again or four mean deviations of it if more (a claim's time
+// varies with the database's commit flush, whose tail outlasts twice the
+// mean), or a quarter more than the slowest of the last claimRecent if
+// more still, plus a millisecond for the timer. A round trip is short,
+// but the claim of the 3,000 fires of a burst at the top of a minute
+// takes many round trips' worth, checks included: with the lead of a
+// small claim they started that much late. Only the dispatcher calls it.
 func (d *dispatcher) claimLead(n int) time.Duration {
-	perFire := d.claimPerFire
+	perFire := d.claimPerFire.avg
 	if perFire == 0 {
 		perFire = assumedClaimPerFire
 	}
-	expect := d.claimRTT + time.Duration(n)*perFire
-	spread := 4 * (d.rttDev + time.Duration(n)*d.perFireDev)
-	return min(max(expect+max(expect, spread)+time.Millisecond, minClaimLead), maxClaimLead)
+	expect := d.claimRTT.avg + time.Duration(n)*perFire
+	spread := 4 * (d.claimRTT.dev + time.Duration(n)*d.claimPerFire.dev)
+	slowest := d.claimRTT.slowest() + time.Duration(n)*d.claimPerFire.slowest()
+	lead := max(expect+max(expect, spread), slowest+slowest/4)
+	return min(max(lead+time.Millisecond, minClaimLead), maxClaimLead)
 }
 
-// noteClaim folds one dispatch round into claimRTT and rttDev, or
-// claimPerFire and perFireDev: took from the dispatcher's wake (fires
-// popped, checked) to the claim's answer, for n fires.
+// noteClaim folds one dispatch round into claimRTT, or claimPerFire:
+// took from the dispatcher's wake (fires popped, checked) to the claim's
+// answer, for n fires.
 func (d *dispatcher) noteClaim(took time.Duration, n int) {
-	avg, dev, sample := &d.claimRTT, &d.rttDev, took
 	if n >= bigClaim {
-		avg, dev, sample = &d.claimPerFire, &d.perFireDev, took/time.Duration(n)
+		d.claimPerFire.note(took / time.Duration(n))
+		return
 	}
-	if *avg != 0 { // the deviation from the average before this sample
-		fold(dev, (sample - *avg).Abs())
-	}
-	fold(avg, sample)
+	d.claimRTT.note(took)
 }
+
+// claimRecent is how many of the last claims claimCost keeps: a minute's
+// worth for a replica that claims once a second.
+const claimRecent = 60
+
+// claimCost estimates what a claim costs, a round trip or a fire: a
+// moving average, its mean deviation, and the last claimRecent samples.
+type claimCost struct {
+	avg, dev time.Duration
+	recent   [claimRecent]time.Duration // a ring; next is where the next sample goes
+	next     int
+}
+
+// note adds a sample. The first sets the average, and half of it the
+// deviation (as TCP's retransmission timer starts); each later one moves
+// both a quarter of the way, the deviation to the sample's distance from
+// the average before it.
+func (c *claimCost) note(sample time.Duration) {
+	if c.avg == 0 {
+		c.avg, c.dev = sample, sample/2
+	} else {
+		c.dev += ((sample - c.avg).Abs() - c.dev) / 4
+		c.avg += (sample - c.avg) / 4
+	}
+	c.recent[c.next] = sample
+	c.next = (c.next + 1) % claimRecent
+}
+
+// slowest is the largest of the last claimRecent samples, 0 before any.
+func (c *claimCost) slowest() time.Duration { return slices.Max(c.recent[:]) }
 
 // fold moves the moving average *avg a quarter of the way to sample (to
 // sample itself when nothing was measured yet).
