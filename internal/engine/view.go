@@ -56,6 +56,15 @@ type view struct {
 	// bucket has a fire, as the last full walk of its tasks (firesIn)
 	// found; a change to a task of the bucket clears it (setTaskLocked).
 	bucketQuiet []quietSpan
+	// bucketGen counts, per bucket, the changes to its tasks; planned
+	// keeps, per bucket, the fires of the last minutes firesIn walked in
+	// full, valid while the bucket's generation is the one they were
+	// found at. A slot held by another replica is planned again at each
+	// recheck of its lock (every second or two), as is the next minute
+	// at each tick until its claim: with a million tasks, walking the
+	// bucket each time was most of an idle replica's CPU.
+	bucketGen []int
+	planned   [][2]plannedSlot
 	// viewSums sums up tasks, for the minute check against the database's
 	// (syncTasks).
 	viewSums taskSums
@@ -96,6 +105,7 @@ func (v *view) init(s *Engine) {
 	v.byBucket, v.defs = make([][]*taskState, buckets), map[store.Definition]*store.Definition{}
 	v.sharded = map[string]bool{}
 	v.bucketFrom, v.bucketQuiet = make([]int64, buckets), make([]quietSpan, buckets)
+	v.bucketGen, v.planned = make([]int, buckets), make([][2]plannedSlot, buckets)
 	for b := range v.bucketFrom {
 		v.bucketFrom[b] = math.MaxInt64
 	}
@@ -434,6 +444,7 @@ func (v *view) setTaskLocked(t, old *taskState) {
 func (v *view) placeLocked(t, old *taskState) {
 	v.bucketFrom[t.bucket] = min(v.bucketFrom[t.bucket], t.firesFrom())
 	v.bucketQuiet[t.bucket] = quietSpan{} // t may fire in it
+	v.bucketGen[t.bucket]++
 	v.noteShardedLocked(t.code, t)
 	if old == nil || (old.http == nil) != (t.http == nil) {
 		v.codesGen++
@@ -467,6 +478,7 @@ func (v *view) dropTaskLocked(code string) {
 	v.byBucket[t.bucket] = in[:len(in)-1]
 	v.viewSums.remove(t)
 	v.codesGen++
+	v.bucketGen[t.bucket]++
 	v.noteShardedLocked(code, nil)
 }
 
