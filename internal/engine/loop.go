@@ -497,11 +497,11 @@ func (v *view) firesIn(minute int64, bucket int, only map[string]bool) []fire {
 		if created := time.UnixMilli(t.createdMs).Add(-time.Nanosecond); created.After(start) {
 			start = created
 		}
-		if since := t.since.Add(-time.Nanosecond); !t.since.IsZero() && since.After(start) {
+		if since := time.Unix(0, t.sinceNs-1); t.sinceNs != 0 && since.After(start) {
 			start = since
 		}
-		if !start.Before(t.quietFrom) && !to.After(t.quietUntil) {
-			noteNext(t.quietUntil)
+		if start.UnixNano() >= t.quietFrom && to.UnixNano() <= t.quietUntil {
+			noteNext(time.Unix(0, t.quietUntil))
 			continue // no fire in the window: known from an earlier minute
 		}
 		at := t.sched.Next(start)
@@ -513,7 +513,7 @@ func (v *view) firesIn(minute int64, bucket int, only map[string]bool) []fire {
 			start = at
 		}
 		if !at.IsZero() && !at.Before(to) {
-			t.quietFrom, t.quietUntil = start, at
+			t.quietFrom, t.quietUntil = start.UnixNano(), at.UnixNano()
 			if end.IsZero() || at.Before(end) {
 				noteNext(at)
 			}
@@ -595,13 +595,13 @@ func (p *planner) reopenSlots(t *taskState, now time.Time) {
 	defer p.mu.Unlock()
 	cur := now.Unix() / 60
 	for m := cur; m <= cur+1; m++ { // plan claims no further ahead
-		st := p.slots[slotKey{m, t.bucket}]
+		st := p.slots[slotKey{m, int(t.bucket)}]
 		if st == nil {
 			continue
 		}
 		st.gen++ // a plan of the slot under way read the task before this
 		switch {
-		case st.done && p.keeper.holds(slotKey{m, t.bucket}):
+		case st.done && p.keeper.holds(slotKey{m, int(t.bucket)}):
 			st.done, st.only = false, map[string]bool{t.code: true}
 		case st.done:
 			st.done = false

@@ -43,7 +43,7 @@ func TestQuietBucketIsSkippedUntilATaskOfItChanges(t *testing.T) {
 	require.Equal(t, mustTime(t, "2026-12-01T03:00:00Z"), s.view.bucketQuiet[b].until.UTC(), "quiet until the earliest next fire")
 	// Put a task in the bucket behind the index's back: a minute of the
 	// quiet span does not look at the tasks, so it does not see it.
-	sneaked := &taskState{code: "sneaked", status: store.TaskActive, createdMs: created, bucket: b,
+	sneaked := &taskState{code: "sneaked", status: store.TaskActive, createdMs: created, bucket: int32(b),
 		def: &store.Definition{Kind: store.KindFunc}}
 	var err error
 	sneaked.sched, err = cron.Parse("* * * * * *")

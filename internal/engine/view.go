@@ -127,8 +127,8 @@ type taskState struct {
 	def    *store.Definition
 	over   *override     // the console's schedule overrides; nil when none
 	sched  cron.Schedule // nil when the stored spec does not parse
-	bucket int
-	pos    int // index in view.byBucket[bucket]
+	bucket int32         // int32s: see sinceNs
+	pos    int32         // index in view.byBucket[bucket]
 	// http is the callback of a task of kind http (every replica runs its
 	// fires); nil for Go tasks, and for an http task whose stored target
 	// does not decode (it does not fire).
@@ -136,16 +136,19 @@ type taskState struct {
 	// excl is the days the task's fires skip (calendar.go); nil, for most
 	// tasks, when it excludes none.
 	excl *exclusion
-	// since is when this replica adopted the task's schedule, if it changed
-	// (or the task resumed) while the replica ran: the task has no fires
-	// before it, so planning the current minute again never back-fills its
-	// past. Zero otherwise: the task's creation is the limit then.
-	since time.Time
+	// sinceNs is when this replica adopted the task's schedule, if it
+	// changed (or the task resumed) while the replica ran, in Unix ns: the
+	// task has no fires before it, so planning the current minute again
+	// never back-fills its past. Zero otherwise: the task's creation is the
+	// limit then. (Instants here are Unix ns, not time.Time, which takes
+	// three times the room: a replica holds a million of these. Schedules
+	// end at cron.MaxYear, well within int64 ns.)
+	sinceNs int64
 	// The schedule has no fire after quietFrom and before quietUntil (its
-	// next one): firesIn skips the task in the minutes between without
-	// computing its schedule, so a daily task costs one Next a day, not
-	// one a minute. Read and written under view.mu.
-	quietFrom, quietUntil time.Time
+	// next one), both Unix ns: firesIn skips the task in the minutes
+	// between without computing its schedule, so a daily task costs one
+	// Next a day, not one a minute. Read and written under view.mu.
+	quietFrom, quietUntil int64
 }
 
 // override is what a console edit of a task's schedule stored
@@ -202,8 +205,8 @@ func (t *taskState) firesAt(at time.Time) bool {
 // firesFrom is the instant, in Unix ms, before which the task has no
 // fire: its creation, or the adoption of its current schedule (since).
 func (t *taskState) firesFrom() int64 {
-	if !t.since.IsZero() {
-		return max(t.createdMs, t.since.UnixMilli())
+	if t.sinceNs != 0 {
+		return max(t.createdMs, t.sinceNs/int64(time.Millisecond))
 	}
 	return t.createdMs
 }
@@ -275,7 +278,7 @@ func (v *view) stateOf(h store.TaskHead, def *store.Definition) taskState {
 		code: h.Code, id: h.ID, version: h.Version, createdMs: h.CreatedMs, updatedMs: h.UpdatedMs,
 		status: canonicalStatus(h.Status), def: v.withOptionOverrides(h.Code, def, h.OptionOverrides),
 		over:   overrideOf(h.SpecOverride, h.DialectOverride, h.TZOverride),
-		bucket: bucketOf(h.Code, v.buckets),
+		bucket: int32(bucketOf(h.Code, v.buckets)), //nolint:gosec // G115: Options.Buckets is at most 4096
 	}
 }
 
@@ -364,10 +367,10 @@ func (v *view) adoptLocked(t *taskState, now time.Time) (old *taskState, resched
 	case old == nil:
 		v.slots.reopenSlots(t, now)
 	case rescheduled || resumed:
-		t.since = now
+		t.sinceNs = now.UnixNano()
 		v.slots.reopenSlots(t, now)
 	default:
-		t.since = old.since
+		t.sinceNs = old.sinceNs
 	}
 	return old, rescheduled
 }
@@ -454,7 +457,7 @@ func (v *view) placeLocked(t, old *taskState) {
 		t.pos = old.pos // same code, same bucket
 		v.byBucket[t.bucket][t.pos] = t
 	} else {
-		t.pos = len(v.byBucket[t.bucket])
+		t.pos = int32(len(v.byBucket[t.bucket])) //nolint:gosec // G115: a bucket holds far fewer than 2^31 tasks
 		v.byBucket[t.bucket] = append(v.byBucket[t.bucket], t)
 	}
 	v.viewSums.add(t)
