@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"testing"
 	"time"
 
@@ -13,25 +14,61 @@ import (
 	"github.com/xtimer-go/xtimer/internal/testsvc"
 )
 
-// BenchmarkRegister registers 100,000 tasks alike, as a service with a
-// task per customer does before Start: per task, a map insert and a
-// small struct; the options, their parsed spec and their definition are
-// shared (regOpts). The other hot paths' benchmarks are the engine's
+// BenchmarkRegister registers 100,000 tasks before Start, as a service
+// with a task per customer does: per task, a map insert and a small
+// struct; the options, their parsed spec and their definition are shared
+// (regOpts) by the tasks registered alike:
+//
+//   - shared: every task with the same options and spec;
+//   - distinct: every task its own daily time ("S M H * * *", the bench's
+//     distinct workload), the same options otherwise: one parsed spec and
+//     definition per time.
+//
+// retained-B/task is the heap the registered tasks keep alive, measured
+// after a collection. The other hot paths' benchmarks are the engine's
 // (internal/engine/hotpath_bench_test.go).
 func BenchmarkRegister(b *testing.B) {
 	codes := make([]string, 100_000)
+	specs := make([]string, len(codes))
 	for i := range codes {
 		codes[i] = fmt.Sprintf("tenant-%06d.report", i)
+		sec := i * 86_400 / len(codes)
+		specs[i] = fmt.Sprintf("%d %d %d * * *", sec%60, sec/60%60, sec/3600)
 	}
 	h := func(context.Context, *Run) error { return nil }
-	for b.Loop() {
-		s, err := New(Options{DB: testsvc.SQLite(b), App: testsvc.App(b), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		require.NoError(b, err)
-		for _, c := range codes {
-			if err := s.Register(c, "0 0 3 * * *", h, WithTimeout(time.Minute)); err != nil {
-				b.Fatal(err)
-			}
+	for _, distinct := range []bool{false, true} {
+		name := "shared"
+		if distinct {
+			name = "distinct"
 		}
+		b.Run(name, func(b *testing.B) {
+			var retained float64
+			for b.Loop() {
+				var before, after runtime.MemStats
+				b.StopTimer()
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				b.StartTimer()
+				s, err := New(Options{DB: testsvc.SQLite(b), App: testsvc.App(b), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+				require.NoError(b, err)
+				for i, c := range codes {
+					spec := "0 0 3 * * *"
+					if distinct {
+						spec = specs[i]
+					}
+					if err := s.Register(c, spec, h, WithTimeout(time.Minute)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.StartTimer()
+				retained = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(len(codes))
+				runtime.KeepAlive(s)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(codes)), "ns/task")
+			b.ReportMetric(retained, "retained-B/task")
+		})
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(codes)), "ns/task")
 }

@@ -410,12 +410,13 @@ type Scheduler struct {
 	// (Options.ClockReference), or Options.Clock with it off.
 	clock Clock
 
-	// The options that tasks registered alike share (Register), and the
-	// last ones used, which a loop registering tasks alike finds without
-	// hashing its options.
+	// The options that tasks registered alike share (Register), by their
+	// options but the spec, then by spec; and the last ones used, which a
+	// loop registering tasks alike finds without hashing its options.
 	regMu       sync.Mutex
-	regOpts     map[regKey]*regOpts
+	regOpts     map[regKey]map[string]*regOpts
 	lastRegKey  regKey
+	lastRegSpec string
 	lastRegOpts *regOpts
 }
 
@@ -438,7 +439,7 @@ func New(opts Options) (*Scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Scheduler{opts: opts, caller: caller, regOpts: map[regKey]*regOpts{}, log: opts.Logger.With("app", opts.App, "replica", opts.InstanceID)}
+	s := &Scheduler{opts: opts, caller: caller, regOpts: map[regKey]map[string]*regOpts{}, log: opts.Logger.With("app", opts.App, "replica", opts.InstanceID)}
 	// The engine and the store go by one clock: the database's time when
 	// the replica measures against it.
 	s.clock = opts.Clock
@@ -527,31 +528,38 @@ func (s *Scheduler) Register(code, spec string, h Handler, opts ...TaskOption) e
 			return &taskError{code, err}
 		}
 	}
+	// Keyed by the options but the spec, then by the spec: tasks that
+	// each fire at their own time share the options' key once, not once
+	// per spec.
 	key := regKey{cfg.taskOpts, cfg.name == code}
+	key.spec = ""
 	if key.nameIsCode {
 		key.name = ""
 	}
 	s.regMu.Lock()
 	shared := s.lastRegOpts // a loop registering tasks alike: no hashing of the options
-	if shared == nil || s.lastRegKey != key {
-		shared = s.regOpts[key]
+	if shared == nil || s.lastRegSpec != cfg.spec || s.lastRegKey != key {
+		shared = s.regOpts[key][cfg.spec]
 	}
 	s.regMu.Unlock()
 	sched, err := cfg.validate(shared, s.clock.Now())
 	if err != nil {
 		return err
 	}
+	s.regMu.Lock()
 	if shared == nil {
-		s.regMu.Lock()
-		if shared = s.regOpts[key]; shared == nil {
+		bySpec := s.regOpts[key]
+		if bySpec == nil {
+			bySpec = map[string]*regOpts{}
+			s.regOpts[key] = bySpec
+		}
+		if shared = bySpec[cfg.spec]; shared == nil {
 			def := cfg.definition()
 			shared = &regOpts{Shared: engine.Shared{Name: key.name, Sched: sched, Def: &def, EndAt: key.endAt}}
-			s.regOpts[key] = shared
+			bySpec[cfg.spec] = shared
 		}
-		s.regMu.Unlock()
 	}
-	s.regMu.Lock()
-	s.lastRegKey, s.lastRegOpts = key, shared
+	s.lastRegKey, s.lastRegSpec, s.lastRegOpts = key, cfg.spec, shared
 	s.regMu.Unlock()
 	return s.eng.Register(code, h, &shared.Shared)
 }

@@ -10,6 +10,21 @@ import (
 // at letting a person spot a wrong expression ("at 12:00 on Tuesday through
 // Saturday" when they meant weekdays), not at elegant prose.
 func (s *cronSchedule) Describe() string {
+	fields, err := s.parsedFields()
+	if err != nil {
+		return s.spec + ", " + s.loc.String()
+	}
+	return (&description{s, fields}).describe()
+}
+
+// description is a schedule with its fields as parsed, which Describe
+// reads.
+type description struct {
+	*cronSchedule
+	fields [7]field // fields[year] empty when absent
+}
+
+func (s *description) describe() string {
 	parts := []string{s.describeTime()}
 	if d := s.describeDays(); d != "" {
 		parts = append(parts, d)
@@ -24,7 +39,7 @@ func (s *cronSchedule) Describe() string {
 }
 
 // single returns the field's value when it is one plain number.
-func (s *cronSchedule) single(k fieldKind) (int, bool) {
+func (s *description) single(k fieldKind) (int, bool) {
 	f := s.fields[k]
 	if len(f.elems) == 1 && f.elems[0].kind == eRange && f.elems[0].lo == f.elems[0].hi {
 		return f.elems[0].lo, true
@@ -32,7 +47,7 @@ func (s *cronSchedule) single(k fieldKind) (int, bool) {
 	return 0, false
 }
 
-func (s *cronSchedule) describeTime() string {
+func (s *description) describeTime() string {
 	sec, secOne := s.single(fSecond)
 	min, minOne := s.single(fMinute)
 	hour, hourOne := s.single(fHour)
@@ -73,7 +88,7 @@ func (s *cronSchedule) describeTime() string {
 
 // unitPhrase describes a time-of-day field: "every 15 minutes",
 // "at minutes 0, 30", "every minute from 9 through 17".
-func (s *cronSchedule) unitPhrase(k fieldKind, unit string) string {
+func (s *description) unitPhrase(k fieldKind, unit string) string {
 	f := s.fields[k]
 	min, max := fieldBounds(k, s.dialect)
 	if len(f.elems) == 1 {
@@ -103,7 +118,7 @@ var monthWords = [...]string{"", "January", "February", "March", "April", "May",
 var ordinals = [...]string{"", "first", "second", "third", "fourth", "fifth"}
 
 // valueWord prints a value as written in the field's own numbering.
-func (s *cronSchedule) valueWord(k fieldKind, v int) string {
+func (s *description) valueWord(k fieldKind, v int) string {
 	switch k {
 	case fDow:
 		if s.dialect == DialectQuartz {
@@ -118,7 +133,7 @@ func (s *cronSchedule) valueWord(k fieldKind, v int) string {
 
 // listPhrase describes plain values, ranges and steps of a field joined by
 // commas: "Monday through Friday", "1, 15", "every 2nd from 1 through 31".
-func (s *cronSchedule) listPhrase(k fieldKind) string {
+func (s *description) listPhrase(k fieldKind) string {
 	f := s.fields[k]
 	var items []string
 	for _, e := range f.elems {
@@ -162,7 +177,7 @@ func ordinal(n int) string {
 	return strconv.Itoa(n) + suffix
 }
 
-func (s *cronSchedule) describeDays() string {
+func (s *description) describeDays() string {
 	var dom, dow string
 	if !s.domAny {
 		dom = "on " + s.listPhrase(fDom)
@@ -183,7 +198,7 @@ func (s *cronSchedule) describeDays() string {
 }
 
 // describeField describes month and year: "in January, July", "every 3rd month".
-func (s *cronSchedule) describeField(k fieldKind, unit string) string {
+func (s *description) describeField(k fieldKind, unit string) string {
 	f := s.fields[k]
 	if f.text == "" || f.any() {
 		return ""

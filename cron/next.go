@@ -11,7 +11,6 @@ type cronSchedule struct {
 	spec    string
 	dialect Dialect
 	loc     *time.Location
-	fields  [7]field // as parsed, for String and Describe; fields[year] empty when absent
 
 	second, minute, hour uint64 // bit n: value n allowed
 	month                uint64 // bits 1-12

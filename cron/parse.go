@@ -87,37 +87,19 @@ var monthNames = map[string]int{"JAN": 1, "FEB": 2, "MAR": 3, "APR": 4, "MAY": 5
 var dayNames = map[string]int{"SUN": 0, "MON": 1, "TUE": 2, "WED": 3, "THU": 4, "FRI": 5, "SAT": 6}
 
 func parseFields(body string, cfg config) (*cronSchedule, error) {
-	parts := strings.Fields(body)
-	var texts [7]string
-	switch {
-	case cfg.dialect == DialectQuartz && (len(parts) == 6 || len(parts) == 7):
-		copy(texts[:], parts)
-	case cfg.dialect == DialectQuartz:
-		return nil, &SpecError{Reason: fmt.Sprintf("quartz: %d fields; want 6 (second minute hour day-of-month month day-of-week) or 7 (and year)", len(parts))}
-	case len(parts) == 5:
-		texts[fSecond] = "0"
-		copy(texts[fMinute:], parts)
-	case len(parts) == 6:
-		copy(texts[:], parts)
-	default:
-		return nil, &SpecError{Reason: fmt.Sprintf("%d fields; want 5 (minute hour day-of-month month day-of-week) or 6 (second first); a year field needs the Quartz dialect", len(parts))}
+	texts, fields, parts, err := splitFields(body, cfg.dialect)
+	if err != nil {
+		return nil, err
 	}
 	s := &cronSchedule{dialect: cfg.dialect, loc: cfg.loc}
-	for i, text := range texts {
-		if text == "" {
-			continue
+	for k, f := range fields {
+		if texts[k] != "" {
+			s.apply(fieldKind(k), f)
 		}
-		k := fieldKind(i)
-		f, err := parseField(k, text, cfg.dialect)
-		if err != nil {
-			return nil, err
-		}
-		s.fields[k] = f
-		s.apply(k, f)
 	}
-	s.domAny, s.dowAny = s.fields[fDom].any(), s.fields[fDow].any()
+	s.domAny, s.dowAny = fields[fDom].any(), fields[fDow].any()
 	if cfg.dialect == DialectQuartz {
-		domNone, dowNone := s.fields[fDom].text == "?", s.fields[fDow].text == "?"
+		domNone, dowNone := fields[fDom].text == "?", fields[fDow].text == "?"
 		switch {
 		case domNone && dowNone:
 			return nil, &SpecError{Reason: `quartz: day-of-month and day-of-week are both "?"; one must be set`}
@@ -133,6 +115,49 @@ func parseFields(body string, cfg config) (*cronSchedule, error) {
 	}
 	s.spec = strings.Join(norm, " ")
 	return s, nil
+}
+
+// splitFields parses each field of a field spec: the texts of the seven
+// fields ("" for an absent year, "0" for the second of a 5-field spec),
+// their parsed forms, and the fields as written.
+func splitFields(body string, d Dialect) (texts [7]string, fields [7]field, parts []string, err error) {
+	parts = strings.Fields(body)
+	switch {
+	case d == DialectQuartz && (len(parts) == 6 || len(parts) == 7):
+		copy(texts[:], parts)
+	case d == DialectQuartz:
+		return texts, fields, nil, &SpecError{Reason: fmt.Sprintf("quartz: %d fields; want 6 (second minute hour day-of-month month day-of-week) or 7 (and year)", len(parts))}
+	case len(parts) == 5:
+		texts[fSecond] = "0"
+		copy(texts[fMinute:], parts)
+	case len(parts) == 6:
+		copy(texts[:], parts)
+	default:
+		return texts, fields, nil, &SpecError{Reason: fmt.Sprintf("%d fields; want 5 (minute hour day-of-month month day-of-week) or 6 (second first); a year field needs the Quartz dialect", len(parts))}
+	}
+	for i, text := range texts {
+		if text == "" {
+			continue
+		}
+		if fields[i], err = parseField(fieldKind(i), text, d); err != nil {
+			return texts, fields, nil, err
+		}
+	}
+	return texts, fields, parts, nil
+}
+
+// parsedFields are s's fields as parsed, for Describe: parsed again from
+// its spec rather than kept, since a schedule is read far more often
+// than described, and a replica holds one per distinct spec (a hundred
+// thousand, for tasks that each fire at their own time). The spec parsed
+// once, so it parses again.
+func (s *cronSchedule) parsedFields() ([7]field, error) {
+	body := s.spec
+	if fields, ok := descriptors[body]; ok {
+		body = fields
+	}
+	_, fields, _, err := splitFields(body, s.dialect)
+	return fields, err
 }
 
 func parseField(k fieldKind, text string, d Dialect) (field, error) {

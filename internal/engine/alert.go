@@ -449,7 +449,7 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 		if quiet.until.IsZero() {
 			quiet.until = at.Add(100 * 365 * 24 * time.Hour) // no fire any more
 		}
-		known := max(t.createdMs, t.updatedMs, t.since.UnixMilli())
+		known := max(t.createdMs, t.updatedMs, t.sinceNs/int64(time.Millisecond))
 		if first.UnixMilli() < known || !latest.After(a.probed[t.code]) {
 			a.quiet[t.code] = quiet
 			continue // too new to judge, or judged on these fires already

@@ -125,27 +125,44 @@ func BenchmarkScheduleNext(b *testing.B) {
 //
 //   - slot: one bucket of the minute. planSlots does this for every open
 //     slot on every tick, those it lost to another replica included (it
-//     watches them, to take over if their owner dies);
+//     watches them, to take over if their owner dies): the same minute
+//     again and again;
+//   - slot_next_minute: one bucket, each op the minute after the last, as
+//     a slot is planned the first time;
 //   - minute: every bucket of the minute (16 by default), the work of
 //     planning a minute.
 //
 // The tasks mix the specs and zones of cron.BenchmarkNextMillionTasks, without
-// every-second tasks; fires/op is how many fires the op returned.
+// every-second tasks, or (daily) each fire once a day at its own second,
+// as in the bench's distinct workload; fires/op is how many fires the op
+// returned.
 func BenchmarkFiresIn(b *testing.B) {
 	specs := []string{"0 * * * * *", "*/10 * * * * *", "0 */5 * * * *", "0 0 9 * * MON-FRI",
 		"@every 30s", "0 30 2 * * *", "0 0 L * *", "0 15 10 * * 5L"}
 	zones := []string{"UTC", "Asia/Shanghai", "America/New_York", "Europe/London"}
 	minute := mustTime(b, "2026-11-30T10:00:00Z").Unix() / 60
 	created := mustTime(b, "2026-01-01T00:00:00Z").UnixMilli()
-	for _, tasks := range []int{1000, 100_000} {
-		b.Run(fmt.Sprintf("tasks=%d", tasks), func(b *testing.B) {
+	for _, c := range []struct {
+		tasks int
+		daily bool
+	}{{1000, false}, {100_000, false}, {100_000, true}} {
+		name := fmt.Sprintf("tasks=%d", c.tasks)
+		if c.daily {
+			name += "/daily"
+		}
+		b.Run(name, func(b *testing.B) {
 			s := benchEngine(b, nil)
-			for i := range tasks {
+			for i := range c.tasks {
+				spec, zone := specs[i%len(specs)], zones[i/len(specs)%len(zones)]
+				if c.daily {
+					sec := i * 86_400 / c.tasks
+					spec, zone = fmt.Sprintf("%d %d %d * * *", sec%60, sec/60%60, sec/3600), "UTC"
+				}
 				s.view.adoptTask(store.Task{ID: int64(i + 1), App: s.opts.App, Code: fmt.Sprintf("billing.invoice-%06d", i),
-					Kind: store.KindFunc, Spec: specs[i%len(specs)], TimeZone: zones[i/len(specs)%len(zones)],
+					Kind: store.KindFunc, Spec: spec, TimeZone: zone,
 					Status: store.TaskActive, MaxAttempts: 1, CreatedMs: created, Version: 1})
 			}
-			require.Equal(b, int64(tasks), s.view.viewSums.Count)
+			require.Equal(b, int64(c.tasks), s.view.viewSums.Count)
 			b.Run("slot", func(b *testing.B) {
 				b.ReportAllocs()
 				n := 0
@@ -153,6 +170,15 @@ func BenchmarkFiresIn(b *testing.B) {
 					n = len(s.view.firesIn(minute, 0, nil))
 				}
 				b.ReportMetric(float64(n), "fires/op")
+			})
+			b.Run("slot_next_minute", func(b *testing.B) {
+				b.ReportAllocs()
+				n, m := 0, minute
+				for b.Loop() {
+					n += len(s.view.firesIn(m, 0, nil))
+					m++
+				}
+				b.ReportMetric(float64(n)/float64(m-minute), "fires/op")
 			})
 			b.Run("minute", func(b *testing.B) {
 				b.ReportAllocs()
@@ -258,6 +284,42 @@ func BenchmarkPopInstant(b *testing.B) {
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/fire")
+		})
+	}
+}
+
+// BenchmarkTakeOver is what planSlots does after it wins a slot with a
+// fire in it (takeOver): give this replica the fires of the slot that
+// another replica recorded and did not start (none here, the usual case:
+// the last owner of the slot's lock let it run out). The bucket holds
+// tasks=N tasks each firing once a day at its own second, as a million
+// tasks over 16 buckets do (the bench's distinct workload); fires/op is
+// how many of them fire in the minute.
+func BenchmarkTakeOver(b *testing.B) {
+	const tasks = 62_500
+	for _, backend := range testsvc.Backends() {
+		b.Run(backend.Name, func(b *testing.B) {
+			db := backend.Open(b)
+			require.NoError(b, store.New(db).Migrate(context.Background()))
+			s := newEngine(b, setupOpts{db: db, app: testsvc.App(b)}, func(c *Config) { c.Buckets = 1 })
+			created := mustTime(b, "2026-01-01T00:00:00Z").UnixMilli()
+			for i := range tasks {
+				sec := i * 86_400 / tasks
+				s.view.adoptTask(store.Task{ID: int64(i + 1), App: s.opts.App, Code: fmt.Sprintf("tenant-%07d.report", i),
+					Kind: store.KindFunc, Spec: fmt.Sprintf("%d %d %d * * *", sec%60, sec/60%60, sec/3600), TimeZone: "UTC",
+					Status: store.TaskActive, MaxAttempts: 1, CreatedMs: created, Version: 1})
+			}
+			k := slotKey{minute: mustTime(b, "2026-11-30T10:00:00Z").Unix() / 60}
+			f := s.view.firesIn(k.minute, k.bucket, nil)
+			require.NotEmpty(b, f)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := s.planner.takeOver(ctx, k, k.minute*60_000, (k.minute+1)*60_000, firingCodes(f)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(f)), "fires/op")
 		})
 	}
 }

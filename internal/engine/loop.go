@@ -459,8 +459,18 @@ type fire struct {
 // bucket has a fire.
 type quietSpan struct{ from, until time.Time }
 
+// plannedSlot is the fires firesIn found in one minute of a bucket, in a
+// walk of all its tasks at the bucket's generation gen (view.planned).
+type plannedSlot struct {
+	minute int64
+	gen    int
+	fires  []fire // nil: none kept
+}
+
 // firesIn returns the fires of active tasks of a bucket in one minute: of
-// the tasks named in only, when only is not nil.
+// the tasks named in only, when only is not nil. The caller must not
+// change the slice: it may be the one kept for the next call
+// (view.planned).
 //
 // A walk of every task of the bucket (only nil) also notes until when the
 // bucket has no fire (bucketQuiet): the earliest next fire of its tasks.
@@ -478,33 +488,47 @@ func (v *view) firesIn(minute int64, bucket int, only map[string]bool) []fire {
 	if q := v.bucketQuiet[bucket]; !from.Before(q.from) && !to.After(q.until) {
 		return nil
 	}
+	if only == nil {
+		for _, p := range v.planned[bucket] {
+			if p.fires != nil && p.minute == minute && p.gen == v.bucketGen[bucket] {
+				return p.fires
+			}
+		}
+	}
 	var out []fire
-	var next time.Time // the earliest fire at or after to; zero: none
-	noteNext := func(at time.Time) {
-		if !at.IsZero() && (next.IsZero() || at.Before(next)) {
+	var next int64 // the earliest fire at or after to, Unix ns; zero: none
+	noteNext := func(at int64) {
+		if at != 0 && (next == 0 || at < next) {
 			next = at
 		}
 	}
+	fromNs, toNs := from.UnixNano(), to.UnixNano()
 	for _, t := range v.byBucket[bucket] {
-		if !t.active() || only != nil && !only[t.code] {
+		if only != nil && !only[t.code] {
 			continue
 		}
-		end := t.endAt()
 		// A task has no fires before it was first recorded: catch-up must
 		// not invent an hour of misfires for a task created a minute ago.
 		// Nor before its current schedule was adopted: planning the current
 		// minute again after an edit must not back-fill its past.
-		start := from.Add(-time.Nanosecond)
-		if created := time.UnixMilli(t.createdMs).Add(-time.Nanosecond); created.After(start) {
-			start = created
+		startNs := max(fromNs, t.createdMs*int64(time.Millisecond)) - 1
+		if t.sinceNs != 0 {
+			startNs = max(startNs, t.sinceNs-1)
 		}
-		if since := t.since.Add(-time.Nanosecond); !t.since.IsZero() && since.After(start) {
-			start = since
-		}
-		if !start.Before(t.quietFrom) && !to.After(t.quietUntil) {
+		// The quiet span comes first: it reads the state alone, where
+		// active reads the definition too, a memory read a task more in a
+		// walk of a million. A state has a quiet span only if it was active
+		// when it got one, and a state's activity never changes (a change
+		// is a new state).
+		if startNs >= t.quietFrom && toNs <= t.quietUntil {
 			noteNext(t.quietUntil)
 			continue // no fire in the window: known from an earlier minute
 		}
+		if !t.active() {
+			continue
+		}
+		end := t.endAt()
+		start := time.Unix(0, startNs)
 		at := t.sched.Next(start)
 		for ; !at.IsZero() && at.Before(to); at = t.sched.Next(at) {
 			if !end.IsZero() && !at.Before(end) {
@@ -514,21 +538,34 @@ func (v *view) firesIn(minute int64, bucket int, only map[string]bool) []fire {
 			start = at
 		}
 		if !at.IsZero() && !at.Before(to) {
-			t.quietFrom, t.quietUntil = start, at
+			t.quietFrom, t.quietUntil = start.UnixNano(), at.UnixNano()
 			if end.IsZero() || at.Before(end) {
-				noteNext(at)
+				noteNext(at.UnixNano())
 			}
 		}
 	}
 	if only == nil {
-		q := quietSpan{from: to, until: next}
+		q := quietSpan{from: to, until: time.Unix(0, next)}
 		if len(out) == 0 {
 			q.from = from
 		}
-		if next.IsZero() {
+		if next == 0 {
 			q.until = time.Unix(1<<62, 0) // no task of the bucket fires again
 		}
 		v.bucketQuiet[bucket] = q
+		if len(out) > 0 {
+			// Kept in place of the earlier minute of the two: planning goes
+			// forward, the current minute and the next.
+			ps := &v.planned[bucket]
+			i := 0
+			switch {
+			case ps[0].fires != nil && ps[0].minute == minute:
+			case ps[1].fires != nil && ps[1].minute == minute, ps[1].fires == nil && ps[0].fires != nil,
+				ps[0].fires != nil && ps[1].minute < ps[0].minute:
+				i = 1
+			}
+			ps[i] = plannedSlot{minute: minute, gen: v.bucketGen[bucket], fires: slices.Clip(out)}
+		}
 	}
 	return out
 }
@@ -583,13 +620,13 @@ func (p *planner) reopenSlots(t *taskState, now time.Time) {
 	defer p.mu.Unlock()
 	cur := now.Unix() / 60
 	for m := cur; m <= cur+1; m++ { // plan claims no further ahead
-		st := p.slots[slotKey{m, t.bucket}]
+		st := p.slots[slotKey{m, int(t.bucket)}]
 		if st == nil {
 			continue
 		}
 		st.gen++ // a plan of the slot under way read the task before this
 		switch {
-		case st.done && p.keeper.holds(slotKey{m, t.bucket}):
+		case st.done && p.keeper.holds(slotKey{m, int(t.bucket)}):
 			st.done, st.only = false, map[string]bool{t.code: true}
 		case st.done:
 			st.done = false
@@ -699,7 +736,9 @@ func (p *planner) relockSlots(ctx context.Context, now time.Time, keys []slotKey
 		if *down {
 			return nil // still unavailable: tried again next tick
 		}
-		if err := p.takeOver(ctx, k, k.minute*60_000, (k.minute+1)*60_000); err != nil {
+		// Every task of the slot: the other replicas recorded its fires
+		// by their own views, without the lock.
+		if err := p.takeOver(ctx, k, k.minute*60_000, (k.minute+1)*60_000, nil); err != nil {
 			return err
 		}
 		p.mu.Lock()
@@ -764,6 +803,9 @@ func (p *planner) sharesLocked(k slotKey) bool {
 func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, lockDown *bool) error {
 	var fires []fire
 	var won, takeOver []slotKey
+	// The codes of the tasks with fires in each slot to take over: the
+	// fires a dead owner recorded there are theirs.
+	firing := map[slotKey][]string{}
 	gens := make(map[slotKey]int, len(keys))
 	unlocked := map[slotKey]bool{}
 	for _, k := range keys {
@@ -799,6 +841,7 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 			// since it planned it, and the fires others hold there they
 			// claimed from it (tasks it has no handler for).
 			takeOver = append(takeOver, k)
+			firing[k] = firingCodes(f)
 		}
 	}
 	if len(won) == 0 {
@@ -826,7 +869,7 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 	// for every row of the slots before it to be taken over.
 	urgentMs := soon.UnixMilli()
 	for _, k := range takeOver {
-		if err := p.takeOver(ctx, k, k.minute*60_000, min((k.minute+1)*60_000, urgentMs)); err != nil {
+		if err := p.takeOver(ctx, k, k.minute*60_000, min((k.minute+1)*60_000, urgentMs), firing[k]); err != nil {
 			return err
 		}
 	}
@@ -848,7 +891,7 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 		later = later[n:]
 	}
 	for _, k := range takeOver {
-		if err := p.takeOver(ctx, k, max(k.minute*60_000, urgentMs), (k.minute+1)*60_000); err != nil {
+		if err := p.takeOver(ctx, k, max(k.minute*60_000, urgentMs), (k.minute+1)*60_000, firing[k]); err != nil {
 			return err
 		}
 	}
@@ -984,20 +1027,38 @@ func (p *planner) claimSlot(ctx context.Context, now time.Time, k slotKey, st *s
 // takeOver gives this replica the recorded, unstarted fires of a slot whose
 // lock it holds but which another replica recorded (its owner stopped
 // refreshing the lock: killed, frozen, cut off, or restarted under a new
-// ID), those with run times in [fromMs, toMs). Fires of tasks this
-// replica has no handler for are set unowned instead, for a replica that
-// has it to claim.
-func (p *planner) takeOver(ctx context.Context, k slotKey, fromMs, toMs int64) error {
+// ID), those with run times in [fromMs, toMs) of the tasks codes names
+// (nil: every task of the slot's bucket). Fires of tasks this replica has
+// no handler for are set unowned instead, for a replica that has it to
+// claim.
+//
+// A slot planned here names the tasks its plan found fires for: a bucket
+// of a million tasks firing once a day each has tens of thousands of
+// tasks and a few hundred fires a minute, and naming every task sent the
+// database every code of the app once a minute. A fire the dead owner
+// recorded for another task (its view of a schedule differed from this
+// replica's) is not lost: the orphan claims (claimFires) pick it up once
+// the owner's heartbeat stops.
+func (p *planner) takeOver(ctx context.Context, k slotKey, fromMs, toMs int64, codes []string) error {
 	if fromMs >= toMs {
 		return nil
 	}
 	p.view.mu.Lock()
 	var mine, others []string
-	for _, t := range p.view.byBucket[k.bucket] {
-		if p.view.runsHereLocked(t.code) {
-			mine = append(mine, t.code)
+	note := func(code string) {
+		if p.view.runsHereLocked(code) {
+			mine = append(mine, code)
 		} else {
-			others = append(others, t.code)
+			others = append(others, code)
+		}
+	}
+	if codes == nil {
+		for _, t := range p.view.byBucket[k.bucket] {
+			note(t.code)
+		}
+	} else {
+		for _, code := range codes {
+			note(code)
 		}
 	}
 	p.view.mu.Unlock()
@@ -1017,6 +1078,16 @@ func (p *planner) takeOver(ctx context.Context, k slotKey, fromMs, toMs int64) e
 		p.fires.arm(r)
 	}
 	return nil
+}
+
+// firingCodes lists the codes of the tasks of fires, each once, never nil.
+func firingCodes(fires []fire) []string {
+	codes := make([]string, 0, len(fires))
+	for _, f := range fires {
+		codes = append(codes, f.task.code)
+	}
+	slices.Sort(codes)
+	return slices.Compact(codes)
 }
 
 // record writes the rows of fires (record-then-run) and arms those this

@@ -2,11 +2,14 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/xtimer-go/xtimer/cron"
+	"github.com/xtimer-go/xtimer/internal/fakeclock"
 	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
 )
@@ -40,7 +43,7 @@ func TestQuietBucketIsSkippedUntilATaskOfItChanges(t *testing.T) {
 	require.Equal(t, mustTime(t, "2026-12-01T03:00:00Z"), s.view.bucketQuiet[b].until.UTC(), "quiet until the earliest next fire")
 	// Put a task in the bucket behind the index's back: a minute of the
 	// quiet span does not look at the tasks, so it does not see it.
-	sneaked := &taskState{code: "sneaked", status: store.TaskActive, createdMs: created, bucket: b,
+	sneaked := &taskState{code: "sneaked", status: store.TaskActive, createdMs: created, bucket: int32(b),
 		def: &store.Definition{Kind: store.KindFunc}}
 	var err error
 	sneaked.sched, err = cron.Parse("* * * * * *")
@@ -63,4 +66,60 @@ func TestQuietBucketIsSkippedUntilATaskOfItChanges(t *testing.T) {
 	// And the daily fire is planned in its minute.
 	got = s.view.firesIn(minute("2026-12-01T03:00:00Z"), b, nil)
 	require.Len(t, got, 7)
+}
+
+// A minute planned again (a slot held by another replica, rechecked each
+// time its lock may have run out) gets the fires found the first time
+// without a walk of the bucket's tasks, until a task of the bucket
+// changes: a new schedule, a pause, a task dropped, a task added.
+func TestFiresOfAMinuteAreKeptUntilATaskOfItsBucketChanges(t *testing.T) {
+	t.Parallel()
+	clock := fakeclock.New(mustTime(t, "2026-11-30T10:00:30Z"))
+	s := newEngine(t, setupOpts{db: testsvc.SQLite(t), app: testsvc.App(t), clock: clock}, nil)
+	created := mustTime(t, "2026-01-01T00:00:00Z").UnixMilli()
+	row := func(id int64, code, spec, status string, version int64) store.Task {
+		return store.Task{ID: id, App: s.opts.App, Code: code, Kind: store.KindFunc, Spec: spec, TimeZone: "UTC",
+			Status: status, MaxAttempts: 1, CreatedMs: created, Version: version}
+	}
+	s.view.adoptTask(row(1, "a", "0 * * * * *", store.TaskActive, 1))
+	b := bucketOf("a", s.opts.Buckets)
+	other := ""
+	for i := 0; other == ""; i++ {
+		if code := fmt.Sprintf("b-%d", i); bucketOf(code, s.opts.Buckets) == b {
+			other = code
+		}
+	}
+	m := mustTime(t, "2026-11-30T10:01:00Z").Unix() / 60 // after the changes below, which apply from now on
+	at := func(sec int) string { return time.Unix(m*60+int64(sec), 0).UTC().Format("15:04:05") }
+	fires := func() []string {
+		var out []string
+		for _, f := range s.view.firesIn(m, b, nil) {
+			out = append(out, f.task.code+"@"+f.at.UTC().Format("15:04:05"))
+		}
+		slices.Sort(out)
+		return out
+	}
+	require.Equal(t, []string{"a@" + at(0)}, fires())
+
+	// Behind the view's back (no generation bump), a changed task is not
+	// seen: the minute's fires are the ones kept.
+	s.view.mu.Lock()
+	kept := s.view.taskLocked("a")
+	kept.status = store.TaskPaused
+	s.view.mu.Unlock()
+	require.Equal(t, []string{"a@" + at(0)}, fires(), "kept, not walked again")
+	s.view.mu.Lock()
+	kept.status = store.TaskActive
+	s.view.mu.Unlock()
+
+	s.view.adoptTask(row(1, "a", "30 * * * * *", store.TaskActive, 2)) // rescheduled
+	require.Equal(t, []string{"a@" + at(30)}, fires())
+	s.view.adoptTask(row(2, other, "15 * * * * *", store.TaskActive, 1)) // added
+	require.Equal(t, []string{"a@" + at(30), other + "@" + at(15)}, fires())
+	s.view.adoptTask(row(1, "a", "30 * * * * *", store.TaskPaused, 3)) // paused
+	require.Equal(t, []string{other + "@" + at(15)}, fires())
+	s.view.mu.Lock()
+	s.view.dropTaskLocked(other) // deleted
+	s.view.mu.Unlock()
+	require.Empty(t, fires())
 }

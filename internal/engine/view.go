@@ -56,6 +56,15 @@ type view struct {
 	// bucket has a fire, as the last full walk of its tasks (firesIn)
 	// found; a change to a task of the bucket clears it (setTaskLocked).
 	bucketQuiet []quietSpan
+	// bucketGen counts, per bucket, the changes to its tasks; planned
+	// keeps, per bucket, the fires of the last minutes firesIn walked in
+	// full, valid while the bucket's generation is the one they were
+	// found at. A slot held by another replica is planned again at each
+	// recheck of its lock (every second or two), as is the next minute
+	// at each tick until its claim: with a million tasks, walking the
+	// bucket each time was most of an idle replica's CPU.
+	bucketGen []int
+	planned   [][2]plannedSlot
 	// viewSums sums up tasks, for the minute check against the database's
 	// (syncTasks).
 	viewSums taskSums
@@ -96,6 +105,7 @@ func (v *view) init(s *Engine) {
 	v.byBucket, v.defs = make([][]*taskState, buckets), map[store.Definition]*store.Definition{}
 	v.sharded = map[string]bool{}
 	v.bucketFrom, v.bucketQuiet = make([]int64, buckets), make([]quietSpan, buckets)
+	v.bucketGen, v.planned = make([]int, buckets), make([][2]plannedSlot, buckets)
 	for b := range v.bucketFrom {
 		v.bucketFrom[b] = math.MaxInt64
 	}
@@ -117,8 +127,8 @@ type taskState struct {
 	def    *store.Definition
 	over   *override     // the console's schedule overrides; nil when none
 	sched  cron.Schedule // nil when the stored spec does not parse
-	bucket int
-	pos    int // index in view.byBucket[bucket]
+	bucket int32         // int32s: see sinceNs
+	pos    int32         // index in view.byBucket[bucket]
 	// http is the callback of a task of kind http (every replica runs its
 	// fires); nil for Go tasks, and for an http task whose stored target
 	// does not decode (it does not fire).
@@ -126,16 +136,19 @@ type taskState struct {
 	// excl is the days the task's fires skip (calendar.go); nil, for most
 	// tasks, when it excludes none.
 	excl *exclusion
-	// since is when this replica adopted the task's schedule, if it changed
-	// (or the task resumed) while the replica ran: the task has no fires
-	// before it, so planning the current minute again never back-fills its
-	// past. Zero otherwise: the task's creation is the limit then.
-	since time.Time
+	// sinceNs is when this replica adopted the task's schedule, if it
+	// changed (or the task resumed) while the replica ran, in Unix ns: the
+	// task has no fires before it, so planning the current minute again
+	// never back-fills its past. Zero otherwise: the task's creation is the
+	// limit then. (Instants here are Unix ns, not time.Time, which takes
+	// three times the room: a replica holds a million of these. Schedules
+	// end at cron.MaxYear, well within int64 ns.)
+	sinceNs int64
 	// The schedule has no fire after quietFrom and before quietUntil (its
-	// next one): firesIn skips the task in the minutes between without
-	// computing its schedule, so a daily task costs one Next a day, not
-	// one a minute. Read and written under view.mu.
-	quietFrom, quietUntil time.Time
+	// next one), both Unix ns: firesIn skips the task in the minutes
+	// between without computing its schedule, so a daily task costs one
+	// Next a day, not one a minute. Read and written under view.mu.
+	quietFrom, quietUntil int64
 }
 
 // override is what a console edit of a task's schedule stored
@@ -192,8 +205,8 @@ func (t *taskState) firesAt(at time.Time) bool {
 // firesFrom is the instant, in Unix ms, before which the task has no
 // fire: its creation, or the adoption of its current schedule (since).
 func (t *taskState) firesFrom() int64 {
-	if !t.since.IsZero() {
-		return max(t.createdMs, t.since.UnixMilli())
+	if t.sinceNs != 0 {
+		return max(t.createdMs, t.sinceNs/int64(time.Millisecond))
 	}
 	return t.createdMs
 }
@@ -265,7 +278,7 @@ func (v *view) stateOf(h store.TaskHead, def *store.Definition) taskState {
 		code: h.Code, id: h.ID, version: h.Version, createdMs: h.CreatedMs, updatedMs: h.UpdatedMs,
 		status: canonicalStatus(h.Status), def: v.withOptionOverrides(h.Code, def, h.OptionOverrides),
 		over:   overrideOf(h.SpecOverride, h.DialectOverride, h.TZOverride),
-		bucket: bucketOf(h.Code, v.buckets),
+		bucket: int32(bucketOf(h.Code, v.buckets)), //nolint:gosec // G115: Options.Buckets is at most 4096
 	}
 }
 
@@ -354,10 +367,10 @@ func (v *view) adoptLocked(t *taskState, now time.Time) (old *taskState, resched
 	case old == nil:
 		v.slots.reopenSlots(t, now)
 	case rescheduled || resumed:
-		t.since = now
+		t.sinceNs = now.UnixNano()
 		v.slots.reopenSlots(t, now)
 	default:
-		t.since = old.since
+		t.sinceNs = old.sinceNs
 	}
 	return old, rescheduled
 }
@@ -434,6 +447,7 @@ func (v *view) setTaskLocked(t, old *taskState) {
 func (v *view) placeLocked(t, old *taskState) {
 	v.bucketFrom[t.bucket] = min(v.bucketFrom[t.bucket], t.firesFrom())
 	v.bucketQuiet[t.bucket] = quietSpan{} // t may fire in it
+	v.bucketGen[t.bucket]++
 	v.noteShardedLocked(t.code, t)
 	if old == nil || (old.http == nil) != (t.http == nil) {
 		v.codesGen++
@@ -443,7 +457,7 @@ func (v *view) placeLocked(t, old *taskState) {
 		t.pos = old.pos // same code, same bucket
 		v.byBucket[t.bucket][t.pos] = t
 	} else {
-		t.pos = len(v.byBucket[t.bucket])
+		t.pos = int32(len(v.byBucket[t.bucket])) //nolint:gosec // G115: a bucket holds far fewer than 2^31 tasks
 		v.byBucket[t.bucket] = append(v.byBucket[t.bucket], t)
 	}
 	v.viewSums.add(t)
@@ -467,6 +481,7 @@ func (v *view) dropTaskLocked(code string) {
 	v.byBucket[t.bucket] = in[:len(in)-1]
 	v.viewSums.remove(t)
 	v.codesGen++
+	v.bucketGen[t.bucket]++
 	v.noteShardedLocked(code, nil)
 }
 

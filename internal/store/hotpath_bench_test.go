@@ -264,3 +264,50 @@ func benchAll(oks []bool) bool {
 	}
 	return true
 }
+
+// BenchmarkRegisterTasks is a replica's first Start writing the rows of
+// its app's tasks (RegisterTasks into an empty app), each op a new app:
+//
+//   - shared: every task with the same definition (one spec);
+//   - distinct: every task its own daily time, "S M H * * *" spread over
+//     the day as the bench's distinct workload has them (86,400 specs for
+//     86,400 tasks or more), the definition otherwise shared.
+//
+// tasks/op rows are inserted per op; divide for the cost of one.
+func BenchmarkRegisterTasks(b *testing.B) {
+	const tasks = 20_000
+	eachBenchDB(b, func(b *testing.B, d *benchDB) {
+		for _, distinct := range []bool{false, true} {
+			name := "shared"
+			if distinct {
+				name = "distinct"
+			}
+			b.Run(name, func(b *testing.B) {
+				defs := make([]store.TaskDef, tasks)
+				byspec := map[string]*store.Definition{}
+				for i := range defs {
+					spec := "0 0 3 * * *"
+					if distinct {
+						sec := i * 86_400 / tasks
+						spec = fmt.Sprintf("%d %d %d * * *", sec%60, sec/60%60, sec/3600)
+					}
+					def := byspec[spec]
+					if def == nil {
+						def = &store.Definition{Spec: spec, TimeoutMs: 60_000}
+						byspec[spec] = def
+					}
+					defs[i] = store.TaskDef{Code: fmt.Sprintf("tenant-%07d.report", i), Name: fmt.Sprintf("tenant-%07d.report", i), Def: def}
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					// An app of its own each op: the same app's tasks would
+					// be found registered already (the digest).
+					if _, err := d.store.RegisterTasks(d.ctx, testsvc.App(b), defs); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(tasks, "tasks/op")
+			})
+		}
+	})
+}

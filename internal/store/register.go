@@ -466,130 +466,196 @@ func readDefs(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, foun
 }
 
 // Rows a statement of insertDefs inserts at most: PostgreSQL's arrays and
-// MySQL's and SQLite's JSON documents of 10,000 codes stay far below
+// MySQL's and SQLite's JSON documents of 10,000 rows stay far below
 // every limit on a statement's size.
 const insertDefsChunk = 10_000
 
 // insertColumns are the columns insertDefs writes, in its values' order.
-const insertColumns = "app, code, name, description, owner, kind, spec, dialect, time_zone, status, timeout_ms, max_attempts, " +
+const insertColumns = "app, code, name, description, owner, kind, dialect, time_zone, status, timeout_ms, max_attempts, " +
 	"backoff_base_ms, backoff_max_ms, misfire, misfire_window_ms, overlap, end_at_ms, max_runs, jitter_ms, pause_after, " +
-	"shards, broadcast, exclude_days, calendar, params, http_target, created_ms, updated_ms, version"
+	"shards, broadcast, exclude_days, calendar, params, http_target, created_ms, updated_ms, spec, version"
+
+// insertGroup is what the rows of one insertDefs statement share: the
+// definition but its spec (one copy per such definition), the status, and
+// whether each name is its code.
+type insertGroup struct {
+	def        *Definition // Spec ""
+	paused     bool
+	nameIsCode bool
+}
 
 // insertDefs inserts the rows of defs[i] for i in missing, at version 1,
-// created now. The tasks that share a definition (and a status, and
-// whether their name is their code) go in one statement per
-// insertDefsChunk, with the definition's values bound once and the codes
-// (and names) as one array: a million rows of per-row placeholders were
-// most of a replica's start-up.
+// created now. The tasks that share a definition but for their spec (and
+// a status, and whether their name is their code) go in one statement per
+// insertDefsChunk, with the definition's values bound once and the codes,
+// specs (and names) as the rows of one array: a million rows of per-row
+// placeholders were most of a replica's start-up, and a statement per
+// spec was most of it again for tasks that each fire at their own time.
 func insertDefs(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, missing []int, now int64) error {
-	type group struct {
-		def        *Definition
-		paused     bool
-		nameIsCode bool
-	}
-	order, byGroup := groupBy(missing, func(i int) group { d := defs[i]; return group{d.Def, d.Paused, d.Name == d.Code} })
+	// A million tasks, a few definitions but for their specs: each
+	// definition's copy without its spec is found by pointer, and shared.
+	specless := map[*Definition]*Definition{}
+	byValue := map[Definition]*Definition{}
+	order, byGroup := groupBy(missing, func(i int) insertGroup {
+		d := defs[i]
+		g := specless[d.Def]
+		if g == nil {
+			v := d.Def.withDefaults()
+			v.Spec = ""
+			if g = byValue[v]; g == nil {
+				g = &v
+				byValue[v] = g
+			}
+			specless[d.Def] = g
+		}
+		return insertGroup{g, d.Paused, d.Name == d.Code}
+	})
 	dialect := tx.Dialector.Name()
 	for _, g := range order {
-		d := g.def.withDefaults()
+		d := g.def
 		status := TaskActive
 		if g.paused {
 			status = TaskPaused
 		}
-		consts := []any{app, d.Description, d.Owner, d.Kind, d.Spec, d.Dialect, d.TimeZone, status,
+		consts := []any{app, d.Description, d.Owner, d.Kind, d.Dialect, d.TimeZone, status,
 			d.TimeoutMs, d.MaxAttempts, d.BackoffBaseMs, d.BackoffMaxMs, d.Misfire, d.MisfireWindowMs, d.Overlap,
 			d.EndAtMs, d.MaxRuns, d.JitterMs, d.PauseAfter, d.Shards, d.Broadcast, d.ExcludeDays, d.Calendar, Params(d.Params), d.targetArg(), now, now}
 		idx := byGroup[g]
 		for from := 0; from < len(idx); from += insertDefsChunk {
 			chunk := idx[from:min(from+insertDefsChunk, len(idx))]
-			codes := make([]string, len(chunk))
-			var names []string
+			rows := insertRows{codes: make([]string, len(chunk)), specs: make([]string, len(chunk))}
 			if !g.nameIsCode {
-				names = make([]string, len(chunk))
+				rows.names = make([]string, len(chunk))
 			}
+			sameSpec := true
 			for k, i := range chunk {
-				codes[k] = defs[i].Code
-				if names != nil {
-					names[k] = defs[i].Name
+				rows.codes[k], rows.specs[k] = defs[i].Code, defs[i].Def.Spec
+				sameSpec = sameSpec && rows.specs[k] == rows.specs[0]
+				if rows.names != nil {
+					rows.names[k] = defs[i].Name
 				}
 			}
-			q, source, err := insertDefsSQL(dialect, codes, names)
+			if sameSpec { // tasks alike: the spec bound once, as the definition's values
+				rows.spec, rows.specs = rows.specs[0], nil
+			}
+			q, source, err := insertDefsSQL(dialect, rows)
 			if err != nil {
 				return err
 			}
 			args := append(append([]any{}, consts...), source...)
 			if _, err := tx.Statement.ConnPool.ExecContext(ctx, q, args...); err != nil {
-				return fmt.Errorf("store: insert %d tasks from %q: %w", len(chunk), codes[0], err)
+				return fmt.Errorf("store: insert %d tasks from %q: %w", len(chunk), rows.codes[0], err)
 			}
 		}
 	}
 	return nil
 }
 
-// insertDefsSQL is insertDefs' statement on one dialect, and the
-// arguments that carry codes (and names, unless nil: the names are the
-// codes) after the definition's values. The rows come from a PostgreSQL
-// array (unnest), a MySQL/MariaDB JSON document (JSON_TABLE, MySQL 8 and
-// MariaDB 10.6 on) or an SQLite one (json_each).
-func insertDefsSQL(dialect string, codes, names []string) (string, []any, error) {
-	var code, name, from string
-	var source []any
-	switch dialect {
-	case "postgres":
-		code, name = "c.code", "c.code"
-		from = "unnest($28::text[]) AS c(code)"
-		source = []any{codes}
-		if names != nil {
-			name, from = "c.name", "unnest($28::text[], $29::text[]) AS c(code, name)"
-			source = append(source, names)
-		}
-		return `INSERT INTO xtimer_tasks (` + insertColumns + `) SELECT $1::text, ` + code + `, ` + name + `,
-			$2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::bigint, $10::bigint, $11::bigint,
-			$12::bigint, $13::text, $14::bigint, $15::text, $16::bigint, $17::bigint, $18::bigint, $19::bigint, $20::bigint,
-			$21::boolean, $22::text, $23::text, $24::text, $25::text, $26::bigint, $27::bigint, 1
-			FROM ` + from, source, nil
-	case "mysql":
-		code, name = "c.code", "c.code"
-		from = `JSON_TABLE(?, '$[*]' COLUMNS (code VARCHAR(128) PATH '$')) AS c`
-		doc, err := jsonRows(codes, names)
-		if err != nil {
-			return "", nil, err
-		}
-		if names != nil {
-			name = "c.name"
-			from = `JSON_TABLE(?, '$[*]' COLUMNS (code VARCHAR(128) PATH '$[0]', name VARCHAR(255) PATH '$[1]')) AS c`
-		}
-		source = []any{doc}
-	default: // sqlite
-		code, name = "c.value", "c.value"
-		from = "json_each(?) AS c"
-		doc, err := jsonRows(codes, names)
-		if err != nil {
-			return "", nil, err
-		}
-		if names != nil {
-			code, name = "json_extract(c.value, '$[0]')", "json_extract(c.value, '$[1]')"
-		}
-		source = []any{doc}
-	}
-	return `INSERT INTO xtimer_tasks (` + insertColumns + `) SELECT ?, ` + code + `, ` + name + `,
-		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1 FROM ` + from, source, nil
+// insertRows are the per-row values of one insertDefs statement: codes
+// and specs (or one spec for every row, when specs is nil), and names
+// unless nil (the names are the codes).
+type insertRows struct {
+	codes, specs, names []string
+	spec                string
 }
 
-// jsonRows is a JSON array of the codes, or of [code, name] pairs.
-func jsonRows(codes, names []string) (string, error) {
-	var b []byte
-	var err error
-	if names == nil {
-		b, err = json.Marshal(codes)
-	} else {
-		pairs := make([][2]string, len(codes))
-		for i := range codes {
-			pairs[i] = [2]string{codes[i], names[i]}
-		}
-		b, err = json.Marshal(pairs)
+// insertDefsSQL is insertDefs' statement on one dialect, and the
+// arguments that carry the rows after the definition's values. The rows
+// come from PostgreSQL arrays (unnest), a MySQL/MariaDB JSON document
+// (JSON_TABLE, MySQL 8 and MariaDB 10.6 on) or an SQLite one (json_each).
+func insertDefsSQL(dialect string, rows insertRows) (string, []any, error) {
+	var code, name, spec, from string
+	var source []any
+	if rows.specs == nil {
+		source = append(source, rows.spec)
 	}
+	switch dialect {
+	case "postgres":
+		n := 26 // the definition's values are $1 to $26
+		param := func() string { n++; return fmt.Sprintf("$%d::text", n) }
+		if rows.specs == nil {
+			spec = param()
+		}
+		arrays, cols := []string{param() + "[]"}, []string{"code"}
+		source = append(source, rows.codes)
+		if rows.specs != nil {
+			arrays, cols = append(arrays, param()+"[]"), append(cols, "spec")
+			source = append(source, rows.specs)
+			spec = "c.spec"
+		}
+		code, name = "c.code", "c.code"
+		if rows.names != nil {
+			arrays, cols = append(arrays, param()+"[]"), append(cols, "name")
+			source = append(source, rows.names)
+			name = "c.name"
+		}
+		from = "unnest(" + strings.Join(arrays, ", ") + ") AS c(" + strings.Join(cols, ", ") + ")"
+		return `INSERT INTO xtimer_tasks (` + insertColumns + `) SELECT $1::text, ` + code + `, ` + name + `,
+			$2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::bigint, $9::bigint, $10::bigint,
+			$11::bigint, $12::text, $13::bigint, $14::text, $15::bigint, $16::bigint, $17::bigint, $18::bigint, $19::bigint,
+			$20::boolean, $21::text, $22::text, $23::text, $24::text, $25::bigint, $26::bigint, ` + spec + `, 1
+			FROM ` + from, source, nil
+	case "mysql":
+		code, name, spec = "c.code", "c.code", "c.spec"
+		cols := `code VARCHAR(128) PATH '$[0]'`
+		if rows.specs != nil {
+			cols += `, spec VARCHAR(255) PATH '$[1]'`
+		} else {
+			spec = "?"
+		}
+		if rows.names != nil {
+			name = "c.name"
+			cols += `, name VARCHAR(255) PATH '$[2]'`
+		}
+		from = `JSON_TABLE(?, '$[*]' COLUMNS (` + cols + `)) AS c`
+	default: // sqlite
+		code, name, spec = "json_extract(c.value, '$[0]')", "json_extract(c.value, '$[0]')", "json_extract(c.value, '$[1]')"
+		if rows.specs == nil {
+			spec = "?"
+		}
+		if rows.names != nil {
+			name = "json_extract(c.value, '$[2]')"
+		}
+		from = "json_each(?) AS c"
+	}
+	doc, err := jsonRows(rows)
 	if err != nil {
-		return "", fmt.Errorf("store: encode %d codes: %w", len(codes), err)
+		return "", nil, err
+	}
+	// The placeholders bind in the statement's order: the definition's
+	// values, the spec when it is one for every row, the document.
+	source = append(source, doc)
+	return `INSERT INTO xtimer_tasks (` + insertColumns + `) SELECT ?, ` + code + `, ` + name + `,
+		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + spec + `, 1 FROM ` + from, source, nil
+}
+
+// jsonRows is a JSON array of [code, spec] or [code, spec, name] rows;
+// spec is "" in every row when rows.specs is nil (the statement binds it
+// once).
+func jsonRows(rows insertRows) (string, error) {
+	width := 1
+	switch {
+	case rows.names != nil:
+		width = 3
+	case rows.specs != nil:
+		width = 2
+	}
+	out := make([][]string, len(rows.codes))
+	flat := make([]string, width*len(rows.codes)) // one allocation for every row's cells
+	for i := range rows.codes {
+		r := flat[width*i : width*(i+1) : width*(i+1)]
+		r[0] = rows.codes[i]
+		if rows.specs != nil {
+			r[1] = rows.specs[i]
+		}
+		if rows.names != nil {
+			r[2] = rows.names[i]
+		}
+		out[i] = r
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return "", fmt.Errorf("store: encode %d codes: %w", len(rows.codes), err)
 	}
 	return string(b), nil
 }

@@ -90,6 +90,37 @@ func TestRegisterTasksInsertsSharedDefinitionsWithTheirNamesAndStatus(t *testing
 	})
 }
 
+// Tasks that differ only by their spec (each its own daily time) share
+// one statement; each row still gets its own spec, name and status.
+func TestRegisterTasksStoresEachSpecOfDefinitionsThatDifferOnlyByIt(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		ds := defs(1200, nil)
+		for i := range ds {
+			sec := i * 86_400 / len(ds)
+			ds[i].Def = &store.Definition{Spec: fmt.Sprintf("%d %d %d * * *", sec%60, sec/60%60, sec/3600), TimeoutMs: 60000}
+			ds[i].Paused = i%7 == 3
+		}
+		ds[1100].Def = &store.Definition{Spec: "0 0 3 * * *", TimeoutMs: 30000} // another definition
+		_, err := b.store.RegisterTasks(b.ctx, b.app, ds)
+		require.NoError(t, err)
+
+		all, err := b.store.Tasks(b.ctx, b.app)
+		require.NoError(t, err)
+		require.Len(t, all, len(ds))
+		for i, row := range all {
+			want := store.TaskFrom(b.app, ds[i], store.TaskHead{ID: row.ID, Status: store.TaskActive, Version: 1, CreatedMs: t0, UpdatedMs: t0})
+			if ds[i].Paused {
+				want.Status = store.TaskPaused
+			}
+			require.Equal(t, want, row)
+		}
+		require.Equal(t, "0 0 3 * * *", all[1100].Spec)
+		require.Equal(t, int64(30000), all[1100].TimeoutMs)
+		require.Equal(t, "24 14 0 * * *", all[12].Spec, "second 864 of the day")
+		require.Equal(t, "Job 10", all[10].Name)
+	})
+}
+
 // The digest of the last registration lets a replica that registers the
 // same tasks skip the rows while no task was written since: a row deleted
 // by hand (which no generation records) stays deleted, until
