@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"gorm.io/gorm"
@@ -164,6 +165,29 @@ func waitSettled(ctx context.Context, t testing.TB, clock *fakeclock.Clock, es .
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// onPostgresAndSQLite runs test as parallel subtests, on PostgreSQL and
+// on SQLite.
+func onPostgresAndSQLite(t *testing.T, test func(t *testing.T, db *gorm.DB)) {
+	for name, open := range map[string]func(testing.TB) *gorm.DB{"postgres": testsvc.Postgres, "sqlite": testsvc.SQLite} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, open(t))
+		})
+	}
+}
+
+// rowsByTask reads the execution rows of app by task code, for tests
+// whose tasks have one row each.
+func rowsByTask(t assert.TestingT, db *gorm.DB, app string) map[string]store.Execution {
+	var rows []store.Execution
+	assert.NoError(t, db.Where("app = ?", app).Find(&rows).Error)
+	byTask := map[string]store.Execution{}
+	for _, r := range rows {
+		byTask[r.TaskCode] = r
+	}
+	return byTask
 }
 
 // startEveryMinute starts an engine on db and a fake clock at

@@ -13,7 +13,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/xtimer-go/xtimer/internal/store"
-	"github.com/xtimer-go/xtimer/internal/testsvc"
 )
 
 // The promise: a fire's start and result that the database acknowledged
@@ -23,68 +22,57 @@ import (
 // database kept is not written twice, and no handler runs again.
 func TestWritesTheDatabaseLostAreWrittenAgainWhenItAnswers(t *testing.T) {
 	t.Parallel()
-	for name, open := range map[string]func(testing.TB) *gorm.DB{"postgres": testsvc.Postgres, "sqlite": testsvc.SQLite} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			db, ctx := open(t), context.Background()
-			s, clock, iv := startEveryMinute(ctx, t, db, "lost", "kept")
-			rows := func(t assert.TestingT) map[string]store.Execution {
-				var rs []store.Execution
-				assert.NoError(t, db.Where("app = ?", s.opts.App).Find(&rs).Error)
-				m := map[string]store.Execution{}
-				for _, r := range rs {
-					m[r.TaskCode] = r
-				}
-				return m
+	onPostgresAndSQLite(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		s, clock, iv := startEveryMinute(ctx, t, db, "lost", "kept")
+		rows := func(t assert.TestingT) map[string]store.Execution { return rowsByTask(t, db, s.opts.App) }
+
+		clock.Advance(59*time.Second + 498*time.Millisecond) // 10:00:59.998: the 10:01 fires are claimed
+		var claimed map[string]store.Execution
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			claimed = rows(c)
+			assert.Len(c, claimed, 2)
+			for _, r := range claimed {
+				assert.NotZero(c, r.StartedMs, "claimed")
 			}
-
-			clock.Advance(59*time.Second + 498*time.Millisecond) // 10:00:59.998: the 10:01 fires are claimed
-			var claimed map[string]store.Execution
-			require.EventuallyWithT(t, func(c *assert.CollectT) {
-				claimed = rows(c)
-				assert.Len(c, claimed, 2)
-				for _, r := range claimed {
-					assert.NotZero(c, r.StartedMs, "claimed")
-				}
-			}, 10*time.Second, 10*time.Millisecond)
-			waitIdle(ctx, t, clock, s)
-			clock.Advance(2 * time.Millisecond) // 10:01:00
-			iv.next(t, 10*time.Second)
-			iv.next(t, 10*time.Second)
-			var ended map[string]store.Execution
-			require.EventuallyWithT(t, func(c *assert.CollectT) {
-				ended = rows(c)
-				for _, r := range ended {
-					assert.Equal(c, store.StatusSucceeded, r.Status)
-				}
-			}, 10*time.Second, 10*time.Millisecond)
-
-			// The failover: "lost"'s row is back as it was when it was
-			// claimed, and its attempt is gone; "kept"'s is as written.
-			lost := claimed["lost"]
-			require.NoError(t, db.Save(&lost).Error)
-			require.NoError(t, db.Exec("DELETE FROM xtimer_attempts WHERE execution_id = ?", lost.ID).Error)
-			s.noteDB(errors.New("dial tcp 127.0.0.1:5432: connect: connection refused"))
-			s.noteDB(nil)
-
-			require.EventuallyWithT(t, func(c *assert.CollectT) {
-				r := rows(c)["lost"]
+		}, 10*time.Second, 10*time.Millisecond)
+		waitIdle(ctx, t, clock, s)
+		clock.Advance(2 * time.Millisecond) // 10:01:00
+		iv.next(t, 10*time.Second)
+		iv.next(t, 10*time.Second)
+		var ended map[string]store.Execution
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			ended = rows(c)
+			for _, r := range ended {
 				assert.Equal(c, store.StatusSucceeded, r.Status)
-				assert.Equal(c, 1, r.Attempt)
-				assert.Equal(c, ended["lost"].FinishedMs, r.FinishedMs)
-				var n int64
-				assert.NoError(c, db.Table("xtimer_attempts").Where("execution_id = ?", lost.ID).Count(&n).Error)
-				assert.Equal(c, int64(1), n, "its attempt recorded again")
-			}, 10*time.Second, 10*time.Millisecond)
-			require.Eventually(t, func() bool { return !s.updates.pending() }, 10*time.Second, 10*time.Millisecond)
-			require.Equal(t, ended["kept"], rows(t)["kept"], "a row the database kept is not written again")
-			iv.mu.Lock()
-			defer iv.mu.Unlock()
-			for id, calls := range iv.calls {
-				require.Len(t, calls, 1, "%s ran once", id)
 			}
-		})
-	}
+		}, 10*time.Second, 10*time.Millisecond)
+
+		// The failover: "lost"'s row is back as it was when it was
+		// claimed, and its attempt is gone; "kept"'s is as written.
+		lost := claimed["lost"]
+		require.NoError(t, db.Save(&lost).Error)
+		require.NoError(t, db.Exec("DELETE FROM xtimer_attempts WHERE execution_id = ?", lost.ID).Error)
+		s.noteDB(errors.New("dial tcp 127.0.0.1:5432: connect: connection refused"))
+		s.noteDB(nil)
+
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			r := rows(c)["lost"]
+			assert.Equal(c, store.StatusSucceeded, r.Status)
+			assert.Equal(c, 1, r.Attempt)
+			assert.Equal(c, ended["lost"].FinishedMs, r.FinishedMs)
+			var n int64
+			assert.NoError(c, db.Table("xtimer_attempts").Where("execution_id = ?", lost.ID).Count(&n).Error)
+			assert.Equal(c, int64(1), n, "its attempt recorded again")
+		}, 10*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return !s.updates.pending() }, 10*time.Second, 10*time.Millisecond)
+		require.Equal(t, ended["kept"], rows(t)["kept"], "a row the database kept is not written again")
+		iv.mu.Lock()
+		defer iv.mu.Unlock()
+		for id, calls := range iv.calls {
+			require.Len(t, calls, 1, "%s ran once", id)
+		}
+	})
 }
 
 // The promise: what the status writer keeps for a replay is bounded by
