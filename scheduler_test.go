@@ -472,14 +472,15 @@ func eachBackend(t *testing.T, body func(t *testing.T, db *gorm.DB)) {
 }
 
 // A replica of more than engine.BigHandlerList tasks writes its handler list
-// apart from the heartbeat, off Start, and it lands in its row.
+// apart from the heartbeat, off Start, and it lands in its row, sorted
+// (they are registered here in reverse order).
 func TestABigHandlerListReachesTheReplicaRow(t *testing.T) {
 	t.Parallel()
 	db := testsvc.SQLite(t)
 	s := newScheduler(t, setupOpts{db: db, app: testsvc.App(t)}, nil)
 	n := engine.BigHandlerList + 1
 	for i := range n {
-		require.NoError(t, s.Register(fmt.Sprintf("job.%05d", i), "0 0 3 * * *", func(context.Context, *Run) error { return nil }))
+		require.NoError(t, s.Register(fmt.Sprintf("job.%05d", n-1-i), "0 0 3 * * *", func(context.Context, *Run) error { return nil }))
 	}
 	require.NoError(t, s.Start(context.Background()))
 	stopOnCleanup(t, s)
@@ -492,7 +493,8 @@ func TestABigHandlerListReachesTheReplicaRow(t *testing.T) {
 	live, err := s.store.LiveReplicas(context.Background(), s.App(), 0)
 	require.NoError(t, err)
 	require.Equal(t, "job.00000", live[0].Handlers[0])
-	require.Equal(t, fmt.Sprintf("job.%05d", n-1), live[0].Handlers[n-1], "sorted")
+	require.Equal(t, fmt.Sprintf("job.%05d", n-1), live[0].Handlers[n-1])
+	require.True(t, sort.StringsAreSorted(live[0].Handlers), "sorted")
 }
 
 // handlerListLog keeps what the handler publisher logs.
@@ -580,4 +582,26 @@ func TestNewRefusesAnOptionWithATypedError(t *testing.T) {
 	require.Equal(t, "5000", optErr.Value)
 	require.Equal(t, "want 1-4096", optErr.Reason)
 	require.NoError(t, errors.Unwrap(err), "a plain option error has no cause")
+}
+
+// A Start whose deadline passes fails naming the step, and says that the
+// deadline is what to change: with a million tasks to record, "context
+// deadline exceeded" alone left users guessing.
+func TestStartPastItsDeadlineSaysToGiveItALaterOne(t *testing.T) {
+	t.Parallel()
+	s, err := New(Options{DB: testsvc.SQLite(t)})
+	require.NoError(t, err)
+	require.NoError(t, s.Register("deadline.task", "@every 1m", func(context.Context, *Run) error { return nil }))
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	err = s.Start(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "xtimer: start: ")
+	require.ErrorContains(t, err, "Start's deadline passed: give Start a context with a later deadline")
+
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = s.Start(cancelled)
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotContains(t, err.Error(), "deadline", "a cancelled Start is not told about deadlines")
 }

@@ -320,18 +320,32 @@ func (s *Engine) retryStart(ctx context.Context, what string, fn func(context.Co
 			return nil
 		}
 		if ctx.Err() != nil || errors.Is(err, store.ErrExists) { // waiting does not fix a code taken by an HTTP task
-			return fmt.Errorf("xtimer: start: %s: %w", what, err)
+			return startFailed(ctx, what, err)
 		}
 		s.log.Warn("xtimer start waits for the database", "step", what, "err", err, "retry_in", wait)
 		t := s.clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("xtimer: start: %s: %w", what, err)
+			return startFailed(ctx, what, err)
 		case <-t.C():
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// startFailed is Start's error for its step what, which failed with err.
+// When Start's deadline passed, it says so: a first start of a million
+// tasks writes a million rows, which took longer than the 30 s a Start
+// without a deadline gets, and "context deadline exceeded" alone did not
+// tell the user what to change.
+func startFailed(ctx context.Context, what string, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("xtimer: start: %s: %w (Start's deadline passed: give Start a context with a later "+
+			"deadline when the database is slow or there are many tasks to record; without one Start has "+
+			"DefaultStartTimeout)", what, err)
+	}
+	return fmt.Errorf("xtimer: start: %s: %w", what, err)
 }
 
 // stopLoops stops the loops that claim, record and start fires, and the

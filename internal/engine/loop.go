@@ -211,14 +211,24 @@ func (p *planner) refreshLive(ctx context.Context, now time.Time) error {
 // (bench/README.md's performance report has the figures).
 const BigHandlerList = 10_000
 
-// handlerCodesLocked lists the handlers registered here, sorted. v.mu is
-// held.
+// handlerCodesLocked lists the handlers registered here, in the order
+// they were registered (sortCodes sorts them). v.mu is held.
 func (v *view) handlerCodesLocked() []string {
-	codes := make([]string, 0, len(v.handlers))
-	for c := range v.handlers {
-		codes = append(codes, c)
+	codes := make([]string, len(v.regOrder))
+	for i, r := range v.regOrder {
+		codes[i] = r.code
 	}
-	slices.Sort(codes)
+	return codes
+}
+
+// sortCodes sorts codes, unless they are sorted already, as a service's
+// list often is. A million codes taken from the handlers' map came in its
+// random order, and sorting them under the view's lock held the fires of
+// the first seconds after Start for most of a second.
+func sortCodes(codes []string) []string {
+	if !slices.IsSorted(codes) {
+		slices.Sort(codes)
+	}
 	return codes
 }
 
@@ -232,7 +242,7 @@ func (v *view) handlerList(lastGen int, rewrite bool) (codes []string, gen int, 
 	defer v.mu.Unlock()
 	due, big = rewrite || lastGen != v.handlersGen, len(v.handlers) > BigHandlerList
 	if due && !big {
-		codes = v.handlerCodesLocked()
+		codes = sortCodes(v.handlerCodesLocked())
 	}
 	return codes, v.handlersGen, due, big
 }
@@ -260,6 +270,7 @@ func (p *planner) publishHandlers(ctx context.Context) {
 		p.view.mu.Lock()
 		codes, gen := p.view.handlerCodesLocked(), p.view.handlersGen
 		p.view.mu.Unlock()
+		codes = sortCodes(codes) // off the lock: a million codes
 		ok, err := p.store.SetReplicaHandlers(ctx, p.opts.App, p.opts.InstanceID, codes)
 		switch {
 		case err != nil && ctx.Err() != nil:

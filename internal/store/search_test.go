@@ -80,5 +80,5 @@ func TestMigrateWithoutPgTrgmWarnsAndSearchStillFinds(t *testing.T) {
 	require.NoError(t, st.Migrate(b.ctx))
 	require.Empty(t, logs.String())
 	require.True(t, m.HasIndex(&store.Task{}, "xtimer_tasks_code_trgm"))
-	require.True(t, m.HasIndex(&store.Task{}, "xtimer_tasks_name_trgm"))
+	require.True(t, m.HasIndex(&store.Task{}, "xtimer_tasks_own_name_trgm"))
 }

@@ -159,6 +159,9 @@ func retiredIndexes() []struct {
 		// xtimer_executions_shard, the same with the shard, which is
 		// created first so that the table is never without a unique key.
 		{&Execution{}, "xtimer_executions_fire"},
+		// lower(name) of every task: replaced by xtimer_tasks_own_name_trgm,
+		// of the names that are not the task's code (search.go).
+		{&Task{}, "xtimer_tasks_name_trgm"},
 	}
 }
 

@@ -48,12 +48,15 @@ CREATE TABLE IF NOT EXISTS xtimer_tasks (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS xtimer_tasks_app_code ON xtimer_tasks (app, code);
 -- The console's task search (a substring of code or name, any case) reads
--- these trigram indexes. pg_trgm is a trusted extension: the database's
--- owner may create it. Without it (and these two indexes) the search
--- scans the app's tasks: correct, slow on a large app.
+-- these trigram indexes; the name's holds only the names that are not the
+-- task's code (the code's index finds the others). pg_trgm is a trusted
+-- extension: the database's owner may create it. Without it (and these two
+-- indexes) the search scans the app's tasks: correct, slow on a large app.
+-- Earlier versions indexed every name as xtimer_tasks_name_trgm, which
+-- Migrate drops.
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
 CREATE INDEX IF NOT EXISTS xtimer_tasks_code_trgm ON xtimer_tasks USING gin (lower(code) gin_trgm_ops);
-CREATE INDEX IF NOT EXISTS xtimer_tasks_name_trgm ON xtimer_tasks USING gin (lower(name) gin_trgm_ops);
+CREATE INDEX IF NOT EXISTS xtimer_tasks_own_name_trgm ON xtimer_tasks USING gin (lower(name) gin_trgm_ops) WHERE name <> code;
 
 CREATE TABLE IF NOT EXISTS xtimer_apps (
   app      varchar(64)  NOT NULL,
