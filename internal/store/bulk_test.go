@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,45 @@ func TestStartsAndResultsOfABatchAreOneStatement(t *testing.T) {
 }
 
 // updates counts the UPDATE statements among sqls.
+// A claim of more fires than one statement's chunk claims exactly the rows
+// that are the caller's to start; on PostgreSQL it is one UPDATE, so one
+// commit, however many fires: at default durability a statement per 500
+// fires waited for a WAL flush each, and a burst's claim came after its
+// run time.
+func TestABigClaimTakesTheCallersRowsInOneStatementOnPostgres(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		var fs []store.Execution
+		for i := range 1203 {
+			replica := "r1"
+			if i%100 == 7 {
+				replica = "r2" // another replica's fire: not claimed
+			}
+			fs = append(fs, store.Execution{App: b.app, TaskCode: fmt.Sprintf("big-%04d", i), RunTime: t0, Replica: replica})
+		}
+		rows, err := b.store.InsertFires(b.ctx, fs)
+		require.NoError(t, err)
+		ids := make([]int64, len(rows))
+		var want []int64
+		for i, r := range rows {
+			ids[i] = r.ID
+			if r.Replica == "r1" {
+				want = append(want, r.ID)
+			}
+		}
+		rec := &recorder{}
+		s := store.New(b.db.Session(&gorm.Session{Logger: rec}), store.WithNow(func() time.Time { return time.UnixMilli(b.clock.Load()) }))
+		started, err := s.StartFires(b.ctx, b.app, ids, "r1", t0)
+		require.NoError(t, err)
+		require.ElementsMatch(t, want, started)
+		if b.db.Dialector.Name() == "postgres" {
+			require.Equal(t, 1, updates(rec.statements()))
+		}
+		again, err := b.store.StartFires(b.ctx, b.app, ids, "r1", t0)
+		require.NoError(t, err)
+		require.Empty(t, again, "a fire is claimed once")
+	})
+}
+
 func updates(sqls []string) int {
 	n := 0
 	for _, q := range sqls {

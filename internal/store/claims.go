@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"gorm.io/gorm"
@@ -201,7 +202,23 @@ func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	var started []int64
-	if name := s.db.Dialector.Name(); name == "postgres" || name == "sqlite" {
+	name := s.db.Dialector.Name()
+	if name == "postgres" {
+		// One statement, one round trip and one commit, whatever the
+		// count: this is on the fire path. The IDs go as one array, not a
+		// statement per insertChunk of them: at default durability each
+		// statement's commit waited for its own WAL flush, and the 3,333
+		// fires of a replica's share of a burst were claimed in seven.
+		got, err := scanIDs(s.db.WithContext(ctx), `UPDATE xtimer_executions SET lateness_ms = `+claimLateness+`,
+			started_ms = `+claimStart+`, claim = ?, updated_ms = ?
+			WHERE id = ANY(?::bigint[]) AND status = ? AND attempt = 0 AND started_ms = 0 AND replica = ? RETURNING id`,
+			claimMs, claimMs, claimMs, claimMs, claim, s.nowMs(), pgBigints(ids), StatusScheduled, replica)
+		if err != nil {
+			return nil, fmt.Errorf("store: start fires: %w", err)
+		}
+		return got, nil
+	}
+	if name == "sqlite" {
 		// One statement, one round trip: this is on the fire path.
 		for from := 0; from < len(ids); from += insertChunk {
 			got, scanErr := scanIDs(s.db.WithContext(ctx), `UPDATE xtimer_executions SET lateness_ms = `+claimLateness+`,
@@ -466,4 +483,18 @@ func (s *Store) PromoteLostStarts(ctx context.Context, app string, live []string
 		return tx.Where("app = ? AND claim = ? AND status = ? AND attempt = 1", app, claim, StatusRunning).Find(&rows).Error
 	})
 	return rows, err
+}
+
+// pgBigints is ids as a PostgreSQL array literal, for a ?::bigint[]
+// parameter: one parameter however many IDs.
+func pgBigints(ids []int64) string {
+	b := make([]byte, 0, 2+len(ids)*8)
+	b = append(b, '{')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	return string(append(b, '}'))
 }
