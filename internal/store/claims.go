@@ -209,12 +209,12 @@ func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica
 		// statement per insertChunk of them: at default durability each
 		// statement's commit waited for its own WAL flush, and the 3,333
 		// fires of a replica's share of a burst were claimed in seven.
-		got, err := scanIDs(s.db.WithContext(ctx), `UPDATE xtimer_executions SET lateness_ms = `+claimLateness+`,
+		got, claimErr := scanIDs(s.db.WithContext(ctx), `UPDATE xtimer_executions SET lateness_ms = `+claimLateness+`,
 			started_ms = `+claimStart+`, claim = ?, updated_ms = ?
 			WHERE id = ANY(?::bigint[]) AND status = ? AND attempt = 0 AND started_ms = 0 AND replica = ? RETURNING id`,
 			claimMs, claimMs, claimMs, claimMs, claim, s.nowMs(), pgBigints(ids), StatusScheduled, replica)
-		if err != nil {
-			return nil, fmt.Errorf("store: start fires: %w", err)
+		if claimErr != nil {
+			return nil, fmt.Errorf("store: start fires: %w", claimErr)
 		}
 		return got, nil
 	}
