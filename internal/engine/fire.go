@@ -796,10 +796,13 @@ func (d *dispatcher) buffer(ctx context.Context, f *armedFire, policy string, no
 		d.status.skip(r, store.ReasonOverlap, now)
 		return true
 	case err == nil && policy == OverlapCancelOther && o.Waiting == 0:
-		d.cancelTask(r.TaskCode, r.RunTime)
+		// The rows first, then the attempts running here: cancelled first,
+		// a quick handler's result could be written before the request,
+		// which then found its row final and left it without cancel_ms.
 		if _, err = d.store.RequestCancel(ctx, d.app, r.TaskCode, r.ID, r.RunTime, now.UnixMilli()); err == nil && !f.buffered {
 			d.log.Info("fire asks the runs of its task to stop (overlap policy cancel_other)", "task", r.TaskCode, "execution", r.ID)
 		}
+		d.cancelTask(r.TaskCode, r.RunTime) // also when the request failed: the runs here stop all the same
 	}
 	if err != nil {
 		d.noteDB(err)
