@@ -87,13 +87,13 @@ var monthNames = map[string]int{"JAN": 1, "FEB": 2, "MAR": 3, "APR": 4, "MAY": 5
 var dayNames = map[string]int{"SUN": 0, "MON": 1, "TUE": 2, "WED": 3, "THU": 4, "FRI": 5, "SAT": 6}
 
 func parseFields(body string, cfg config) (*cronSchedule, error) {
-	texts, fields, parts, err := splitFields(body, cfg.dialect)
+	fields, parts, err := splitFields(body, cfg.dialect)
 	if err != nil {
 		return nil, err
 	}
 	s := &cronSchedule{dialect: cfg.dialect, loc: cfg.loc}
 	for k, f := range fields {
-		if texts[k] != "" {
+		if f.text != "" {
 			s.apply(fieldKind(k), f)
 		}
 	}
@@ -108,7 +108,7 @@ func parseFields(body string, cfg config) (*cronSchedule, error) {
 		}
 	}
 	wild := func(t string) bool { return t[0] == '*' || t[0] == '/' }
-	s.fixedTime = !wild(texts[fMinute]) && !wild(texts[fHour])
+	s.fixedTime = !wild(fields[fMinute].text) && !wild(fields[fHour].text)
 	norm := make([]string, len(parts))
 	for i, p := range parts {
 		norm[i] = strings.ToUpper(p)
@@ -117,33 +117,34 @@ func parseFields(body string, cfg config) (*cronSchedule, error) {
 	return s, nil
 }
 
-// splitFields parses each field of a field spec: the texts of the seven
-// fields ("" for an absent year, "0" for the second of a 5-field spec),
-// their parsed forms, and the fields as written.
-func splitFields(body string, d Dialect) (texts [7]string, fields [7]field, parts []string, err error) {
+// splitFields parses each field of a field spec: the seven fields (text
+// "" for an absent year, "0" for the second of a 5-field spec), and the
+// fields as written.
+func splitFields(body string, d Dialect) (fields [7]field, parts []string, err error) {
+	var texts [7]string
 	parts = strings.Fields(body)
 	switch {
 	case d == DialectQuartz && (len(parts) == 6 || len(parts) == 7):
 		copy(texts[:], parts)
 	case d == DialectQuartz:
-		return texts, fields, nil, &SpecError{Reason: fmt.Sprintf("quartz: %d fields; want 6 (second minute hour day-of-month month day-of-week) or 7 (and year)", len(parts))}
+		return fields, nil, &SpecError{Reason: fmt.Sprintf("quartz: %d fields; want 6 (second minute hour day-of-month month day-of-week) or 7 (and year)", len(parts))}
 	case len(parts) == 5:
 		texts[fSecond] = "0"
 		copy(texts[fMinute:], parts)
 	case len(parts) == 6:
 		copy(texts[:], parts)
 	default:
-		return texts, fields, nil, &SpecError{Reason: fmt.Sprintf("%d fields; want 5 (minute hour day-of-month month day-of-week) or 6 (second first); a year field needs the Quartz dialect", len(parts))}
+		return fields, nil, &SpecError{Reason: fmt.Sprintf("%d fields; want 5 (minute hour day-of-month month day-of-week) or 6 (second first); a year field needs the Quartz dialect", len(parts))}
 	}
 	for i, text := range texts {
 		if text == "" {
 			continue
 		}
 		if fields[i], err = parseField(fieldKind(i), text, d); err != nil {
-			return texts, fields, nil, err
+			return fields, nil, err
 		}
 	}
-	return texts, fields, parts, nil
+	return fields, parts, nil
 }
 
 // parsedFields are s's fields as parsed, for Describe: parsed again from
@@ -156,7 +157,7 @@ func (s *cronSchedule) parsedFields() ([7]field, error) {
 	if fields, ok := descriptors[body]; ok {
 		body = fields
 	}
-	_, fields, _, err := splitFields(body, s.dialect)
+	fields, _, err := splitFields(body, s.dialect)
 	return fields, err
 }
 

@@ -478,6 +478,26 @@ type plannedSlot struct {
 	fires  []fire // nil: none kept
 }
 
+// keepAt is the entry of ps to keep minute's fires in: the one that holds
+// that minute, else an empty one, else the earlier minute's (planning goes
+// forward, the current minute and the next).
+func keepAt(ps *[2]plannedSlot, minute int64) int {
+	for i, p := range ps {
+		if p.fires != nil && p.minute == minute {
+			return i
+		}
+	}
+	for i, p := range ps {
+		if p.fires == nil {
+			return i
+		}
+	}
+	if ps[1].minute < ps[0].minute {
+		return 1
+	}
+	return 0
+}
+
 // firesIn returns the fires of active tasks of a bucket in one minute: of
 // the tasks named in only, when only is not nil. The caller must not
 // change the slice: it may be the one kept for the next call
@@ -565,17 +585,8 @@ func (v *view) firesIn(minute int64, bucket int, only map[string]bool) []fire {
 		}
 		v.bucketQuiet[bucket] = q
 		if len(out) > 0 {
-			// Kept in place of the earlier minute of the two: planning goes
-			// forward, the current minute and the next.
 			ps := &v.planned[bucket]
-			i := 0
-			switch {
-			case ps[0].fires != nil && ps[0].minute == minute:
-			case ps[1].fires != nil && ps[1].minute == minute, ps[1].fires == nil && ps[0].fires != nil,
-				ps[0].fires != nil && ps[1].minute < ps[0].minute:
-				i = 1
-			}
-			ps[i] = plannedSlot{minute: minute, gen: v.bucketGen[bucket], fires: slices.Clip(out)}
+			ps[keepAt(ps, minute)] = plannedSlot{minute: minute, gen: v.bucketGen[bucket], fires: slices.Clip(out)}
 		}
 	}
 	return out
