@@ -55,8 +55,10 @@
 //   - Nothing lost: every fire ends in a row, succeeded, failed, timed_out,
 //     or skipped with a reason (paused, overlap, misfire, rescheduled, task
 //     deleted). A run whose replica died is settled by the retry policy with
-//     reason "replica lost"; fires a stopped or dead replica never started
-//     are run by another.
+//     reason "replica lost", and so is a fire it had claimed, up to its claim
+//     lead (at most a second) before the run time, and not started yet: the
+//     row says started, and no replica can tell whether the handler ran.
+//     Fires a stopped or dead replica never claimed are run by another.
 //   - Clear errors: a bad spec, code or option is refused with an error that
 //     names the field and the value (ErrBadSpec, SpecError, OptionsError);
 //     nothing panics.

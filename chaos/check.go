@@ -203,6 +203,7 @@ func (h *harness) check() int {
 		skippedOutside       = &broken{promise: "note: recorded skipped outside a database outage (missed with -strict)"}
 		overlapped           = &broken{promise: "overlap: a buffer task's run started before the run before it ended"}
 		mismatch             = &broken{promise: "note: invoked, but the row says otherwise"}
+		claimed              = &broken{promise: "note: claimed by a replica when it was SIGKILLed, never started: settled failed, replica lost, by the retry policy"}
 		involved             = map[string]bool{}
 	)
 	for k, inv := range invs {
@@ -248,6 +249,8 @@ func (h *harness) check() int {
 				}
 			case len(inv) == 0 && loss.excused(k):
 				// counted by loss
+			case len(inv) == 0 && h.claimedAtKill(row) != "":
+				claimed.add(k.id() + ": " + h.claimedAtKill(row) + "; " + rowText(row))
 			case len(inv) == 0:
 				missed.add(k.id() + ": " + rowText(row))
 				if row != nil && row.Replica != "" {
@@ -278,7 +281,8 @@ func (h *harness) check() int {
 	h.checkBuffered(invs, ends, overlapped)
 	sc := newShardCheck(invs, rows, byFire)
 	sc.from, sc.to, sc.strict, sc.inOutage = from, to, h.strict, inOutage
-	sc.stuck, sc.skippedOutside, sc.mismatch, sc.involved = stuck, skippedOutside, mismatch, involved
+	sc.stuck, sc.skippedOutside, sc.mismatch, sc.claimed, sc.involved = stuck, skippedOutside, mismatch, claimed, involved
+	sc.claimedAtKill = h.claimedAtKill
 	sc.run()
 	p99 := percentile(lateness, 0.99)
 	failover, perKind := h.maxFailover(invs)
@@ -314,7 +318,7 @@ func (h *harness) check() int {
 			}
 		}
 	}
-	for _, b := range []*broken{skippedOutside, mismatch} {
+	for _, b := range []*broken{skippedOutside, mismatch, claimed} {
 		if b.n > 0 {
 			fmt.Printf("chaos: %s: %d, e.g.\n", b.promise, b.n)
 			for _, e := range b.examples {
@@ -334,8 +338,8 @@ func (h *harness) check() int {
 	if exit != 0 {
 		h.tails(involved)
 	}
-	fmt.Printf("chaos: seed=%d profile=%s fires=%d invoked_once=%d duplicates=%d missed=%d skipped=%d stuck=%d late_p99_ms=%d max_failover_s=%.1f failover_s=%s %s %s faults=%s%s\n",
-		h.seed, h.prof.name, fires, once, dup.n, missed.n, skipped, stuck.n, p99, failover, perKind,
+	fmt.Printf("chaos: seed=%d profile=%s fires=%d invoked_once=%d duplicates=%d missed=%d skipped=%d claimed_at_kill=%d stuck=%d late_p99_ms=%d max_failover_s=%.1f failover_s=%s %s %s faults=%s%s\n",
+		h.seed, h.prof.name, fires, once, dup.n, missed.n, skipped, claimed.n, stuck.n, p99, failover, perKind,
 		sc.sharded.fields("sharded"), sc.broadcast.fields("broadcast"), strings.Join(faults, ","), loss.fields())
 	return exit
 }

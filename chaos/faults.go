@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 type faultKind string
@@ -60,6 +62,37 @@ type failoverRecord struct {
 	// claim lead, at most a second, ahead); run by itself once it wakes,
 	// they are its own, not a failover.
 	ownUntil time.Time
+}
+
+// A replica claims a fire ahead of its run time (by its claim lead, at
+// most maxClaimLead) and starts its handler at the run time: a SIGKILL
+// between the two leaves a row that says started and a handler that never
+// ran. The engine cannot tell that row from a run killed midway, and
+// settles both alike, failed with reason "replica lost", by the task's
+// retry policy; it never starts the fire again as a first attempt
+// (docs/architecture.md, "Claimed but not started"). The check counts such
+// a fire as claimed at a kill, not missed, when its row says so and its
+// run time is within maxClaimLead after the kill, or launchSlack before
+// it: a dispatcher that woke that late for its run time had not started
+// it yet. Anything else not invoked is missed.
+const (
+	maxClaimLead = time.Second            // the engine's (internal/engine/fire.go)
+	launchSlack  = 250 * time.Millisecond // a late wake of the victim's dispatcher
+)
+
+// claimedAtKill names the SIGKILL that left row's fire claimed and not
+// started, as above, or returns "" when none did.
+func (h *harness) claimedAtKill(row *store.Execution) string {
+	if row == nil || row.Status != store.StatusFailed || row.Reason != store.ReasonReplicaLost {
+		return ""
+	}
+	due := time.UnixMilli(row.Planned())
+	for _, f := range h.failovers {
+		if f.kind == faultKill && f.victim == row.Replica && !due.Before(f.at.Add(-launchSlack)) && !due.After(f.at.Add(maxClaimLead)) {
+			return fmt.Sprintf("SIGKILL of %s at %s, run time %+dms from it", f.victim, f.at.UTC().Format("15:04:05.000"), due.Sub(f.at).Milliseconds())
+		}
+	}
+	return ""
 }
 
 // schedule derives the fault times from the seed. The rolling deploy comes

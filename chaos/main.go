@@ -17,7 +17,7 @@
 // same seed; victims are chosen by who owns slots at that moment), then
 // one summary line:
 //
-//	chaos: seed=1 profile=short fires=... invoked_once=... duplicates=0 missed=0 skipped=... stuck=0 late_p99_ms=... max_failover_s=... failover_s=kill:...,cut_redis:... sharded_shards=... sharded_once=... sharded_dup=0 sharded_missed=0 sharded_skipped=... broadcast_shards=... broadcast_once=... broadcast_dup=0 broadcast_missed=0 broadcast_skipped=... faults=kill:1,...
+//	chaos: seed=1 profile=short fires=... invoked_once=... duplicates=0 missed=0 skipped=... claimed_at_kill=... stuck=0 late_p99_ms=... max_failover_s=... failover_s=kill:...,cut_redis:... sharded_shards=... sharded_once=... sharded_dup=0 sharded_missed=0 sharded_skipped=... broadcast_shards=... broadcast_once=... broadcast_dup=0 broadcast_missed=0 broadcast_skipped=... faults=kill:1,...
 //
 // fires and the figures after it count the fires of the tasks that are
 // not sharded; the sharded_ and broadcast_ figures count the shards of

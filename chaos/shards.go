@@ -26,13 +26,14 @@ func shardsOf(code string) int {
 type shardTally struct {
 	total, once, dup, missed, skipped int
 	lost                              int // of skipped: broadcast shards recorded skipped, replica lost
+	claimed                           int // claimed by a SIGKILLed replica and never started (claimedAtKill)
 	fires, nowhere                    int // the window's fires, and those of which no shard ran
 	lateness                          []int64
 }
 
 func (t *shardTally) String() string {
-	return fmt.Sprintf("fires=%d (of which no shard ran: %d) shards=%d once=%d dup=%d missed=%d skipped=%d (replica lost: %d) late_p99_ms=%d",
-		t.fires, t.nowhere, t.total, t.once, t.dup, t.missed, t.skipped, t.lost, percentile(t.lateness, 0.99))
+	return fmt.Sprintf("fires=%d (of which no shard ran: %d) shards=%d once=%d dup=%d missed=%d skipped=%d (replica lost: %d) claimed_at_kill=%d late_p99_ms=%d",
+		t.fires, t.nowhere, t.total, t.once, t.dup, t.missed, t.skipped, t.lost, t.claimed, percentile(t.lateness, 0.99))
 }
 
 // fields are the tally's figures for the summary line.
@@ -77,8 +78,11 @@ type shardCheck struct {
 
 	dup, missed, twice, elsewhere, shape *broken
 	// shared with check's other tasks
-	stuck, skippedOutside, mismatch *broken
-	involved                        map[string]bool
+	stuck, skippedOutside, mismatch, claimed *broken
+	involved                                 map[string]bool
+	// claimedAtKill is harness.claimedAtKill: a shard the victim of a
+	// SIGKILL had claimed and not started is counted there, not missed.
+	claimedAtKill func(row *store.Execution) string
 }
 
 func newShardCheck(invs map[fireKey][]invocation, rows []store.Execution, byShard map[fireKey]*store.Execution) *shardCheck {
@@ -268,6 +272,9 @@ func (c *shardCheck) shard(k fireKey) {
 		if !c.inOutage(k.at) {
 			c.skippedOutside.add(k.id() + ": " + rowText(row))
 		}
+	case c.claimedAtKill(row) != "":
+		t.claimed++
+		c.claimed.add(k.id() + ": " + c.claimedAtKill(row) + "; " + rowText(row))
 	default:
 		t.missed++
 		c.missed.add(k.id() + ": not invoked; " + c.fireText(k))
