@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/xtimer-go/xtimer/internal/store"
 )
 
@@ -54,7 +56,7 @@ func TestFireDueWhileAClaimedStartIsAwaitedStarts(t *testing.T) {
 		d := &dispatcher{
 			clock: SystemClock{}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), app: "a", replica: "r", workers: 4,
 			view: f, store: f, status: f, pool: f, noteDB: func(error) {},
-			armedIDs: map[int64]bool{}, armedAt: map[int64]int{}, running: map[string]map[int64]int{}, wake: make(chan struct{}, 1),
+			armedIDs: map[int64]bool{}, armedAt: map[int64]int{}, wake: make(chan struct{}, 1),
 			cancellable: map[int64]cancellable{}, backlogIDs: map[int64]bool{}, dispatching: map[int64]bool{},
 		}
 		d.start = func(r store.Execution, _ time.Time) { f.begun <- r.ID }
@@ -82,4 +84,29 @@ func TestFireDueWhileAClaimedStartIsAwaitedStarts(t *testing.T) {
 			return
 		}
 	}
+}
+
+// The promise of noteRunning and runningBesides: a task's attempts are
+// counted by fire, the other shards of a fire do not count against it,
+// another fire's attempts do, and once every attempt ended nothing is
+// left behind (a million tasks run here over a day).
+func TestRunningCountsAttemptsByFire(t *testing.T) {
+	t.Parallel()
+	d := &dispatcher{}
+	require.Zero(t, d.runningBesides("a", 1000), "nothing ran yet")
+	d.noteRunning("a", 1000, 1)
+	d.noteRunning("a", 1000, 1) // a second shard of the same fire
+	d.noteRunning("b", 1000, 1)
+	require.Zero(t, d.runningBesides("a", 1000), "its own fire's shards")
+	require.Equal(t, 2, d.runningBesides("a", 2000), "both shards of the fire at 1000")
+	require.Equal(t, 1, d.runningBesides("b", 2000), "another task's attempts are not a's")
+	d.noteRunning("a", 2000, 1)
+	require.Equal(t, 1, d.runningBesides("a", 1000), "the fire at 2000")
+	d.noteRunning("a", 1000, -1)
+	d.noteRunning("a", 1000, -1)
+	d.noteRunning("a", 2000, -1)
+	d.noteRunning("b", 1000, -1)
+	require.Zero(t, d.runningBesides("a", 3000))
+	require.Empty(t, d.running.byTask, "no task left counted")
+	require.Empty(t, d.running.byFire, "no fire left counted")
 }

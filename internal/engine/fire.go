@@ -63,9 +63,18 @@ type dispatcher struct {
 	// unstarted are the fires claimed ahead and not started when the
 	// dispatcher stopped, for Stop to release.
 	unstarted []int64
-	// running counts the attempts running here, by task and run time:
-	// the shards of one fire (one run time) do not overlap each other.
-	running map[string]map[int64]int
+	// runMu guards running, apart from mu: every attempt counts itself in
+	// and out (noteRunning), and with mu it waited on the dispatcher
+	// starting the rest of its instant.
+	runMu sync.Mutex
+	// running counts the attempts running here, by task and by fire (a
+	// task's run time): the shards of one fire do not overlap each other.
+	// Flat maps: a map per task, made for each fire and dropped when it
+	// ended, cost two allocations a fire.
+	running struct {
+		byTask map[string]int
+		byFire map[fireRun]int
+	}
 	// cancellable are the attempts running here of tasks whose overlap
 	// policy is cancel_other, by execution ID: what a later fire of the
 	// task stops (cancelTask, cancelIDs).
@@ -128,7 +137,7 @@ func newDispatcher(s *Engine) *dispatcher {
 	return &dispatcher{
 		clock: s.clock, log: s.log, app: s.opts.App, replica: s.opts.InstanceID, workers: s.opts.Workers,
 		view: &s.view, store: s.store, status: s.updates, pool: s.pool, start: s.startAttempt, noteDB: s.noteDB,
-		armedIDs: map[int64]bool{}, armedAt: map[int64]int{}, backlogIDs: map[int64]bool{}, dispatching: map[int64]bool{}, running: map[string]map[int64]int{}, wake: make(chan struct{}, 1),
+		armedIDs: map[int64]bool{}, armedAt: map[int64]int{}, backlogIDs: map[int64]bool{}, dispatching: map[int64]bool{}, wake: make(chan struct{}, 1),
 		cancellable: map[int64]cancellable{},
 	}
 }
@@ -145,33 +154,37 @@ func (d *dispatcher) poke() {
 // (delta 1) or ending (-1): a task that forbids overlap checks the count
 // (dispatch).
 func (d *dispatcher) noteRunning(code string, runTime int64, delta int) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	byTime := d.running[code]
-	if byTime == nil {
-		byTime = map[int64]int{}
-		d.running[code] = byTime
+	d.runMu.Lock()
+	defer d.runMu.Unlock()
+	if d.running.byTask == nil {
+		d.running.byTask, d.running.byFire = map[string]int{}, map[fireRun]int{}
 	}
-	if byTime[runTime] += delta; byTime[runTime] <= 0 {
-		delete(byTime, runTime)
+	count := func(n int) int { return max(n+delta, 0) }
+	if n := count(d.running.byTask[code]); n > 0 {
+		d.running.byTask[code] = n
+	} else {
+		delete(d.running.byTask, code)
 	}
-	if len(byTime) == 0 {
-		delete(d.running, code)
+	k := fireRun{code, runTime}
+	if n := count(d.running.byFire[k]); n > 0 {
+		d.running.byFire[k] = n
+	} else {
+		delete(d.running.byFire, k)
 	}
+}
+
+// fireRun names a task's fire by its run time, in dispatcher.running.
+type fireRun struct {
+	code    string
+	runTime int64
 }
 
 // runningBesides counts the attempts of task code running here for fires
 // other than the one at runTime (whose other shards do not overlap it).
 func (d *dispatcher) runningBesides(code string, runTime int64) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	n := 0
-	for at, c := range d.running[code] {
-		if at != runTime {
-			n += c
-		}
-	}
-	return n
+	d.runMu.Lock()
+	defer d.runMu.Unlock()
+	return d.running.byTask[code] - d.running.byFire[fireRun{code, runTime}]
 }
 
 // takeUnstarted returns the fires the dispatcher claimed and never
