@@ -1290,11 +1290,22 @@ func (p *planner) rearmOwned(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	// One line a round, naming the earliest: after a database outage a
+	// replica may find thousands (a chunk of fires whose insert committed
+	// as the connection dropped), and a line each drowned the log.
+	var armed int
+	var first store.Execution
 	for _, r := range rows {
 		if p.fires.armOwned(r) {
-			p.log.Warn("a fire this replica owns was not armed here: armed again", "task", r.TaskCode, "execution", r.ID,
-				"run_time", time.UnixMilli(r.RunTime).UTC())
+			if armed == 0 || r.RunTime < first.RunTime {
+				first = r
+			}
+			armed++
 		}
+	}
+	if armed > 0 {
+		p.log.Warn("fires this replica owns were not armed here: armed again", "fires", armed, "task", first.TaskCode,
+			"execution", first.ID, "run_time", time.UnixMilli(first.RunTime).UTC())
 	}
 	return nil
 }
