@@ -236,31 +236,42 @@ func TestSentinelFailoverKeepsEveryFireOnce(t *testing.T) {
 	sleepUntil(from.Add(3 * time.Second))
 
 	// Watch Health and the fallback gauge from just before the kill until
-	// the promotion: what the replicas show while Redis is away.
+	// the promotion: what the replicas show while Redis is away. Apart: a
+	// Health call waits for Redis (up to its timeout) while the master is
+	// down, and the gauge, read in the same loop, was read too seldom to
+	// see the fallback's few seconds.
 	var healthDown, gaugeUp atomic.Bool
 	watching := make(chan struct{})
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		for {
-			for i, s := range f.replicas {
-				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-				h := s.Health(ctx)
-				cancel()
-				if !h.Redis.OK {
-					healthDown.Store(true)
-				}
-				if f.replicaMetric(t, i, "xtimer_redis_fallback", nil) == 1 {
-					gaugeUp.Store(true)
+	var watched sync.WaitGroup
+	watch := func(look func()) {
+		watched.Go(func() {
+			for {
+				look()
+				select {
+				case <-watching:
+					return
+				case <-time.After(50 * time.Millisecond):
 				}
 			}
-			select {
-			case <-watching:
-				return
-			case <-time.After(50 * time.Millisecond):
+		})
+	}
+	watch(func() {
+		for _, s := range f.replicas {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			h := s.Health(ctx)
+			cancel()
+			if !h.Redis.OK {
+				healthDown.Store(true)
 			}
 		}
-	}()
+	})
+	watch(func() {
+		for i := range f.replicas {
+			if f.replicaMetric(t, i, "xtimer_redis_fallback", nil) == 1 {
+				gaugeUp.Store(true)
+			}
+		}
+	})
 	killed, promoted := sentinel.KillMaster(t)
 	t.Logf("master %s killed, %s promoted", killed, promoted)
 	// The fallback stays on, on the replicas that entered it, until a claim
@@ -272,7 +283,7 @@ func TestSentinelFailoverKeepsEveryFireOnce(t *testing.T) {
 		assert.True(c, f.alerted(EventFallbackLeft), "no redis.fallback_left alert yet")
 	}, 2*time.Minute, 200*time.Millisecond)
 	close(watching)
-	<-watched
+	watched.Wait()
 	for _, s := range f.replicas {
 		h := s.Health(context.Background())
 		require.True(t, h.Redis.OK, "Health after the promotion: %+v", h.Redis)
