@@ -520,12 +520,10 @@ func (s *Scheduler) App() string { return s.opts.App }
 // win over the code's defaults until reset.
 func (s *Scheduler) Register(code, spec string, h Handler, opts ...TaskOption) error {
 	cfg := newTaskConfig(code, spec, h)
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(&cfg); err != nil {
-			return &taskError{code, err}
+	if len(opts) > 0 {
+		var err error
+		if cfg, err = applyOptions(cfg, opts); err != nil {
+			return err
 		}
 	}
 	// Keyed by the options but the spec, then by the spec: tasks that
@@ -542,7 +540,13 @@ func (s *Scheduler) Register(code, spec string, h Handler, opts ...TaskOption) e
 		shared = s.regOpts[key][cfg.spec]
 	}
 	s.regMu.Unlock()
-	sched, err := cfg.validate(shared, s.clock.Now())
+	// The clock only for options not seen yet (the jitter's check): a
+	// clock read per task added up over a million Registers.
+	var now time.Time
+	if shared == nil {
+		now = s.clock.Now()
+	}
+	sched, err := cfg.validate(shared, now)
 	if err != nil {
 		return err
 	}
@@ -562,6 +566,22 @@ func (s *Scheduler) Register(code, spec string, h Handler, opts ...TaskOption) e
 	s.lastRegKey, s.lastRegSpec, s.lastRegOpts = key, cfg.spec, shared
 	s.regMu.Unlock()
 	return s.eng.Register(code, h, &shared.Shared)
+}
+
+// applyOptions is c with opts applied. Apart from Register, so that the
+// options' pointer to the config, which moves it to the heap, costs
+// nothing to the Registers without options: a config is hundreds of
+// bytes, garbage a million times over.
+func applyOptions(c taskConfig, opts []TaskOption) (taskConfig, error) {
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&c); err != nil {
+			return c, &taskError{c.code, err}
+		}
+	}
+	return c, nil
 }
 
 // Start creates the tables, records the registered tasks, catches up what

@@ -170,8 +170,8 @@ func (a *alerter) poke() { a.kick.Poke() }
 func (a *alerter) ownerOf(code string) string {
 	a.view.mu.Lock()
 	defer a.view.mu.Unlock()
-	if t := a.view.taskLocked(code); t != nil && t.def != nil {
-		return t.def.Owner
+	if t := a.view.taskLocked(code); t != nil && t.def() != nil {
+		return t.def().Owner
 	}
 	return ""
 }
@@ -449,7 +449,7 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 		if quiet.until.IsZero() {
 			quiet.until = at.Add(100 * 365 * 24 * time.Hour) // no fire any more
 		}
-		known := max(t.createdMs, t.updatedMs, t.sinceNs/int64(time.Millisecond))
+		known := max(t.createdMs, t.updatedMs, t.sinceNs()/int64(time.Millisecond))
 		if first.UnixMilli() < known || !latest.After(a.probed[t.code]) {
 			a.quiet[t.code] = quiet
 			continue // too new to judge, or judged on these fires already
@@ -460,8 +460,8 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 		}
 		probes++
 		// A sharded fire is several rows: the read covers as many fires.
-		perFire := max(t.def.Shards, 1)
-		if t.def.Broadcast {
+		perFire := max(t.def().Shards, 1)
+		if t.def().Broadcast {
 			perFire = store.MaxShards
 		}
 		statuses, err := a.store.StatusesSince(ctx, a.opts.App, t.code, first.UnixMilli(), 4*n*perFire)
@@ -493,9 +493,9 @@ func (a *alerter) watchTasks(ctx context.Context, now time.Time) error {
 // silentGrace is how long after a fire its success may still come: every
 // attempt's timeout and back-off, and a minute.
 func silentGrace(t *taskState) time.Duration {
-	attempts := time.Duration(max(t.def.MaxAttempts, 1))
-	return time.Minute + attempts*time.Duration(t.def.TimeoutMs)*time.Millisecond +
-		(attempts-1)*time.Duration(t.def.BackoffMaxMs)*time.Millisecond
+	attempts := time.Duration(max(t.def().MaxAttempts, 1))
+	return time.Minute + attempts*time.Duration(t.def().TimeoutMs)*time.Millisecond +
+		(attempts-1)*time.Duration(t.def().BackoffMaxMs)*time.Millisecond
 }
 
 // lastFires returns the last n fires of sched at or before at, oldest

@@ -112,7 +112,7 @@ func (s *Engine) Backfill(ctx context.Context, code string, from, to time.Time) 
 	s.view.mu.Lock()
 	t := s.view.taskLocked(code)
 	s.view.mu.Unlock()
-	if t != nil && isSharded(t.def) { // every shard of each fire, dealt as the schedule's are
+	if t != nil && isSharded(t.def()) { // every shard of each fire, dealt as the schedule's are
 		rows = s.planner.shardRows(t, rows, s.clock.Now())
 		for i := range rows {
 			if !running {
@@ -173,7 +173,7 @@ func (s *Engine) backfillSchedule(ctx context.Context, code string) (sched cron.
 		return nil, time.Time{}, 0, fmt.Errorf("xtimer: Backfill of %q: read task: %w", code, err)
 	}
 	s.view.mu.Lock()
-	reg := s.view.handlers[code]
+	reg := s.view.handlers.get(code)
 	s.view.mu.Unlock()
 	if reg == nil {
 		return nil, time.Time{}, 0, fmt.Errorf("%w: %q", ErrTaskNotFound, code)
@@ -245,7 +245,7 @@ func (d *dispatcher) holdBackfill(ctx context.Context, f *armedFire, t *taskStat
 		d.backfillLeft(r, now)
 		return true
 	}
-	if t.status == store.TaskActive {
+	if t.status == statusActive {
 		o, err := d.store.BackfillState(ctx, d.app, r.TaskCode, r.RunTime, r.ID)
 		if err != nil {
 			d.noteDB(err)

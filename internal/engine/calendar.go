@@ -178,12 +178,12 @@ func (t *taskState) excluded(at time.Time) bool {
 
 // runSchedule is the schedule whose fires run: t's, less the excluded
 // days. NextRuns, the console and the dead man's switch read it; planning
-// reads t.sched, so that an excluded fire is recorded skipped.
+// reads t.sched(), without them, so that an excluded fire is recorded skipped.
 func (t *taskState) runSchedule() cron.Schedule {
-	if t.excl == nil || t.sched == nil {
-		return t.sched
+	if t.excl == nil || t.sched() == nil {
+		return t.sched()
 	}
-	return Excluding(t.sched, t.excl.excludes)
+	return Excluding(t.sched(), t.excl.excludes)
 }
 
 // Excluding is sched without the fires on which excludes, given the fire

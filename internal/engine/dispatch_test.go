@@ -18,7 +18,7 @@ type dispatchFakes struct{ begun chan int64 }
 
 func (f dispatchFakes) fireTask(code string) (*taskState, bool, bool) {
 	def := taskDef("* * * * * *")
-	return &taskState{code: code, status: store.TaskActive, def: &def}, true, false
+	return &taskState{code: code, status: statusActive, base: &taskBase{def: &def}}, true, false
 }
 func (f dispatchFakes) StartFires(_ context.Context, _ string, ids []int64, _ string, _ int64) ([]int64, error) {
 	return ids, nil

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -184,26 +183,18 @@ func (s *Engine) Register(code string, handler any, shared *Shared) error {
 		unlock()
 		return fmt.Errorf("%w: %q", ErrDuplicateTask, code)
 	}
-	reg := &registration{code: code, handler: handler, opts: shared}
+	if shared.base.def == nil {
+		shared.base = taskBase{def: shared.Def, sched: shared.Sched}
+	}
+	reg, added := s.view.handlers.add(code, handler, shared)
+	if !added {
+		unlock()
+		return fmt.Errorf("%w: %q", ErrDuplicateTask, code)
+	}
 	if t := s.view.others[code]; t != nil { // another replica's task until now
 		reg.state = t
 		delete(s.view.others, code)
 	}
-	// One map operation, not a lookup and then an insert: a code already
-	// there leaves the map's length as it was.
-	n := len(s.view.handlers)
-	s.view.handlers[code] = reg
-	if len(s.view.handlers) == n {
-		for _, first := range s.view.regOrder { // put the first registration back: an error, rare
-			if first.code == code {
-				s.view.handlers[code] = first
-				break
-			}
-		}
-		unlock()
-		return fmt.Errorf("%w: %q", ErrDuplicateTask, code)
-	}
-	s.view.regOrder = append(s.view.regOrder, reg)
 	s.view.codesGen++
 	s.view.handlersGen++
 	unlock()
@@ -217,10 +208,7 @@ func (s *Engine) Register(code string, handler any, shared *Shared) error {
 		if reg.state != nil {
 			s.view.others[code] = reg.state
 		}
-		delete(s.view.handlers, code)
-		if i := slices.Index(s.view.regOrder, reg); i >= 0 {
-			s.view.regOrder = slices.Delete(s.view.regOrder, i, i+1)
-		}
+		s.view.handlers.remove(reg)
 		s.view.codesGen++
 		s.view.handlersGen++
 		s.view.mu.Unlock()
@@ -306,7 +294,7 @@ func (s *Engine) Start(ctx context.Context) error {
 		return fmt.Errorf("xtimer: start: %w", err) // a component started twice: a bug of Start's state machine
 	}
 	s.view.mu.Lock()
-	registered := len(s.view.handlers)
+	registered := s.view.handlers.len()
 	s.view.mu.Unlock()
 	s.log.Info("xtimer started", "lock", s.opts.LockMode, "buckets", s.opts.Buckets, "tasks", registered)
 	return nil
@@ -464,7 +452,7 @@ func (s *Engine) Drop(code string) {
 func (s *Engine) Registered(code string) bool {
 	s.view.mu.Lock()
 	defer s.view.mu.Unlock()
-	return s.view.handlers[code] != nil
+	return s.view.handlers.get(code) != nil
 }
 
 // Trigger records a manual run of a task now and returns its row and the
@@ -503,7 +491,7 @@ func (s *Engine) TriggerWith(ctx context.Context, code string, m Manual) (store.
 		s.view.mu.Unlock()
 	}
 	if m.Check != nil {
-		if err := m.Check(t.http); err != nil {
+		if err := m.Check(t.httpSpec()); err != nil {
 			return store.Execution{}, nil, err
 		}
 	}
@@ -516,10 +504,10 @@ func (s *Engine) TriggerWith(ctx context.Context, code string, m Manual) (store.
 	for range 10 { // another manual run in the same millisecond: take the next
 		fire := []store.Execution{{
 			App: s.opts.App, TaskCode: code, RunTime: at, Status: store.StatusScheduled,
-			Source: store.SourceManual, MaxAttempts: t.def.MaxAttempts, Replica: owner,
+			Source: store.SourceManual, MaxAttempts: t.def().MaxAttempts, Replica: owner,
 			Params: store.Params(m.Params), Note: m.Note,
 		}}
-		if isSharded(t.def) { // every shard, dealt as the schedule's fires are
+		if isSharded(t.def()) { // every shard, dealt as the schedule's fires are
 			fire = s.planner.shardRows(t, fire, now)
 		}
 		rows, err := s.store.InsertFires(ctx, fire)
@@ -551,9 +539,9 @@ func (s *Engine) ScheduleOf(code string) (sched cron.Schedule, endAt time.Time, 
 	s.view.mu.Lock()
 	defer s.view.mu.Unlock()
 	t := s.view.taskLocked(code)
-	cfg := s.view.handlers[code]
+	cfg := s.view.handlers.get(code)
 	switch {
-	case t != nil && t.sched != nil:
+	case t != nil && t.sched() != nil:
 		return t.runSchedule(), t.endAt(), true
 	case cfg != nil:
 		if excl := s.view.calendars.exclusionLocked(cfg.opts.Def); excl != nil {

@@ -273,7 +273,7 @@ func (d *dispatcher) armOwned(r store.Execution) bool {
 // armUnless arms r unless held, called with d.mu held, says so.
 func (d *dispatcher) armUnless(r store.Execution, held func() bool) bool {
 	t, _, _ := d.view.fireTask(r.TaskCode)
-	exact := t != nil && checksOverlap(t.def.Overlap)
+	exact := t != nil && checksOverlap(t.def().Overlap)
 	d.mu.Lock()
 	if held() {
 		// Already waiting here: a slot taken over and back again arms its
@@ -651,7 +651,7 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 		case t == nil || !runs:
 			d.status.skip(r, ReasonDeleted, now)
 			continue
-		case r.Source != store.SourceManual && t.status != store.TaskActive:
+		case r.Source != store.SourceManual && t.status != statusActive:
 			d.status.skip(r, store.ReasonPaused, now)
 			continue
 		case (r.Source == store.SourceSchedule || r.Source == store.SourceCatchup) && !t.firesAt(time.UnixMilli(r.RunTime)):
@@ -666,11 +666,11 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 		case r.Source == store.SourceSchedule && late > misfireAfter && late > window:
 			d.status.skip(r, store.ReasonMisfire, now)
 			continue
-		case r.Source == store.SourceSchedule && late > misfireAfter && t.def.Misfire == MisfireSkip && !f.buffered:
+		case r.Source == store.SourceSchedule && late > misfireAfter && t.def().Misfire == MisfireSkip && !f.buffered:
 			d.status.skip(r, store.ReasonMisfire, now)
 			continue
 		}
-		if t.def.Overlap == OverlapForbid {
+		if t.def().Overlap == OverlapForbid {
 			running := d.runningBesides(r.TaskCode, r.RunTime)
 			n, err := d.store.RunningCount(ctx, d.app, r.TaskCode, r.RunTime)
 			if err != nil || n > 0 || running > 0 {
@@ -679,12 +679,12 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 				continue
 			}
 		}
-		if waitsForOverlap(t.def.Overlap) {
-			if d.buffer(ctx, f, t.def.Overlap, now) {
+		if waitsForOverlap(t.def().Overlap) {
+			if d.buffer(ctx, f, t.def().Overlap, now) {
 				continue
 			}
 		}
-		if r.Source == store.SourceSchedule && late > misfireAfter && t.def.Misfire != MisfireRunAll && !f.buffered {
+		if r.Source == store.SourceSchedule && late > misfireAfter && t.def().Misfire != MisfireRunAll && !f.buffered {
 			overdue[r.TaskCode] = append(overdue[r.TaskCode], len(start))
 		}
 		start, goHandlers = append(start, r), append(goHandlers, goHandler)
@@ -896,7 +896,7 @@ func (d *dispatcher) fenceNow(callbacks, goFires []store.Execution) []store.Exec
 func (s *Engine) startAttempt(r store.Execution, now time.Time) {
 	s.view.mu.Lock()
 	loc := time.UTC
-	t, cfg := s.view.taskLocked(r.TaskCode), s.view.handlers[r.TaskCode]
+	t, cfg := s.view.taskLocked(r.TaskCode), s.view.handlers.get(r.TaskCode)
 	if t != nil {
 		loc = t.loc()
 	}
@@ -915,7 +915,7 @@ func (s *Engine) startAttempt(r store.Execution, now time.Time) {
 	}
 	var status atomic.Int64
 	work, submit, timeout := s.attemptWork(r, t, cfg, run, &status)
-	cancellable := t != nil && t.def.Overlap == OverlapCancelOther && !backfill
+	cancellable := t != nil && t.def().Overlap == OverlapCancelOther && !backfill
 	submit(func() {
 		defer s.attempts.Done()
 		began := s.clock.Now()
@@ -992,8 +992,8 @@ func paramsOf(r store.Execution, t *taskState) json.RawMessage {
 	switch {
 	case r.Params != "":
 		return json.RawMessage(r.Params)
-	case t != nil && t.def.Params != "":
-		return json.RawMessage(t.def.Params)
+	case t != nil && t.def().Params != "":
+		return json.RawMessage(t.def().Params)
 	}
 	return nil
 }

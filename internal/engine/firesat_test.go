@@ -32,7 +32,7 @@ func TestFiresAtAgreesWithNext(t *testing.T) {
 	for _, c := range cases {
 		sched, err := cron.Parse(c.spec, c.opts...)
 		require.NoError(t, err, c.spec)
-		task := &taskState{sched: sched}
+		task := &taskState{base: &taskBase{sched: sched}}
 		prev := c.from
 		for range 400 {
 			at := sched.Next(prev)

@@ -44,9 +44,9 @@ func (v *view) claimCodes() store.CodeSet {
 		// sent: with a million handlers and no other task, sorting them
 		// each time a task came or went spent CPU on a list never sent.
 		var others []string
-		runs := len(v.handlers)
+		runs := v.handlers.len()
 		for c, t := range v.others { // registered tasks are never HTTP tasks
-			if t.http != nil {
+			if t.httpSpec() != nil {
 				runs++
 			} else {
 				others = append(others, c)
@@ -75,12 +75,12 @@ func (v *view) claimCodes() store.CodeSet {
 // runCodesLocked lists, sorted, the codes of the tasks this replica runs:
 // its handlers and the HTTP tasks. v.mu is held.
 func (v *view) runCodesLocked() []string {
-	runs := make([]string, 0, len(v.handlers))
-	for c := range v.handlers {
-		runs = append(runs, c)
+	runs := make([]string, 0, v.handlers.len())
+	for r := range v.handlers.all() {
+		runs = append(runs, r.code)
 	}
 	for c, t := range v.others {
-		if t.http != nil {
+		if t.httpSpec() != nil {
 			runs = append(runs, c)
 		}
 	}
@@ -224,13 +224,14 @@ func (s *Engine) httpAttempt(stored *HTTPSpec, r store.Execution, out *Output, s
 // was deleted in between).
 func (s *Engine) attemptWork(r store.Execution, t *taskState, cfg *registration, a *Attempt, status *atomic.Int64) (work func(context.Context) error, submit func(func()), timeout time.Duration) {
 	if t != nil {
-		timeout = time.Duration(t.def.TimeoutMs) * time.Millisecond
+		timeout = time.Duration(t.def().TimeoutMs) * time.Millisecond
 	}
 	switch {
 	case cfg != nil:
 		return func(ctx context.Context) error { return s.opts.Invoke(ctx, cfg.handler, a) }, s.pool.Submit, timeout
-	case t != nil && t.http != nil:
-		return s.httpAttempt(t.http, r, a.Out, status), func(fn func()) { s.submitHTTP(r.TaskCode, t.http.MaxConcurrent, fn) }, timeout
+	case t != nil && t.httpSpec() != nil:
+		spec := t.httpSpec()
+		return s.httpAttempt(spec, r, a.Out, status), func(fn func()) { s.submitHTTP(r.TaskCode, spec.MaxConcurrent, fn) }, timeout
 	}
 	return func(context.Context) error {
 		return fmt.Errorf("xtimer: task %q deleted before its attempt started", r.TaskCode)

@@ -14,12 +14,12 @@ import (
 // fire, which Register's check (max below the shortest interval) cannot
 // promise alone: a console edit may shorten the schedule later.
 func (t *taskState) plannedStart(app string, at time.Time) int64 {
-	maxMs := t.def.JitterMs
+	maxMs := t.def().JitterMs
 	if maxMs <= 0 {
 		return 0
 	}
-	if t.sched != nil {
-		if next := t.sched.Next(at); !next.IsZero() {
+	if t.sched() != nil {
+		if next := t.sched().Next(at); !next.IsZero() {
 			maxMs = min(maxMs, next.Sub(at).Milliseconds())
 		}
 	}

@@ -23,7 +23,7 @@ func TestPlannedStartIsDeterministicSpreadAndBeforeTheNextFire(t *testing.T) {
 	const jitter = 30_000
 	seconds := map[int64]int{}
 	for i := range 1000 {
-		task := &taskState{code: fmt.Sprintf("report.%d", i), sched: minute, def: &store.Definition{JitterMs: jitter}}
+		task := &taskState{code: fmt.Sprintf("report.%d", i), base: &taskBase{sched: minute, def: &store.Definition{JitterMs: jitter}}}
 		p := task.plannedStart("shop", at)
 		require.Equal(t, p, task.plannedStart("shop", at), "the same inputs plan the same start")
 		require.GreaterOrEqual(t, p, at.UnixMilli())
@@ -37,15 +37,15 @@ func TestPlannedStartIsDeterministicSpreadAndBeforeTheNextFire(t *testing.T) {
 		require.Less(t, n, 80, "second %d of the range has %d of 1,000 starts", s, n)
 	}
 
-	task := &taskState{code: "report", sched: minute, def: &store.Definition{JitterMs: jitter}}
+	task := &taskState{code: "report", base: &taskBase{sched: minute, def: &store.Definition{JitterMs: jitter}}}
 	require.NotEqual(t, task.plannedStart("shop", at), task.plannedStart("shop", at.Add(time.Minute))-time.Minute.Milliseconds(),
 		"each fire draws its own offset")
-	require.Zero(t, (&taskState{code: "plain", sched: minute, def: &store.Definition{}}).plannedStart("shop", at),
+	require.Zero(t, (&taskState{code: "plain", base: &taskBase{sched: minute, def: &store.Definition{}}}).plannedStart("shop", at),
 		"no jitter: no planned start of its own")
 
 	every5s, err := cron.Parse("*/5 * * * * *")
 	require.NoError(t, err)
-	task.sched = every5s
+	task.base.sched = every5s
 	for i := range 200 {
 		fire := at.Add(time.Duration(5*i) * time.Second)
 		p := task.plannedStart("shop", fire)

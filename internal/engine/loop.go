@@ -214,9 +214,9 @@ const BigHandlerList = 10_000
 // handlerCodesLocked lists the handlers registered here, in the order
 // they were registered (sortCodes sorts them). v.mu is held.
 func (v *view) handlerCodesLocked() []string {
-	codes := make([]string, len(v.regOrder))
-	for i, r := range v.regOrder {
-		codes[i] = r.code
+	codes := make([]string, 0, v.handlers.len())
+	for r := range v.handlers.all() {
+		codes = append(codes, r.code)
 	}
 	return codes
 }
@@ -240,7 +240,7 @@ func sortCodes(codes []string) []string {
 func (v *view) handlerList(lastGen int, rewrite bool) (codes []string, gen int, due, big bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	due, big = rewrite || lastGen != v.handlersGen, len(v.handlers) > BigHandlerList
+	due, big = rewrite || lastGen != v.handlersGen, v.handlers.len() > BigHandlerList
 	if due && !big {
 		codes = sortCodes(v.handlerCodesLocked())
 	}
@@ -543,8 +543,8 @@ func (v *view) firesIn(minute int64, bucket int, only map[string]bool) []fire {
 		// Nor before its current schedule was adopted: planning the current
 		// minute again after an edit must not back-fill its past.
 		startNs := max(fromNs, t.createdMs*int64(time.Millisecond)) - 1
-		if t.sinceNs != 0 {
-			startNs = max(startNs, t.sinceNs-1)
+		if since := t.sinceNs(); since != 0 {
+			startNs = max(startNs, since-1)
 		}
 		// The quiet span comes first: it reads the state alone, where
 		// active reads the definition too, a memory read a task more in a
@@ -560,8 +560,8 @@ func (v *view) firesIn(minute int64, bucket int, only map[string]bool) []fire {
 		}
 		end := t.endAt()
 		start := time.Unix(0, startNs)
-		at := t.sched.Next(start)
-		for ; !at.IsZero() && at.Before(to); at = t.sched.Next(at) {
+		at := t.sched().Next(start)
+		for ; !at.IsZero() && at.Before(to); at = t.sched().Next(at) {
 			if !end.IsZero() && !at.Before(end) {
 				break
 			}
@@ -1173,7 +1173,7 @@ func (p *planner) rowsFor(ctx context.Context, now time.Time, t *taskState, ats 
 	}
 	row := func(f fire, status, source, reason string) store.Execution {
 		return store.Execution{App: p.opts.App, TaskCode: t.code, RunTime: f.at.UnixMilli(), Status: status,
-			Source: source, Reason: reason, MaxAttempts: max(t.def.MaxAttempts, 1), Replica: owner,
+			Source: source, Reason: reason, MaxAttempts: max(t.def().MaxAttempts, 1), Replica: owner,
 			PlannedMs: f.planned}
 	}
 	var rows []store.Execution
@@ -1199,7 +1199,7 @@ func (p *planner) rowsFor(ctx context.Context, now time.Time, t *taskState, ats 
 	window := time.Duration(t.misfireWindowMs()) * time.Millisecond
 	for i, f := range missed {
 		run := false
-		switch t.def.Misfire {
+		switch t.def().Misfire {
 		case MisfireRunAll:
 			run = now.Sub(f.at) <= window
 		case MisfireSkip:
@@ -1217,12 +1217,12 @@ func (p *planner) rowsFor(ctx context.Context, now time.Time, t *taskState, ats 
 	for _, f := range onTime {
 		rows = append(rows, row(f, store.StatusScheduled, store.SourceSchedule, ""))
 	}
-	if t.def.MaxRuns > 0 {
+	if t.def().MaxRuns > 0 {
 		done, err := p.store.ScheduledRuns(ctx, p.opts.App, t.code)
 		if err != nil {
 			return nil, err
 		}
-		left := t.def.MaxRuns - done
+		left := t.def().MaxRuns - done
 		kept := rows[:0]
 		for _, r := range rows {
 			if r.Status == store.StatusSkipped {
@@ -1234,7 +1234,7 @@ func (p *planner) rowsFor(ctx context.Context, now time.Time, t *taskState, ats 
 		}
 		rows = kept
 	}
-	if isSharded(t.def) {
+	if isSharded(t.def()) {
 		rows = p.shardRows(t, rows, now)
 	}
 	return rows, nil

@@ -199,7 +199,7 @@ func (s *Engine) attemptBegins(r store.Execution, at time.Time) {
 	kind := store.KindFunc
 	s.view.mu.Lock()
 	if t := s.view.taskLocked(r.TaskCode); t != nil {
-		kind = t.def.Kind
+		kind = t.def().Kind
 	}
 	s.view.mu.Unlock()
 	m.lateness.WithLabelValues(kind).Observe(max(at.Sub(time.UnixMilli(r.Planned())), 0).Seconds())

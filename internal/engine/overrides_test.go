@@ -40,8 +40,8 @@ func TestOptionOverridesGiveOnlyTheirTaskADefinitionOfItsOwn(t *testing.T) {
 		t.Helper()
 		e.view.mu.Lock()
 		defer e.view.mu.Unlock()
-		require.Same(t, shared.Def, e.view.taskLocked("a").def, "no overrides: the shared definition")
-		b := e.view.taskLocked("b").def
+		require.Same(t, shared.Def, e.view.taskLocked("a").def(), "no overrides: the shared definition")
+		b := e.view.taskLocked("b").def()
 		require.NotSame(t, shared.Def, b)
 		want := def
 		want.MaxAttempts, want.Overlap = 3, OverlapForbid

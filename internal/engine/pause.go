@@ -98,7 +98,7 @@ func (p *pauser) pauseAfter(code string) int {
 	p.view.mu.Lock()
 	defer p.view.mu.Unlock()
 	if t := p.view.taskLocked(code); t != nil {
-		return t.def.PauseAfter
+		return t.def().PauseAfter
 	}
 	return 0
 }

@@ -43,10 +43,10 @@ func TestQuietBucketIsSkippedUntilATaskOfItChanges(t *testing.T) {
 	require.Equal(t, mustTime(t, "2026-12-01T03:00:00Z"), s.view.bucketQuiet[b].until.UTC(), "quiet until the earliest next fire")
 	// Put a task in the bucket behind the index's back: a minute of the
 	// quiet span does not look at the tasks, so it does not see it.
-	sneaked := &taskState{code: "sneaked", status: store.TaskActive, createdMs: created, bucket: int32(b),
-		def: &store.Definition{Kind: store.KindFunc}}
+	sneaked := &taskState{code: "sneaked", status: statusActive, createdMs: created, bucket: uint16(b),
+		base: &taskBase{def: &store.Definition{Kind: store.KindFunc}}}
 	var err error
-	sneaked.sched, err = cron.Parse("* * * * * *")
+	sneaked.base.sched, err = cron.Parse("* * * * * *")
 	require.NoError(t, err)
 	s.view.byBucket[b] = append(s.view.byBucket[b], sneaked)
 	s.view.mu.Unlock()
@@ -105,11 +105,11 @@ func TestFiresOfAMinuteAreKeptUntilATaskOfItsBucketChanges(t *testing.T) {
 	// seen: the minute's fires are the ones kept.
 	s.view.mu.Lock()
 	kept := s.view.taskLocked("a")
-	kept.status = store.TaskPaused
+	kept.status = statusPaused
 	s.view.mu.Unlock()
 	require.Equal(t, []string{"a@" + at(0)}, fires(), "kept, not walked again")
 	s.view.mu.Lock()
-	kept.status = store.TaskActive
+	kept.status = statusActive
 	s.view.mu.Unlock()
 
 	s.view.adoptTask(row(1, "a", "30 * * * * *", store.TaskActive, 2)) // rescheduled

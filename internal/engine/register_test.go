@@ -26,11 +26,10 @@ func TestDuplicateRegisterKeepsTheFirstRegistration(t *testing.T) {
 	require.EqualError(t, err, `xtimer: task already registered: "a"`)
 	e.view.mu.Lock()
 	defer e.view.mu.Unlock()
-	r := e.view.handlers["a"]
+	r := e.view.handlers.get("a")
 	require.NoError(t, r.handler.(Handler)(context.Background(), nil))
 	require.Equal(t, "first", called)
 	require.Equal(t, "0 * * * * *", r.opts.Def.Spec)
 	require.EqualValues(t, 60_000, r.opts.Def.TimeoutMs)
-	require.Len(t, e.view.regOrder, 2)
-	require.Equal(t, []string{"a", "b"}, []string{e.view.regOrder[0].code, e.view.regOrder[1].code})
+	require.Equal(t, []string{"a", "b"}, e.view.handlerCodesLocked())
 }

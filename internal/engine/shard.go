@@ -48,7 +48,7 @@ func isSharded(d *store.Definition) bool { return d != nil && (d.Shards > 0 || d
 // broadcast tasks, in step with t, the task's new state (nil: deleted).
 // v.mu is held.
 func (v *view) noteShardedLocked(code string, t *taskState) {
-	now := t != nil && isSharded(t.def)
+	now := t != nil && isSharded(t.def())
 	if now == v.sharded[code] {
 		return
 	}
@@ -68,7 +68,7 @@ func (v *view) shardedTasks() ([]shardedTask, int) {
 	out := make([]shardedTask, 0, len(v.sharded))
 	for _, code := range slices.Sorted(maps.Keys(v.sharded)) {
 		t := v.taskLocked(code)
-		out = append(out, shardedTask{code: code, http: t != nil && t.http != nil})
+		out = append(out, shardedTask{code: code, http: t != nil && t.httpSpec() != nil})
 	}
 	return out, v.shardGen
 }
@@ -154,10 +154,10 @@ func (p *planner) deal(t *taskState, runMs int64, now time.Time) []string {
 		}
 		hosts = []string{owner}
 	}
-	if t.def.Broadcast {
+	if t.def().Broadcast {
 		return hosts[:min(len(hosts), store.MaxShards)]
 	}
-	owners := make([]string, max(t.def.Shards, 1))
+	owners := make([]string, max(t.def().Shards, 1))
 	from := int(jitterOffset(p.opts.App, t.code, runMs, int64(len(hosts))))
 	for i := range owners {
 		owners[i] = hosts[(from+i)%len(hosts)]
@@ -170,12 +170,12 @@ func (p *planner) deal(t *taskState, runMs int64, now time.Time) []string {
 // owners deal names; a skipped fire's (misfire, excluded) are recorded
 // skipped alike, by the replica that recorded them.
 func (p *planner) shardRows(t *taskState, rows []store.Execution, now time.Time) []store.Execution {
-	out := make([]store.Execution, 0, len(rows)*max(t.def.Shards, 1))
+	out := make([]store.Execution, 0, len(rows)*max(t.def().Shards, 1))
 	for _, r := range rows {
 		owners := p.deal(t, r.RunTime, now)
 		for i, owner := range owners {
 			s := r
-			s.Shard, s.Shards, s.Broadcast = i, len(owners), t.def.Broadcast
+			s.Shard, s.Shards, s.Broadcast = i, len(owners), t.def().Broadcast
 			if s.Status == store.StatusScheduled {
 				s.Replica = owner
 			}

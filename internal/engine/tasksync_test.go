@@ -48,8 +48,8 @@ func TestMinuteTaskCheckReadsTasksOnlyWhenTheirSumsDiffer(t *testing.T) {
 	require.NotZero(t, versionReads.Load())
 	s.view.mu.Lock()
 	defer s.view.mu.Unlock()
-	require.Equal(t, store.TaskPaused, s.view.taskLocked("nightly").status)
-	require.Equal(t, store.TaskActive, s.view.taskLocked("other").status)
+	require.Equal(t, store.TaskPaused, s.view.taskLocked("nightly").statusText())
+	require.Equal(t, store.TaskActive, s.view.taskLocked("other").statusText())
 }
 
 // A replica registering the same tasks as the last one skips their rows

@@ -172,6 +172,9 @@ type Shared struct {
 	Sched cron.Schedule
 	Def   *store.Definition
 	EndAt time.Time
+	// base is Def and Sched as the view's states of the tasks point to
+	// them (taskState.base); Engine.Register fills it in.
+	base taskBase
 }
 
 // registration is a task registered in this process: its code and

@@ -32,12 +32,11 @@ type view struct {
 	log     *slog.Logger
 	slots   slotReopener // the planner
 
-	mu       sync.Mutex
-	handlers map[string]*registration // registered in this process
-	// regOrder lists them in the order they were registered: a code's
-	// list of them is often sorted already, which spares the store a sort
-	// of a million (RegisterTasks).
-	regOrder []*registration
+	mu sync.Mutex
+	// handlers are the handlers registered in this process, in the order
+	// they were registered: a code's list of them is often sorted already,
+	// which spares the store a sort of a million (RegisterTasks).
+	handlers registry
 	// others are the tasks of the app, as stored, not registered here; a
 	// registered task's state is in its registration (taskLocked).
 	others map[string]*taskState
@@ -101,7 +100,7 @@ type slotReopener interface {
 func (v *view) init(s *Engine) {
 	v.store, v.app, v.buckets, v.clock, v.log = s.store, s.opts.App, s.opts.Buckets, s.clock, s.log
 	buckets := s.opts.Buckets
-	v.handlers, v.others = map[string]*registration{}, map[string]*taskState{}
+	v.others = map[string]*taskState{}
 	v.byBucket, v.defs = make([][]*taskState, buckets), map[store.Definition]*store.Definition{}
 	v.sharded = map[string]bool{}
 	v.bucketFrom, v.bucketQuiet = make([]int64, buckets), make([]quietSpan, buckets)
@@ -114,41 +113,159 @@ func (v *view) init(s *Engine) {
 // taskState is a task as the database says, shared by every replica. It
 // keeps of the row what the engine reads, and points to its code-defined
 // columns, which the tasks defined alike share (view.defs): a replica holds
-// a million of these.
+// a million of these, in slabs (loadTasks), which is why what few tasks
+// have is apart (rare) and the small fields are packed at the end.
 type taskState struct {
 	code                 string
 	id, version          int64
 	createdMs, updatedMs int64
-	status               string // store.TaskActive or store.TaskPaused, as stored
-	// def is the definition that applies: the code's, shared by the tasks
-	// defined alike (view.defs), or, for a task with option overrides
-	// (SetTaskOptions), a copy of it with the overridden fields replaced,
-	// its own (withOptionOverrides).
-	def    *store.Definition
-	over   *override     // the console's schedule overrides; nil when none
-	sched  cron.Schedule // nil when the stored spec does not parse
-	bucket int32         // int32s: see sinceNs
-	pos    int32         // index in view.byBucket[bucket]
-	// http is the callback of a task of kind http (every replica runs its
-	// fires); nil for Go tasks, and for an http task whose stored target
-	// does not decode (it does not fire).
-	http *HTTPSpec
+	base                 *taskBase // its definition and schedule (def, sched)
 	// excl is the days the task's fires skip (calendar.go); nil, for most
 	// tasks, when it excludes none.
 	excl *exclusion
-	// sinceNs is when this replica adopted the task's schedule, if it
-	// changed (or the task resumed) while the replica ran, in Unix ns: the
-	// task has no fires before it, so planning the current minute again
-	// never back-fills its past. Zero otherwise: the task's creation is the
-	// limit then. (Instants here are Unix ns, not time.Time, which takes
-	// three times the room: a replica holds a million of these. Schedules
-	// end at cron.MaxYear, well within int64 ns.)
-	sinceNs int64
+	rare *taskRare // nil for a task that has none of it
 	// The schedule has no fire after quietFrom and before quietUntil (its
 	// next one), both Unix ns: firesIn skips the task in the minutes
 	// between without computing its schedule, so a daily task costs one
 	// Next a day, not one a minute. Read and written under view.mu.
+	// (Instants here are Unix ns, not time.Time, which takes three times
+	// the room: a replica holds a million of these. Schedules end at
+	// cron.MaxYear, well within int64 ns.)
 	quietFrom, quietUntil int64
+	pos                   int32  // index in view.byBucket[bucket]
+	bucket                uint16 // Options.Buckets is at most 4096
+	status                taskStatus
+}
+
+// taskBase is what a task's fires follow: the definition that applies
+// and its schedule. The tasks registered alike share the one of their
+// options (Shared.base), while their rows override neither; others have
+// their own.
+type taskBase struct {
+	// def is the code's definition, shared by the tasks defined alike
+	// (view.defs), or, for a task with option overrides (SetTaskOptions),
+	// a copy of it with the overridden fields replaced, its own
+	// (withOptionOverrides).
+	def   *store.Definition
+	sched cron.Schedule // nil when the stored spec does not parse
+}
+
+// def is the definition that applies to the task (taskBase.def).
+func (t *taskState) def() *store.Definition {
+	if t.base == nil {
+		return nil
+	}
+	return t.base.def
+}
+
+// sched is the task's schedule, nil when the stored spec does not parse
+// (taskBase.sched).
+func (t *taskState) sched() cron.Schedule {
+	if t.base == nil {
+		return nil
+	}
+	return t.base.sched
+}
+
+// taskStatus is a task's stored status (store.TaskActive, store.TaskPaused)
+// in a byte; another text, which no writer of this version stores, is
+// statusOther, its text in taskRare.
+type taskStatus uint8
+
+const (
+	statusOther taskStatus = iota
+	statusActive
+	statusPaused
+)
+
+// statusOf is the taskStatus of a stored status, and the text to keep
+// beside it for statusOther ("" for the others).
+func statusOf(status string) (taskStatus, string) {
+	switch status {
+	case store.TaskActive:
+		return statusActive, ""
+	case store.TaskPaused:
+		return statusPaused, ""
+	}
+	return statusOther, status
+}
+
+// taskRare is what few tasks have: a pointer to it, nil for the others,
+// where its fields took 40 bytes in each of a million states.
+type taskRare struct {
+	over *override // the console's schedule overrides; nil when none
+	// http is the callback of a task of kind http (every replica runs its
+	// fires); nil for Go tasks, and for an http task whose stored target
+	// does not decode (it does not fire).
+	http *HTTPSpec
+	// statusText is the stored status when it is statusOther.
+	statusText string
+	// sinceNs is when this replica adopted the task's schedule, if it
+	// changed (or the task resumed) while the replica ran, in Unix ns: the
+	// task has no fires before it, so planning the current minute again
+	// never back-fills its past. Zero otherwise: the task's creation is the
+	// limit then.
+	sinceNs int64
+}
+
+// statusText is the task's status as stored.
+func (t *taskState) statusText() string {
+	switch t.status {
+	case statusActive:
+		return store.TaskActive
+	case statusPaused:
+		return store.TaskPaused
+	}
+	if t.rare == nil {
+		return ""
+	}
+	return t.rare.statusText
+}
+
+// over is the console's schedule overrides of the task, nil when none.
+func (t *taskState) over() *override {
+	if t.rare == nil {
+		return nil
+	}
+	return t.rare.over
+}
+
+// httpSpec is the callback of an HTTP task (taskRare.http), nil for the
+// others.
+func (t *taskState) httpSpec() *HTTPSpec {
+	if t.rare == nil {
+		return nil
+	}
+	return t.rare.http
+}
+
+// sinceNs is taskRare.sinceNs, zero for a task without it.
+func (t *taskState) sinceNs() int64 {
+	if t.rare == nil {
+		return 0
+	}
+	return t.rare.sinceNs
+}
+
+// setSince sets taskRare.sinceNs. adoptLocked calls it as it puts t in
+// the view, under v.mu: no one has read t yet.
+func (t *taskState) setSince(ns int64) {
+	var r taskRare
+	if t.rare != nil {
+		r = *t.rare
+	}
+	r.sinceNs = ns
+	t.setRare(r)
+}
+
+// setRare sets what few tasks have, leaving rare nil when it is none.
+func (t *taskState) setRare(r taskRare) {
+	if r == (taskRare{}) {
+		t.rare = nil
+		return
+	}
+	t.rare = new(taskRare) // not &r, which would move every r to the heap
+	*t.rare = r
 }
 
 // override is what a console edit of a task's schedule stored
@@ -162,19 +279,19 @@ func overrideOf(spec, dialect, zone *string) *override {
 	return &override{spec, dialect, zone}
 }
 
-func (t *taskState) kind() string { return t.def.Kind }
+func (t *taskState) kind() string { return t.def().Kind }
 
 // effective is the schedule that applies (store.Task.Effective).
 func (t *taskState) effective() (spec, dialect, zone string) {
-	row := store.Task{Spec: t.def.Spec, Dialect: t.def.Dialect, TimeZone: t.def.TimeZone}
-	if o := t.over; o != nil {
+	row := store.Task{Spec: t.def().Spec, Dialect: t.def().Dialect, TimeZone: t.def().TimeZone}
+	if o := t.over(); o != nil {
 		row.SpecOverride, row.DialectOverride, row.TZOverride = o.spec, o.dialect, o.zone
 	}
 	return row.Effective()
 }
 
 func (t *taskState) active() bool {
-	return t.status == store.TaskActive && t.sched != nil && (t.def.Kind != store.KindHTTP || t.http != nil)
+	return t.status == statusActive && t.sched() != nil && (t.def().Kind != store.KindHTTP || t.httpSpec() != nil)
 }
 
 // firesAt reports whether at is an instant of the task's current schedule.
@@ -183,18 +300,18 @@ func (t *taskState) active() bool {
 // Schedules fire on whole seconds, so the millisecond run times stored are
 // exact, whatever the zone.
 func (t *taskState) firesAt(at time.Time) bool {
-	if t.sched == nil {
+	if t.sched() == nil {
 		return false
 	}
 	ms := at.UnixMilli()
-	if t.sched.Next(at.Add(-time.Nanosecond)).UnixMilli() == ms {
+	if t.sched().Next(at.Add(-time.Nanosecond)).UnixMilli() == ms {
 		return true
 	}
 	// Not found from just before: look from a minute before, so that a fire
 	// is never skipped where Next is not monotone. (It is not at a
 	// spring-forward gap: from 01:59:59 New York time, Next skips the fire
 	// a "30 2 * * *" spec has at 03:00 that day; from 01:59:00 it finds it.)
-	for next := t.sched.Next(at.Add(-time.Minute)); !next.IsZero() && next.UnixMilli() <= ms; next = t.sched.Next(next) {
+	for next := t.sched().Next(at.Add(-time.Minute)); !next.IsZero() && next.UnixMilli() <= ms; next = t.sched().Next(next) {
 		if next.UnixMilli() == ms {
 			return true
 		}
@@ -205,38 +322,38 @@ func (t *taskState) firesAt(at time.Time) bool {
 // firesFrom is the instant, in Unix ms, before which the task has no
 // fire: its creation, or the adoption of its current schedule (since).
 func (t *taskState) firesFrom() int64 {
-	if t.sinceNs != 0 {
-		return max(t.createdMs, t.sinceNs/int64(time.Millisecond))
+	if since := t.sinceNs(); since != 0 {
+		return max(t.createdMs, since/int64(time.Millisecond))
 	}
 	return t.createdMs
 }
 
 func (t *taskState) loc() *time.Location {
-	if t.sched != nil {
-		return t.sched.Location()
+	if t.sched() != nil {
+		return t.sched().Location()
 	}
 	return time.UTC
 }
 
 func (t *taskState) endAt() time.Time {
-	if t.def.EndAtMs == 0 {
+	if t.def().EndAtMs == 0 {
 		return time.Time{}
 	}
-	return time.UnixMilli(t.def.EndAtMs)
+	return time.UnixMilli(t.def().EndAtMs)
 }
 
 // misfireWindowMs is how late a missed fire of the task may still run.
 func (t *taskState) misfireWindowMs() int64 {
-	if t == nil || t.def.MisfireWindowMs <= 0 {
+	if t == nil || t.def().MisfireWindowMs <= 0 {
 		return DefaultMisfireWindow.Milliseconds()
 	}
-	return t.def.MisfireWindowMs
+	return t.def().MisfireWindowMs
 }
 
 func (t *taskState) backoff() executor.Backoff {
 	return executor.Backoff{
-		Base:   max(time.Duration(t.def.BackoffBaseMs)*time.Millisecond, time.Millisecond),
-		Max:    max(time.Duration(t.def.BackoffMaxMs)*time.Millisecond, time.Millisecond),
+		Base:   max(time.Duration(t.def().BackoffBaseMs)*time.Millisecond, time.Millisecond),
+		Max:    max(time.Duration(t.def().BackoffMaxMs)*time.Millisecond, time.Millisecond),
 		Jitter: 0.2,
 	}
 }
@@ -270,22 +387,27 @@ func (v *view) sharedDefLocked(d store.Definition) *store.Definition {
 	return p
 }
 
-// stateOf is the view of a stored task from its row's head; def is its
-// code's definition, shared, which the head's option overrides replace
-// fields of (withOptionOverrides). Its schedule is left to the caller.
-func (v *view) stateOf(h store.TaskHead, def *store.Definition) taskState {
-	return taskState{
-		code: h.Code, id: h.ID, version: h.Version, createdMs: h.CreatedMs, updatedMs: h.UpdatedMs,
-		status: canonicalStatus(h.Status), def: v.withOptionOverrides(h.Code, def, h.OptionOverrides),
-		over:   overrideOf(h.SpecOverride, h.DialectOverride, h.TZOverride),
-		bucket: int32(bucketOf(h.Code, v.buckets)), //nolint:gosec // G115: Options.Buckets is at most 4096
+// stateOf is the view of a stored task from its row's head; base holds
+// its code's definition, shared, which the head's option overrides
+// replace fields of (withOptionOverrides), and its schedule.
+func (v *view) stateOf(h store.TaskHead, base *taskBase) taskState {
+	status, text := statusOf(h.Status)
+	if def := v.withOptionOverrides(h.Code, base.def, h.OptionOverrides); def != base.def {
+		base = &taskBase{def: def, sched: base.sched}
 	}
+	t := taskState{
+		code: h.Code, id: h.ID, version: h.Version, createdMs: h.CreatedMs, updatedMs: h.UpdatedMs,
+		status: status, base: base,
+		bucket: uint16(bucketOf(h.Code, v.buckets)), //nolint:gosec // G115: Options.Buckets is at most 4096
+	}
+	t.setRare(taskRare{over: overrideOf(h.SpecOverride, h.DialectOverride, h.TZOverride), statusText: text})
+	return t
 }
 
 // withOptionOverrides is the definition that applies to a task whose
 // code defines def and whose row stores the option overrides j: def
 // itself when there are none, so the tasks without overrides keep
-// sharing one definition and the fire path reads t.def as ever; else a
+// sharing one definition and the fire path reads t.def() as ever; else a
 // copy of def, the task's own, with the overridden fields replaced.
 // Overrides that do not decode are logged and ignored: the code's
 // options apply.
@@ -313,16 +435,6 @@ func (v *view) storedSchedule(row store.Task) cron.Schedule {
 	return sched
 }
 
-func canonicalStatus(status string) string {
-	switch status {
-	case store.TaskActive:
-		return store.TaskActive
-	case store.TaskPaused:
-		return store.TaskPaused
-	}
-	return status
-}
-
 // adoptTask replaces the local view of one task with its stored row. When
 // the row changes which fires the task has from now on (a task new here, a
 // schedule edited, reset or redeployed, a resume), the minutes already
@@ -334,13 +446,20 @@ func (v *view) adoptTask(row store.Task) {
 	excl := v.calendars.exclusionLocked(def)
 	v.mu.Unlock()
 	t := new(taskState)
-	*t = v.stateOf(row.Head(), def)
+	*t = v.stateOf(row.Head(), &taskBase{def: def, sched: v.storedSchedule(row)})
 	t.excl = excl
-	t.sched = v.storedSchedule(row)
 	if row.Kind == store.KindHTTP {
-		var err error
-		if t.http, err = DecodeHTTPSpec(row); err != nil {
+		spec, err := DecodeHTTPSpec(row)
+		if err != nil {
 			v.log.Error("stored http target does not decode; the task will not fire", "task", row.Code, "err", err)
+		}
+		if spec != nil {
+			var r taskRare
+			if t.rare != nil {
+				r = *t.rare
+			}
+			r.http = spec
+			t.setRare(r)
 		}
 	}
 	now := v.clock.Now()
@@ -362,23 +481,23 @@ func (v *view) adoptLocked(t *taskState, now time.Time) (old *taskState, resched
 	}
 	v.setTaskLocked(t, old)
 	rescheduled = old != nil && scheduleChanged(old, t)
-	resumed := old != nil && old.status != store.TaskActive && t.status == store.TaskActive
+	resumed := old != nil && old.status != statusActive && t.status == statusActive
 	switch {
 	case old == nil:
 		v.slots.reopenSlots(t, now)
 	case rescheduled || resumed:
-		t.sinceNs = now.UnixNano()
+		t.setSince(now.UnixNano())
 		v.slots.reopenSlots(t, now)
 	default:
-		t.sinceNs = old.sinceNs
+		t.setSince(old.sinceNs())
 	}
 	return old, rescheduled
 }
 
 // logAdopted logs what an adoption changed that an operator acts on.
 func (v *view) logAdopted(old, t *taskState, rescheduled bool) {
-	if old != nil && old.status != t.status {
-		v.log.Info("task "+t.status, "task", t.code)
+	if old != nil && old.statusText() != t.statusText() {
+		v.log.Info("task "+t.statusText(), "task", t.code)
 	}
 	if rescheduled {
 		spec, dialect, zone := t.effective()
@@ -391,7 +510,7 @@ func (v *view) logAdopted(old, t *taskState, rescheduled bool) {
 // view.others: a replica of a million tasks keeps one map of them, not two.
 // v.mu is held.
 func (v *view) taskLocked(code string) *taskState {
-	if r := v.handlers[code]; r != nil {
+	if r := v.handlers.get(code); r != nil {
 		return r.state
 	}
 	return v.others[code]
@@ -401,11 +520,11 @@ func (v *view) taskLocked(code string) *taskState {
 // task: it registered the task's handler, or the task is an HTTP callback
 // (httprun.go). v.mu is held.
 func (v *view) runsHereLocked(code string) bool {
-	if _, ok := v.handlers[code]; ok {
+	if v.handlers.get(code) != nil {
 		return true
 	}
 	t := v.others[code]
-	return t != nil && t.http != nil
+	return t != nil && t.httpSpec() != nil
 }
 
 // fireTask returns the task of code (nil once deleted), whether this
@@ -414,14 +533,14 @@ func (v *view) runsHereLocked(code string) bool {
 func (v *view) fireTask(code string) (t *taskState, runs, goHandler bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	_, goHandler = v.handlers[code]
+	goHandler = v.handlers.get(code) != nil
 	return v.taskLocked(code), v.runsHereLocked(code), goHandler
 }
 
 // eachTaskLocked calls f with every task of the view. v.mu is held; f
 // must not add or remove tasks.
 func (v *view) eachTaskLocked(f func(t *taskState)) {
-	for _, r := range v.handlers {
+	for r := range v.handlers.all() {
 		if r.state != nil {
 			f(r.state)
 		}
@@ -434,7 +553,7 @@ func (v *view) eachTaskLocked(f func(t *taskState)) {
 // setTaskLocked puts t in the local view of the tasks, in the place of
 // old, the task's state there if it has one. v.mu is held.
 func (v *view) setTaskLocked(t, old *taskState) {
-	if r := v.handlers[t.code]; r != nil {
+	if r := v.handlers.get(t.code); r != nil {
 		r.state = t
 	} else {
 		v.others[t.code] = t
@@ -449,7 +568,7 @@ func (v *view) placeLocked(t, old *taskState) {
 	v.bucketQuiet[t.bucket] = quietSpan{} // t may fire in it
 	v.bucketGen[t.bucket]++
 	v.noteShardedLocked(t.code, t)
-	if old == nil || (old.http == nil) != (t.http == nil) {
+	if old == nil || (old.httpSpec() == nil) != (t.httpSpec() == nil) {
 		v.codesGen++
 	}
 	if old != nil {
@@ -469,7 +588,7 @@ func (v *view) dropTaskLocked(code string) {
 	if t == nil {
 		return
 	}
-	if r := v.handlers[code]; r != nil {
+	if r := v.handlers.get(code); r != nil {
 		r.state = nil
 	} else {
 		delete(v.others, code)
@@ -608,8 +727,9 @@ func (v *view) syncAllTasks(ctx context.Context) error {
 // into the view (loadTasks).
 func (v *view) registerAll(ctx context.Context) error {
 	v.mu.Lock()
-	defs := make([]store.TaskDef, 0, len(v.regOrder))
-	for _, r := range v.regOrder {
+	v.handlers.index() // now rather than at the first fire's look-up
+	defs := make([]store.TaskDef, 0, v.handlers.len())
+	for r := range v.handlers.all() {
 		defs = append(defs, store.TaskDef{Code: r.code, Name: r.name(), Def: r.opts.Def})
 	}
 	v.mu.Unlock()
@@ -674,12 +794,10 @@ func (v *view) loadTasks(ctx context.Context, gen int64, registered int) (missin
 			}
 			found++
 			t := &slab[i]
-			*t = v.stateOf(*h, r.opts.Def) // h.Code is r.code (intern)
+			*t = v.stateOf(*h, &r.opts.base) // h.Code is r.code (intern)
 			t.excl = v.calendars.exclusionLocked(r.opts.Def)
-			if t.over == nil {
-				t.sched = r.opts.Sched
-			} else {
-				t.sched = v.storedSchedule(store.TaskFrom(v.app, store.TaskDef{Code: r.code, Def: r.opts.Def}, *h))
+			if t.over() != nil { // the console's schedule, not the code's
+				t.base = &taskBase{def: t.def(), sched: v.storedSchedule(store.TaskFrom(v.app, store.TaskDef{Code: r.code, Def: r.opts.Def}, *h))}
 			}
 			if fresh {
 				r.state = t // r has no state: nothing to look up, a million times
@@ -693,9 +811,10 @@ func (v *view) loadTasks(ctx context.Context, gen int64, registered int) (missin
 	}
 	// The code's string is the registration's, found once per row.
 	var reg *registration
+	next := 0 // where the next row's registration likely is (registry.lookup)
 	intern := func(code []byte) string {
 		v.mu.Lock()
-		reg = v.handlers[string(code)]
+		reg = v.handlers.lookup(code, &next)
 		v.mu.Unlock()
 		if reg != nil {
 			return reg.code

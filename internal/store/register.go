@@ -243,7 +243,8 @@ func digestOf(defs []TaskDef) string {
 	for _, d := range defs {
 		dsum, ok := perDef[d.Def]
 		if !ok {
-			dsum = sha256.Sum256(encodeDefinition(nil, d.Def.withDefaults()))
+			buf = encodeDefinition(buf[:0], d.Def.withDefaults())
+			dsum = sha256.Sum256(buf)
 			perDef[d.Def] = dsum
 		}
 		buf = appendField(buf[:0], d.Code)

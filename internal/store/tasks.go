@@ -162,8 +162,10 @@ func (s *Store) TaskHeads(ctx context.Context, app string, intern func(code []by
 	var h TaskHead
 	var code, kind, status sql.RawBytes
 	var spec, dialect, zone, options sql.NullString
+	// One list of destinations for every row, not one made per row.
+	dest := []any{&h.ID, &code, &kind, &status, &h.Version, &h.CreatedMs, &h.UpdatedMs, &spec, &dialect, &zone, &options}
 	for rows.Next() {
-		if err := rows.Scan(&h.ID, &code, &kind, &status, &h.Version, &h.CreatedMs, &h.UpdatedMs, &spec, &dialect, &zone, &options); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return fmt.Errorf("store: read the tasks of app %q: %w", app, err)
 		}
 		h.Code, h.Kind, h.Status = intern(code), canonical(kind, KindFunc, KindHTTP), canonical(status, TaskActive, TaskPaused)
