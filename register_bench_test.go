@@ -28,13 +28,7 @@ import (
 // after a collection. The other hot paths' benchmarks are the engine's
 // (internal/engine/hotpath_bench_test.go).
 func BenchmarkRegister(b *testing.B) {
-	codes := make([]string, 100_000)
-	specs := make([]string, len(codes))
-	for i := range codes {
-		codes[i] = fmt.Sprintf("tenant-%06d.report", i)
-		sec := i * 86_400 / len(codes)
-		specs[i] = fmt.Sprintf("%d %d %d * * *", sec%60, sec/60%60, sec/3600)
-	}
+	codes, specs := dailyTasks(100_000, "tenant-%06d.report")
 	h := func(context.Context, *Run) error { return nil }
 	for _, distinct := range []bool{false, true} {
 		name := "shared"
@@ -44,11 +38,7 @@ func BenchmarkRegister(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			var retained float64
 			for b.Loop() {
-				var before, after runtime.MemStats
-				b.StopTimer()
-				runtime.GC()
-				runtime.ReadMemStats(&before)
-				b.StartTimer()
+				before := liveHeap(b)
 				s, err := New(Options{DB: testsvc.SQLite(b), App: testsvc.App(b), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 				require.NoError(b, err)
 				for i, c := range codes {
@@ -60,11 +50,7 @@ func BenchmarkRegister(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				b.StopTimer()
-				runtime.GC()
-				runtime.ReadMemStats(&after)
-				b.StartTimer()
-				retained = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(len(codes))
+				retained = float64(liveHeap(b)-before) / float64(len(codes))
 				runtime.KeepAlive(s)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(codes)), "ns/task")
@@ -81,13 +67,7 @@ func BenchmarkRegister(b *testing.B) {
 // tasks (registrations, view, shared options), measured after a
 // collection.
 func BenchmarkRestart(b *testing.B) {
-	codes := make([]string, 100_000)
-	specs := make([]string, len(codes))
-	for i := range codes {
-		codes[i] = fmt.Sprintf("t%07d", i)
-		sec := i * 86_400 / len(codes)
-		specs[i] = fmt.Sprintf("%d %d %d * * *", sec%60, sec/60%60, sec/3600)
-	}
+	codes, specs := dailyTasks(100_000, "t%07d")
 	h := func(context.Context, *Run) error { return nil }
 	for _, backend := range testsvc.Backends() {
 		b.Run(backend.Name, func(b *testing.B) {
@@ -109,16 +89,10 @@ func BenchmarkRestart(b *testing.B) {
 			require.NoError(b, start().Stop(ctx)) // the first start writes the rows
 			var retained float64
 			for b.Loop() {
-				var before, after runtime.MemStats
-				b.StopTimer()
-				runtime.GC()
-				runtime.ReadMemStats(&before)
-				b.StartTimer()
+				before := liveHeap(b)
 				s := start()
+				retained = float64(liveHeap(b)-before) / float64(len(codes))
 				b.StopTimer()
-				runtime.GC()
-				runtime.ReadMemStats(&after)
-				retained = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(len(codes))
 				require.NoError(b, s.Stop(ctx))
 				b.StartTimer()
 			}
@@ -126,4 +100,28 @@ func BenchmarkRestart(b *testing.B) {
 			b.ReportMetric(retained, "retained-B/task")
 		})
 	}
+}
+
+// dailyTasks names n tasks by the format code (of the task's index) and
+// gives each its own daily time, the n spread evenly over the day's
+// 86,400 seconds, as the bench's distinct workload does.
+func dailyTasks(n int, code string) (codes, specs []string) {
+	codes, specs = make([]string, n), make([]string, n)
+	for i := range codes {
+		codes[i] = fmt.Sprintf(code, i)
+		sec := i * 86_400 / n
+		specs[i] = fmt.Sprintf("%d %d %d * * *", sec%60, sec/60%60, sec/3600)
+	}
+	return codes, specs
+}
+
+// liveHeap is the heap in use after a collection, both outside the
+// benchmark's timer.
+func liveHeap(b *testing.B) int64 {
+	b.StopTimer()
+	defer b.StartTimer()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }
