@@ -237,6 +237,10 @@ func (h *harness) check() int {
 				queued++
 				continue
 			}
+			var kill string // the SIGKILL that left the fire claimed, not started
+			if len(inv) == 0 {
+				kill = h.claimedAtKill(row)
+			}
 			switch {
 			case len(inv) == 1:
 				once++
@@ -249,8 +253,8 @@ func (h *harness) check() int {
 				}
 			case len(inv) == 0 && loss.excused(k):
 				// counted by loss
-			case len(inv) == 0 && h.claimedAtKill(row) != "":
-				claimed.add(k.id() + ": " + h.claimedAtKill(row) + "; " + rowText(row))
+			case kill != "":
+				claimed.add(k.id() + ": " + kill + "; " + rowText(row))
 			case len(inv) == 0:
 				missed.add(k.id() + ": " + rowText(row))
 				if row != nil && row.Replica != "" {

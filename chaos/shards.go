@@ -259,6 +259,10 @@ func (c *shardCheck) shard(k fireKey) {
 	t := c.tally(k.code)
 	t.total++
 	inv, row := c.invs[k], c.byShard[k]
+	var kill string // the SIGKILL that left the shard claimed, not started
+	if len(inv) == 0 {
+		kill = c.claimedAtKill(row)
+	}
 	switch {
 	case len(inv) == 1:
 		t.once++
@@ -272,9 +276,9 @@ func (c *shardCheck) shard(k fireKey) {
 		if !c.inOutage(k.at) {
 			c.skippedOutside.add(k.id() + ": " + rowText(row))
 		}
-	case c.claimedAtKill(row) != "":
+	case kill != "":
 		t.claimed++
-		c.claimed.add(k.id() + ": " + c.claimedAtKill(row) + "; " + rowText(row))
+		c.claimed.add(k.id() + ": " + kill + "; " + rowText(row))
 	default:
 		t.missed++
 		c.missed.add(k.id() + ": not invoked; " + c.fireText(k))

@@ -159,17 +159,16 @@ func (d *dispatcher) noteRunning(code string, runTime int64, delta int) {
 	if d.running.byTask == nil {
 		d.running.byTask, d.running.byFire = map[string]int{}, map[fireRun]int{}
 	}
-	count := func(n int) int { return max(n+delta, 0) }
-	if n := count(d.running.byTask[code]); n > 0 {
-		d.running.byTask[code] = n
+	bump(d.running.byTask, code, delta)
+	bump(d.running.byFire, fireRun{code, runTime}, delta)
+}
+
+// bump adds delta to m[k], never below zero, and drops k at zero.
+func bump[K comparable](m map[K]int, k K, delta int) {
+	if n := m[k] + delta; n > 0 {
+		m[k] = n
 	} else {
-		delete(d.running.byTask, code)
-	}
-	k := fireRun{code, runTime}
-	if n := count(d.running.byFire[k]); n > 0 {
-		d.running.byFire[k] = n
-	} else {
-		delete(d.running.byFire, k)
+		delete(m, k)
 	}
 }
 

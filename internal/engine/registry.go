@@ -58,13 +58,19 @@ func (g *registry) home(code string) int {
 // slot where it would go (ok false). The table holds every registration
 // (index).
 func (g *registry) find(code string) (slot int, ok bool) {
+	return g.probe(maphash.String(g.seed, code), func(r *registration) bool { return r.code == code })
+}
+
+// probe searches the table from the slot of hash on for the position of
+// the registration that is names (find, lookup).
+func (g *registry) probe(hash uint64, is func(*registration) bool) (slot int, ok bool) {
 	mask := len(g.table) - 1
-	for i := g.home(code); ; i = (i + 1) & mask {
+	for i := int(hash & uint64(mask)); ; i = (i + 1) & mask { //nolint:gosec // G115: masked to the table's length
 		p := g.table[i]
 		if p == 0 {
 			return i, false
 		}
-		if g.at(int(p-1)).code == code {
+		if is(g.at(int(p - 1))) {
 			return i, true
 		}
 	}
@@ -99,17 +105,12 @@ func (g *registry) lookup(code []byte, next *int) *registration {
 		}
 	}
 	g.index()
-	mask := len(g.table) - 1
-	for i := int(maphash.Bytes(g.seed, code) & uint64(mask)); ; i = (i + 1) & mask { //nolint:gosec // G115: masked
-		p := g.table[i]
-		if p == 0 {
-			return nil
-		}
-		if r := g.at(int(p - 1)); r.code == string(code) {
-			*next = int(p)
-			return r
-		}
+	i, ok := g.probe(maphash.Bytes(g.seed, code), func(r *registration) bool { return r.code == string(code) })
+	if !ok {
+		return nil
 	}
+	*next = int(g.table[i])
+	return g.at(*next - 1)
 }
 
 // add registers code, unless it is registered already: then it returns
@@ -162,6 +163,12 @@ func (g *registry) file(pos int) {
 		g.grow()
 		return
 	}
+	g.put(pos)
+}
+
+// put files the registration at pos in the first empty slot from its
+// code's home on; the table has room.
+func (g *registry) put(pos int) {
 	mask := len(g.table) - 1
 	i := g.home(g.at(pos).code)
 	for g.table[i] != 0 {
@@ -181,16 +188,10 @@ func (g *registry) grow() {
 		size *= 2
 	}
 	g.table = make([]uint32, size)
-	mask := size - 1
 	for pos := range g.n {
-		if g.removed(pos) {
-			continue
+		if !g.removed(pos) {
+			g.put(pos)
 		}
-		i := g.home(g.at(pos).code)
-		for g.table[i] != 0 {
-			i = (i + 1) & mask
-		}
-		g.table[i] = uint32(pos + 1) //nolint:gosec // G115: fewer than 2^32 registrations
 	}
 	g.indexed = g.n
 }

@@ -249,12 +249,16 @@ func (t *taskState) sinceNs() int64 {
 
 // setSince sets taskRare.sinceNs. adoptLocked calls it as it puts t in
 // the view, under v.mu: no one has read t yet.
-func (t *taskState) setSince(ns int64) {
+func (t *taskState) setSince(ns int64) { t.editRare(func(r *taskRare) { r.sinceNs = ns }) }
+
+// editRare changes what few tasks have (taskRare) by edit, on a copy:
+// a state someone reads is never changed in place.
+func (t *taskState) editRare(edit func(r *taskRare)) {
 	var r taskRare
 	if t.rare != nil {
 		r = *t.rare
 	}
-	r.sinceNs = ns
+	edit(&r)
 	t.setRare(r)
 }
 
@@ -454,12 +458,7 @@ func (v *view) adoptTask(row store.Task) {
 			v.log.Error("stored http target does not decode; the task will not fire", "task", row.Code, "err", err)
 		}
 		if spec != nil {
-			var r taskRare
-			if t.rare != nil {
-				r = *t.rare
-			}
-			r.http = spec
-			t.setRare(r)
+			t.editRare(func(r *taskRare) { r.http = spec })
 		}
 	}
 	now := v.clock.Now()
@@ -533,8 +532,13 @@ func (v *view) runsHereLocked(code string) bool {
 func (v *view) fireTask(code string) (t *taskState, runs, goHandler bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	goHandler = v.handlers.get(code) != nil
-	return v.taskLocked(code), v.runsHereLocked(code), goHandler
+	// One look-up of the registry, not one for each answer: this is on
+	// the fire path (taskLocked, runsHereLocked).
+	if r := v.handlers.get(code); r != nil {
+		return r.state, true, true
+	}
+	t = v.others[code]
+	return t, t != nil && t.httpSpec() != nil, false
 }
 
 // eachTaskLocked calls f with every task of the view. v.mu is held; f

@@ -209,9 +209,7 @@ func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica
 		// statement per insertChunk of them: at default durability each
 		// statement's commit waited for its own WAL flush, and the 3,333
 		// fires of a replica's share of a burst were claimed in seven.
-		got, claimErr := scanIDs(s.db.WithContext(ctx), `UPDATE xtimer_executions SET lateness_ms = `+claimLateness+`,
-			started_ms = `+claimStart+`, claim = ?, updated_ms = ?
-			WHERE id = ANY(?::bigint[]) AND status = ? AND attempt = 0 AND started_ms = 0 AND replica = ? RETURNING id`,
+		got, claimErr := scanIDs(s.db.WithContext(ctx), startFiresPostgres,
 			claimMs, claimMs, claimMs, claimMs, claim, s.nowMs(), pgBigints(ids), StatusScheduled, replica)
 		if claimErr != nil {
 			return nil, fmt.Errorf("store: start fires: %w", claimErr)
@@ -219,11 +217,10 @@ func (s *Store) StartFires(ctx context.Context, app string, ids []int64, replica
 		return got, nil
 	}
 	if name == "sqlite" {
-		// One statement, one round trip: this is on the fire path.
+		// A statement per insertChunk of IDs (SQLite's bound parameters),
+		// each answering with the rows it claimed.
 		for from := 0; from < len(ids); from += insertChunk {
-			got, scanErr := scanIDs(s.db.WithContext(ctx), `UPDATE xtimer_executions SET lateness_ms = `+claimLateness+`,
-				started_ms = `+claimStart+`, claim = ?, updated_ms = ?
-				WHERE id IN ? AND status = ? AND attempt = 0 AND started_ms = 0 AND replica = ? RETURNING id`,
+			got, scanErr := scanIDs(s.db.WithContext(ctx), startFiresSQLite,
 				claimMs, claimMs, claimMs, claimMs, claim, s.nowMs(),
 				ids[from:min(from+insertChunk, len(ids))], StatusScheduled, replica)
 			if scanErr != nil {
@@ -483,6 +480,20 @@ func (s *Store) PromoteLostStarts(ctx context.Context, app string, live []string
 		return tx.Where("app = ? AND claim = ? AND status = ? AND attempt = 1", app, claim, StatusRunning).Find(&rows).Error
 	})
 	return rows, err
+}
+
+// StartFires' claim on PostgreSQL (the IDs as one array) and SQLite (a
+// list of them), whose UPDATE answers with the rows it changed.
+var (
+	startFiresPostgres = startFiresSQL("id = ANY(?::bigint[])")
+	startFiresSQLite   = startFiresSQL("id IN ?")
+)
+
+// startFiresSQL is the claim of StartFires' rows whose IDs idCond names.
+func startFiresSQL(idCond string) string {
+	return `UPDATE xtimer_executions SET lateness_ms = ` + claimLateness + `,
+		started_ms = ` + claimStart + `, claim = ?, updated_ms = ?
+		WHERE ` + idCond + ` AND status = ? AND attempt = 0 AND started_ms = 0 AND replica = ? RETURNING id`
 }
 
 // pgBigints is ids as a PostgreSQL array literal, for a ?::bigint[]
