@@ -23,31 +23,35 @@ type healthState struct {
 	// database failed a call after its last answer (noteDB, answered); 0
 	// while it answers. The lock keeper lets its locks go when it is old.
 	dbDownSince atomic.Int64
-	// askingSince is when the tick's first call of a round went to the
-	// database without an answer yet (asking); 0 once it answered. A call
-	// that hangs (a link that drops every packet) is no failure until its
-	// timeout, but a database that has not answered for a second is cut
-	// off all the same.
-	askingSince atomic.Int64
+	// probeSince is when the lock keeper's probe of the database, a round
+	// trip of its own (lockKeeper.probe), went out without an answer yet;
+	// 0 while none is out. A call that hangs (a link that drops every
+	// packet) is no failure until its timeout, but a database that has
+	// answered nothing for a second is cut off all the same; a slow call
+	// (a large insert) while the probe and the other calls answer is not.
+	probeSince atomic.Int64
+	// lastAnswer is when the database last answered a call (answered).
+	lastAnswer atomic.Int64
 }
 
 func (h *healthState) tick(now time.Time) { h.lastTick.Store(now.UnixNano()) }
 
-// asking notes that a call went to the database at now; answered ends it.
-func (h *healthState) asking(now time.Time) { h.askingSince.CompareAndSwap(0, now.UnixNano()) }
-
-// answered notes that the database answered a call.
-func (h *healthState) answered() {
+// answered notes that the database answered a call at now.
+func (h *healthState) answered(now time.Time) {
 	h.dbDownSince.Store(0)
-	h.askingSince.Store(0)
+	h.lastAnswer.Store(now.UnixNano())
 }
 
-// dbDownFor is how long the database has failed every call noted, or left
-// the tick's call unanswered, as of now; 0 while it answers.
+// dbDownFor is how long, as of now, the database has failed every call
+// noted, or left the probe unanswered while answering nothing else; 0
+// while it answers.
 func (h *healthState) dbDownFor(now time.Time) time.Duration {
 	since := h.dbDownSince.Load()
-	if asked := h.askingSince.Load(); asked != 0 && (since == 0 || asked < since) {
-		since = asked
+	if out := h.probeSince.Load(); out != 0 {
+		out = max(out, h.lastAnswer.Load())
+		if since == 0 || out < since {
+			since = out
+		}
 	}
 	if since == 0 {
 		return 0
@@ -90,7 +94,7 @@ func (s *Engine) noteDB(err error) {
 		s.metrics.dbError()
 		s.health.dbDownSince.CompareAndSwap(0, s.clock.Now().UnixNano())
 	} else {
-		s.health.answered()
+		s.health.answered(s.clock.Now())
 	}
 	changed := s.health.dbDown.Swap(err != nil) != (err != nil)
 	switch {

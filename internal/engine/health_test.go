@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"context"
+	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,24 +38,100 @@ func TestLoopHealthReportsAStuckTick(t *testing.T) {
 	require.Equal(t, 4*time.Second, age)
 }
 
-// A call the database leaves unanswered counts as an outage from when it
-// was asked, as a failure does from when it failed: the lock keeper lets
-// go a second after either, and an answer ends both.
-func TestDatabaseUnansweredCountsAsDownFromTheAsking(t *testing.T) {
+// A probe the database leaves unanswered counts as an outage from when it
+// went out, unless another call answers meanwhile; a failure counts from
+// when it failed; an answer ends both.
+func TestDatabaseUnansweredCountsAsDownFromTheProbe(t *testing.T) {
 	var h healthState
 	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	require.Zero(t, h.dbDownFor(t0))
-	h.asking(t0)
-	h.asking(t0.Add(500 * time.Millisecond)) // the first asking counts
-	require.Equal(t, 1500*time.Millisecond, h.dbDownFor(t0.Add(1500*time.Millisecond)))
-	h.answered()
-	require.Zero(t, h.dbDownFor(t0.Add(2*time.Second)))
+	h.answered(at(-time.Second))
+	h.probeSince.Store(t0.UnixNano())
+	require.Equal(t, 1500*time.Millisecond, h.dbDownFor(at(1500*time.Millisecond)))
+	// Another call answers while the probe is out: the database lives, the
+	// probe's wait counts from that answer.
+	h.answered(at(1200 * time.Millisecond))
+	require.Equal(t, 300*time.Millisecond, h.dbDownFor(at(1500*time.Millisecond)))
+	h.probeSince.Store(0)
+	require.Zero(t, h.dbDownFor(at(2*time.Second)))
 
-	// A failure noted while a call hangs: the earlier of the two counts.
-	h.asking(t0.Add(3 * time.Second))
-	h.dbDownSince.Store(t0.Add(4 * time.Second).UnixNano())
-	require.Equal(t, 2*time.Second, h.dbDownFor(t0.Add(5*time.Second)))
-	h.answered()
-	h.dbDownSince.Store(t0.Add(6 * time.Second).UnixNano())
-	require.Equal(t, time.Second, h.dbDownFor(t0.Add(7*time.Second)))
+	// A failure noted while the probe is out: the earlier of the two counts.
+	h.probeSince.Store(at(3 * time.Second).UnixNano())
+	h.dbDownSince.Store(at(4 * time.Second).UnixNano())
+	require.Equal(t, 2*time.Second, h.dbDownFor(at(5*time.Second)))
+	h.probeSince.Store(0)
+	require.Equal(t, time.Second, h.dbDownFor(at(5*time.Second)), "the failure counts once the probe is back")
+	h.answered(at(6 * time.Second))
+	require.Zero(t, h.dbDownFor(at(7*time.Second)))
+}
+
+// The lock keeper's probe: a database that leaves it unanswered, and
+// answers nothing else, is cut off a second after it went out, and the
+// keeper lets its locks go; an answer to another call meanwhile, or to
+// the probe, keeps them.
+func TestKeeperLetsGoWhenItsProbeGoesUnanswered(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := fakeclock.New(time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC))
+	m, err := newMetrics(nil, "probe")
+	require.NoError(t, err)
+	hang := make(chan struct{})
+	pings := make(chan struct{}, 10)
+	var hanging atomic.Bool
+	var noted atomic.Int32
+	var k *lockKeeper
+	k = &lockKeeper{locker: NewLocalLocker(clock), clock: clock, log: slog.New(slog.DiscardHandler), metrics: m,
+		health: &healthState{}, app: "probe", replica: "r1", held: map[slotKey]Lock{}, lost: map[slotKey]time.Time{},
+		noteDB: func(err error) {
+			noted.Add(1)
+			if err == nil {
+				k.health.answered(clock.Now()) // as Engine.noteDB does
+			}
+		}}
+	k.ping = func(ctx context.Context) error {
+		pings <- struct{}{}
+		if hanging.Load() {
+			select {
+			case <-hang:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
+	slot := slotKey{minute: clock.Now().Unix() / 60, bucket: 0}
+	_, err = k.obtain(ctx, slot)
+	require.NoError(t, err)
+
+	k.keep(ctx, clock.Now())
+	<-pings
+	k.probes.Wait()
+	require.Equal(t, int32(1), noted.Load(), "the probe's answer is noted")
+	require.True(t, k.holds(slot))
+
+	hanging.Store(true)
+	sent := clock.Now()
+	k.keep(ctx, sent) // the probe goes out and hangs; keep returns after probeWait
+	<-pings
+	clock.Advance(600 * time.Millisecond)
+	k.health.answered(clock.Now()) // another call answers: the database lives
+	clock.Advance(600 * time.Millisecond)
+	k.keep(ctx, clock.Now())
+	require.True(t, k.holds(slot), "1.2 s after the probe went out, but 0.6 s after an answer")
+	clock.Advance(500 * time.Millisecond)
+	k.keep(ctx, clock.Now())
+	require.False(t, k.holds(slot), "1.1 s without an answer while the probe is out: cut off")
+	require.Len(t, k.takeLost(), 1, "the slot is reported lost to the planner")
+	_, err = k.obtain(ctx, slot)
+	require.ErrorIs(t, err, errDatabaseCut)
+
+	hanging.Store(false)
+	close(hang) // the probe answers; the next round finds the database back
+	k.probes.Wait()
+	require.Zero(t, k.health.dbDownFor(clock.Now()))
+	k.keep(ctx, clock.Now())
+	_, err = k.obtain(ctx, slot)
+	require.NoError(t, err, "claims again once the database answers")
+	k.probes.Wait()
 }

@@ -629,16 +629,13 @@ func TestReplicaCutFromTheDatabaseReleasesItsLocks(t *testing.T) {
 
 	proxy.Cut()
 	cut := f.clock.Now()
-	asked := cut.Truncate(time.Second).Add(tickPhase) // a's next tick asks the database, unanswered
-	if asked.Before(cut) {
-		asked = asked.Add(time.Second)
-	}
+	asked := cut.Add(lockRefreshEvery) // a's next probe goes out by then, unanswered
 	for len(f.b.keeper.heldKeys()) == 0 && f.clock.Now().Before(cut.Add(5*time.Second)) {
 		f.advance(ctx, t, f.clock.Now().Add(10*time.Millisecond))
 	}
 	require.Len(t, f.b.keeper.heldKeys(), 1, "b took the slot over")
 	require.LessOrEqual(t, f.clock.Now().Sub(asked), dbCutAfter+expiryMargin+10*time.Millisecond,
-		"a refreshed its lock only until it would let it go (refreshTTL), so b took the slot over then")
+		"a refreshed its lock only until it would let it go (refreshTTL), a second after its probe went out, so b took the slot over then")
 	f.advance(ctx, t, cut.Add(3*time.Second))
 	require.Empty(t, f.a.keeper.heldKeys(), "a let its slot lock go")
 	require.False(t, heldBy(selfKey), "a let its liveness lock go")

@@ -397,10 +397,9 @@ func untilTick(now time.Time) time.Duration {
 
 func (p *planner) tick(ctx context.Context, now time.Time) {
 	p.health.tick(now)
-	p.health.asking(now) // a sync that hangs counts as an outage after dbCutAfter (slotlock.go)
 	err := p.view.syncTasks(ctx)
 	if err == nil {
-		p.health.answered() // an outage's end, as the lock keeper needs it, before the claims (obtain)
+		p.health.answered(p.clock.Now()) // an outage's end, as the lock keeper needs it, before the claims (obtain)
 	}
 	// A clock gone back past the last heartbeat (set back, and not
 	// corrected yet: clockref.go) heart-beats, and so measures, at once.

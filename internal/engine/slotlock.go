@@ -27,9 +27,15 @@ import (
 // A replica whose database has not answered for dbCutAfter lets every
 // lock go (letGo): it cannot record, start or take over a fire, and the
 // slots it held would otherwise stay its own while their fires became
-// misfires. It claims again once the database answers.
+// misfires. It claims again once the database answers. Whether the
+// database answers, it learns from every call the engine notes (noteDB)
+// and from a probe of its own, one round trip every lockRefreshEvery
+// (probe): a call that hangs anywhere in the engine, in the tick or the
+// dispatcher, leaves no failure to note until its timeout, but the probe
+// goes unanswered too.
 //
-// It owns held, lost, self and cut (mu), and runs one loop.
+// It owns held, lost, self, cut and probeOut (mu), and runs one loop and
+// the probe.
 type lockKeeper struct {
 	startstop.Base
 	locker  Locker
@@ -39,31 +45,108 @@ type lockKeeper struct {
 	health  *healthState // the database's outage (dbDownFor)
 	app     string
 	replica string // this replica's ID, whose liveness lock it holds (shard.go)
+	// ping is the probe's round trip (store.Ping); nil on SQLite, a file
+	// that no link cuts off. noteDB notes its answer (health.go).
+	ping   func(context.Context) error
+	noteDB func(error)
+	probes sync.WaitGroup // the probe's goroutine, waited for at Stop
 
 	mu   sync.Mutex
 	held map[slotKey]Lock
 	lost map[slotKey]time.Time // given up since the last takeLost, and when
 	self Lock                  // the liveness lock (keepSelf); nil while not held
 	cut  bool                  // its locks let go for a database outage (letGo)
+	// probeOut is closed when the probe out now answers; nil while none
+	// is out (probe).
+	probeOut chan struct{}
 }
 
 // dbCutAfter: a replica whose database has failed every call, or left
-// the tick's call unanswered (a link that drops every packet), for longer
-// lets its locks go (lockKeeper.letGo).
+// the probe unanswered while answering nothing else (a link that drops
+// every packet), for longer lets its locks go (lockKeeper.letGo).
 const dbCutAfter = time.Second
 
 // errDatabaseCut is obtain's answer while the keeper has let its locks go
 // for a database outage: the slot is left to the replicas that reach it.
 var errDatabaseCut = errors.New("xtimer: database unreachable: slot locks let go")
 
+// The probe (lockKeeper.probe) waits up to probeWait, in real time, for
+// its answer, so that a database that answers is seen answering before
+// the keeper's next round (a test moving a fake clock sees the answer
+// before it moves the clock on). It gives up on a round trip after
+// probeTimeout: a failure from when it went out.
+const (
+	probeWait    = 250 * time.Millisecond
+	probeTimeout = 5 * time.Second
+)
+
 func newLockKeeper(s *Engine) *lockKeeper {
-	return &lockKeeper{locker: s.locker, clock: s.clock, log: s.log, metrics: s.metrics, health: &s.health, app: s.opts.App,
-		replica: s.opts.InstanceID, held: map[slotKey]Lock{}, lost: map[slotKey]time.Time{}}
+	k := &lockKeeper{locker: s.locker, clock: s.clock, log: s.log, metrics: s.metrics, health: &s.health, app: s.opts.App,
+		replica: s.opts.InstanceID, noteDB: s.noteDB, held: map[slotKey]Lock{}, lost: map[slotKey]time.Time{}}
+	if s.store.Networked() {
+		k.ping = s.store.Ping
+	}
+	return k
 }
 
 func (k *lockKeeper) start() error {
 	k.keepSelf(context.Background(), nil, nil)
 	return k.Base.Start(context.Background(), startstop.Every(k.clock, lockRefreshEvery, k.keep))
+}
+
+// Stop stops the keeper's loop and waits for its probe.
+func (k *lockKeeper) Stop() {
+	k.Base.Stop()
+	k.probes.Wait()
+}
+
+// probe sends the database one round trip, unless one is out already,
+// and waits up to probeWait for it to answer. While it is out, the
+// database counts as not answering from when it went out, unless another
+// call answers meanwhile (healthState.dbDownFor); a probe that fails, or
+// that probeTimeout ends, is a failure from when it went out until an
+// answer.
+func (k *lockKeeper) probe(ctx context.Context, now time.Time) {
+	if k.ping == nil {
+		return
+	}
+	k.mu.Lock()
+	out := k.probeOut
+	if out == nil {
+		out = make(chan struct{})
+		k.probeOut = out
+		k.health.probeSince.Store(now.UnixNano())
+		k.probes.Add(1)
+		go k.roundTrip(ctx, now, out)
+	}
+	k.mu.Unlock()
+	wait := time.NewTimer(probeWait)
+	defer wait.Stop()
+	select {
+	case <-out:
+	case <-wait.C:
+	case <-ctx.Done():
+	}
+}
+
+// roundTrip is the probe sent at sent: it notes the answer, or the
+// failure from sent, and then closes out.
+func (k *lockKeeper) roundTrip(ctx context.Context, sent time.Time, out chan struct{}) {
+	defer k.probes.Done()
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	err := k.ping(pctx)
+	cancel()
+	if ctx.Err() == nil {
+		if err != nil {
+			k.health.dbDownSince.CompareAndSwap(0, sent.UnixNano())
+		}
+		k.noteDB(err)
+	}
+	k.health.probeSince.Store(0)
+	k.mu.Lock()
+	k.probeOut = nil
+	k.mu.Unlock()
+	close(out)
 }
 
 // appKey is the key name of one of the app's locks: "xtimer:{app}:"
@@ -130,6 +213,8 @@ func (k *lockKeeper) takeLost() map[slotKey]time.Time {
 // in one call (refreshAll), and releases those of minutes over; while the
 // database is cut off, it lets them all go instead (letGo).
 func (k *lockKeeper) keep(ctx context.Context, now time.Time) {
+	k.probe(ctx, now)
+	now = k.clock.Now() // after the probe's wait
 	if k.cutOff(now) {
 		k.letGo(ctx, now)
 		return
@@ -204,7 +289,7 @@ func (k *lockKeeper) refreshTTL(now time.Time) time.Duration {
 const minDoubtTTL = 50 * time.Millisecond
 
 // cutOff reports whether the database has failed every call noted, or
-// left the tick's call unanswered, for longer than dbCutAfter
+// left the probe unanswered, for longer than dbCutAfter
 // (healthState.dbDownFor).
 func (k *lockKeeper) cutOff(now time.Time) bool {
 	return k.health.dbDownFor(now) > dbCutAfter

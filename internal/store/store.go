@@ -83,6 +83,22 @@ func New(db *gorm.DB, opts ...Option) *Store {
 // DB returns the underlying database, for tests and tools.
 func (s *Store) DB() *gorm.DB { return s.db }
 
+// Networked reports whether the database is reached over a network link
+// (MySQL, MariaDB, PostgreSQL), as opposed to a SQLite file.
+func (s *Store) Networked() bool { return s.db.Dialector.Name() != "sqlite" }
+
+// Ping makes one round trip to the database on a connection of the pool.
+func (s *Store) Ping(ctx context.Context) error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	return nil
+}
+
 // Migrate creates or updates the xtimer_ tables and indexes with GORM's
 // AutoMigrate. Teams that apply schema by hand use schema/mysql.sql or
 // schema/postgres.sql instead; both describe the same tables.
