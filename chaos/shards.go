@@ -64,7 +64,7 @@ func (t *shardTally) fields(name string) string {
 // lost (a mismatch note, as for other tasks); one that was never invoked
 // is missed. shape: the rows of a fire, or the runs of a shard, disagree
 // on the fire's shard count, or two shards of one broadcast fire were
-// dealt to one replica.
+// dealt to one replica (a fire recorded skipped deals none).
 type shardCheck struct {
 	invs    map[fireKey][]invocation
 	byShard map[fireKey]*store.Execution
@@ -212,7 +212,7 @@ func (c *shardCheck) broadcastFire(at int64) {
 		switch {
 		case !r.Broadcast || r.Shards != rows[0].Shards || r.Shards < 1:
 			c.shape.add(fmt.Sprintf("%s: want broadcast, shards as its fire's other rows (%d); %s", k.id(), rows[0].Shards, c.fireText(k)))
-		case r.Replica != "":
+		case r.Replica != "" && !skippedWhenRecorded(r):
 			if other, ok := dealt[r.Replica]; ok {
 				c.shape.add(fmt.Sprintf("%s and shard %d both dealt to %s; %s", k.id(), other, r.Replica, c.fireText(k)))
 			}
@@ -221,6 +221,13 @@ func (c *shardCheck) broadcastFire(at int64) {
 		n = max(n, r.Shards)
 	}
 	c.fire(fk, n)
+}
+
+// skippedWhenRecorded reports whether r was recorded skipped, a misfire or
+// an excluded day: such a fire's rows all name the replica that recorded
+// them, not owners dealt (the planner's rowsFor), and none runs.
+func skippedWhenRecorded(r *store.Execution) bool {
+	return r.Status == store.StatusSkipped && (r.Reason == store.ReasonMisfire || r.Reason == store.ReasonExcluded)
 }
 
 // fire counts the shards 0 to n-1 of the fire fk.
