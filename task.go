@@ -55,9 +55,13 @@ const (
 	// OverlapCancelOther stops the earlier run: its handler's context is
 	// cancelled, wherever it runs (its replica learns within a second),
 	// and its execution ends failed, reason "cancelled by next fire",
-	// with no retry. The new fire starts as soon as that run has ended,
-	// or its replica is gone, and at most 5 seconds after the cancel even
-	// if the handler ignores its context.
+	// with no retry. The new fire starts as soon as that run has ended.
+	// If the handler ignores its context, it starts anyway about 5
+	// seconds after the cancel (at most a heartbeat interval more), once
+	// the run's replica has heart-beaten since. A run on a replica that
+	// has not (frozen, cut off from the database, or killed) is waited for
+	// until its execution is settled, by that replica or as lost after
+	// ReplicaTimeout: a frozen process resumes its handler when it wakes.
 	OverlapCancelOther OverlapPolicy = "cancel_other"
 
 	// OverlapAllow is OverlapAllowAll, its name before the buffer

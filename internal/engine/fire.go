@@ -774,10 +774,12 @@ const (
 	// run's final status.
 	bufferPoll = 500 * time.Millisecond
 	// cancelWait bounds how long a fire of a cancel_other task waits for
-	// the runs it asked to stop: past it, a run still going is one whose
-	// handler ignores its context, or whose replica is gone, and the fire
-	// starts anyway. It stops counting them a poll earlier (cancelGrace),
-	// so that it starts by cancelWait.
+	// the runs it asked to stop on replicas that still run: past it, a
+	// run still going is one whose handler ignores its context, and the
+	// fire starts anyway. It stops counting them a poll earlier
+	// (cancelGrace), so that it starts by cancelWait. A run whose replica
+	// has not heart-beaten since the request is waited for until its row
+	// is settled (store.OverlapState).
 	cancelWait  = 5 * time.Second
 	cancelGrace = cancelWait - bufferPoll
 )
@@ -789,8 +791,10 @@ const (
 // another fire waiting already, records it skipped. Under
 // OverlapCancelOther, the first fire in line asks the runs that go to
 // stop, here at once and elsewhere through their rows, and waits for
-// them at most cancelGrace. A count it cannot read keeps f waiting: never
-// two runs at once, and nothing dropped for a database hiccup.
+// them at most cancelGrace, but for those whose replica has not
+// heart-beaten since, which it waits for until they are settled. A count
+// it cannot read keeps f waiting: never two runs at once, and nothing
+// dropped for a database hiccup.
 func (d *dispatcher) buffer(ctx context.Context, f *armedFire, policy string, now time.Time) bool {
 	r := f.row
 	here := d.runningBesides(r.TaskCode, r.RunTime)

@@ -681,7 +681,7 @@ func (s *Store) RunningCount(ctx context.Context, app, code string, runTime int6
 type Overlap struct {
 	// Going counts the task's runs not final yet: running, started, or
 	// waiting for a retry; but for those asked to stop at or before
-	// OverlapState's graceFrom.
+	// OverlapState's graceFrom whose replica has heart-beaten since.
 	Going int64
 	// Waiting counts the task's fires due before the checked one that
 	// have not started: buffered fires ahead of it in the queue.
@@ -691,10 +691,14 @@ type Overlap struct {
 // OverlapState counts, anywhere in the fleet, the runs of task code that
 // are going and the fires due before runTime that wait to start, leaving
 // the fire with ID self out of both, and the other shards of its fire
-// (same run time): a sharded fire's shards run together. A run asked to stop at or before
-// graceFrom (Unix ms; negative: none) does not count as going: its
-// replica had the time to stop it, or is gone. Backfilled fires are left
-// out: they wait only for each other (BackfillState).
+// (same run time): a sharded fire's shards run together. A run asked to
+// stop at or before graceFrom (Unix ms; negative: none) does not count as
+// going if its replica has heart-beaten since the request: that replica
+// runs, had the time to stop it, and its handler ignores its context. A
+// run whose replica has not (frozen, cut off or killed since) counts
+// until its row is settled, by that replica or as lost: a frozen process
+// resumes its handler when it wakes. Backfilled fires are left out: they
+// wait only for each other (BackfillState).
 func (s *Store) OverlapState(ctx context.Context, app, code string, runTime, self, graceFrom int64) (Overlap, error) {
 	return s.overlapState(ctx, app, code, runTime, self, graceFrom, "<>")
 }
@@ -706,9 +710,11 @@ func (s *Store) overlapState(ctx context.Context, app, code string, runTime, sel
 	defer cancel()
 	var o Overlap
 	err := s.db.WithContext(ctx).Raw(`SELECT
-		COALESCE(SUM(CASE WHEN (status <> ? OR started_ms > 0) AND (cancel_ms = 0 OR cancel_ms > ?) THEN 1 ELSE 0 END), 0) AS going,
+		COALESCE(SUM(CASE WHEN (status <> ? OR started_ms > 0) AND (cancel_ms = 0 OR cancel_ms > ? OR NOT EXISTS (
+			SELECT 1 FROM xtimer_replicas r WHERE r.app = e.app AND r.id = e.replica AND r.heartbeat_ms > e.cancel_ms))
+			THEN 1 ELSE 0 END), 0) AS going,
 		COALESCE(SUM(CASE WHEN status = ? AND started_ms = 0 AND run_time < ? THEN 1 ELSE 0 END), 0) AS waiting
-		FROM xtimer_executions WHERE app = ? AND task_code = ? AND status IN ? AND id <> ? AND run_time <> ? AND source `+sourceOp+` ?`,
+		FROM xtimer_executions e WHERE app = ? AND task_code = ? AND status IN ? AND id <> ? AND run_time <> ? AND source `+sourceOp+` ?`,
 		StatusScheduled, graceFrom, StatusScheduled, runTime, app, code,
 		[]string{StatusScheduled, StatusRunning, StatusRetrying}, self, runTime, SourceBackfill).Scan(&o).Error
 	if err != nil {

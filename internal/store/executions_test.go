@@ -471,7 +471,8 @@ func TestRecentRunTimeIsTheMeanOfTheLastEndedAttempts(t *testing.T) {
 // The overlap policies' view of a task's rows: what goes (started,
 // running, retrying), what waits before a fire, and the cancel_other
 // requests, which mark the runs that go, end a retrying one at once, and
-// stop counting as going once their grace has passed.
+// stop counting as going once their grace has passed and their replica
+// has heart-beaten since the request.
 func TestOverlapStateAndCancelRequests(t *testing.T) {
 	eachDB(t, func(t *testing.T, b *bundle) {
 		rows, err := b.store.InsertFires(b.ctx, fires(b.app, "a", t0, t0+1000, t0+2000, t0+3000, t0+4000))
@@ -536,6 +537,18 @@ func TestOverlapStateAndCancelRequests(t *testing.T) {
 		require.Equal(t, store.Overlap{Going: 1, Waiting: 1}, o, "asked to stop after graceFrom: still going")
 		o, err = b.store.OverlapState(b.ctx, b.app, "a", self.RunTime, self.ID, t0+4000)
 		require.NoError(t, err)
-		require.Equal(t, store.Overlap{Waiting: 1}, o, "asked to stop at graceFrom: no longer counted")
+		require.Equal(t, store.Overlap{Going: 1, Waiting: 1}, o, "asked at graceFrom, but r1 has not heart-beaten since: frozen, cut off or gone")
+		require.NoError(t, b.store.Heartbeat(b.ctx, store.Replica{App: b.app + "-other", ID: "r1", HeartbeatMs: t0 + 9000}))
+		o, err = b.store.OverlapState(b.ctx, b.app, "a", self.RunTime, self.ID, t0+4000)
+		require.NoError(t, err)
+		require.Equal(t, store.Overlap{Going: 1, Waiting: 1}, o, "another app's r1 is not this one's")
+		require.NoError(t, b.store.Heartbeat(b.ctx, store.Replica{App: b.app, ID: "r1", HeartbeatMs: t0 + 4000}))
+		o, err = b.store.OverlapState(b.ctx, b.app, "a", self.RunTime, self.ID, t0+4000)
+		require.NoError(t, err)
+		require.Equal(t, store.Overlap{Going: 1, Waiting: 1}, o, "r1's heartbeat is not after the request")
+		require.NoError(t, b.store.Heartbeat(b.ctx, store.Replica{App: b.app, ID: "r1", HeartbeatMs: t0 + 4001}))
+		o, err = b.store.OverlapState(b.ctx, b.app, "a", self.RunTime, self.ID, t0+4000)
+		require.NoError(t, err)
+		require.Equal(t, store.Overlap{Waiting: 1}, o, "asked to stop at graceFrom, r1 alive since: no longer counted")
 	})
 }
