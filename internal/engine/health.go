@@ -32,6 +32,20 @@ type healthState struct {
 	probeSince atomic.Int64
 	// lastAnswer is when the database last answered a call (answered).
 	lastAnswer atomic.Int64
+	// outageFrom is when noteDB saw the database go away, 0 while it
+	// answers; backAt is when it saw it back, and outageNs how long it had
+	// been away (lastOutage).
+	outageFrom, backAt, outageNs atomic.Int64
+}
+
+// lastOutage is when the last outage noteDB saw ended, and how long it
+// lasted; zeros before any.
+func (h *healthState) lastOutage() (back time.Time, length time.Duration) {
+	at := h.backAt.Load()
+	if at == 0 {
+		return time.Time{}, 0
+	}
+	return time.Unix(0, at), time.Duration(h.outageNs.Load())
 }
 
 func (h *healthState) tick(now time.Time) { h.lastTick.Store(now.UnixNano()) }
@@ -97,6 +111,15 @@ func (s *Engine) noteDB(err error) {
 		s.health.answered(s.clock.Now())
 	}
 	changed := s.health.dbDown.Swap(err != nil) != (err != nil)
+	if changed {
+		now := s.clock.Now().UnixNano()
+		if err != nil {
+			s.health.outageFrom.Store(now)
+		} else if from := s.health.outageFrom.Swap(0); from != 0 {
+			s.health.outageNs.Store(now - from)
+			s.health.backAt.Store(now)
+		}
+	}
 	switch {
 	case err != nil && changed:
 		s.log.Error("database unreachable: no fire is recorded or started until it is back", "err", err)

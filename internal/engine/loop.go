@@ -1333,8 +1333,16 @@ func (p *planner) pickRetries(ctx context.Context, now time.Time) error {
 }
 
 // rescueLost settles running executions whose replica stopped
-// heart-beating, by their retry policy.
+// heart-beating, by their retry policy. After an outage of the database
+// of a heartbeat interval or more, it waits two intervals from the
+// database's return (outageRescueWait): the others could not heart-beat
+// while it was away either, and after one of ReplicaTimeout every live
+// replica would look lost, its runs settled under it, and retried beside
+// them.
 func (p *planner) rescueLost(ctx context.Context, now time.Time) error {
+	if back, length := p.health.lastOutage(); length >= p.opts.HeartbeatInterval && now.Sub(back) < outageRescueWait*p.opts.HeartbeatInterval {
+		return nil
+	}
 	p.mu.Lock()
 	live := p.alive // a replica refusing for its clock still runs what it started
 	p.mu.Unlock()
@@ -1374,6 +1382,10 @@ func (p *planner) rescueLost(ctx context.Context, now time.Time) error {
 	}
 	return err
 }
+
+// outageRescueWait is how many heartbeat intervals rescueLost waits after
+// the database came back from an outage of one interval or more.
+const outageRescueWait = 2
 
 // recentRuns is how many of the app's last attempts seed the pool's mean
 // run time at Start.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -200,4 +201,66 @@ func (f *shareFleet) share(s *Engine, m time.Time) map[int]bool {
 		}
 	}
 	return out
+}
+
+// After an outage of the database long enough for every heartbeat to run
+// out, the first replica back must not take the others for lost: they
+// could not heart-beat either. rescueLost waits two heartbeat intervals
+// from the database's return; a replica that has not heart-beaten by then
+// is lost, and its run is settled.
+func TestRescueWaitsForTheOthersAfterADatabaseOutage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	f := newShareFleet(t, t0, "0 * * * * *")
+	a, b := f.replica("replica-a"), f.replica("replica-b")
+	require.NoError(t, a.planner.heartbeat(ctx, f.clock.Now()))
+	require.NoError(t, b.planner.heartbeat(ctx, f.clock.Now()))
+	rows, err := b.store.InsertFires(ctx, []store.Execution{{App: f.app, TaskCode: "report.01", RunTime: t0.UnixMilli(),
+		Status: store.StatusScheduled, Replica: "replica-b", MaxAttempts: 1}})
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	ok, err := b.store.StartAttempt(ctx, rows[0].ID, 1, "replica-b", t0.UnixMilli())
+	require.NoError(t, err)
+	require.True(t, ok)
+	status := func() string {
+		got, err := a.store.Execution(ctx, rows[0].ID)
+		require.NoError(t, err)
+		return got.Status
+	}
+
+	// The database is away 40 s, past ReplicaTimeout (30 s), for both.
+	a.noteDB(errors.New("connection refused"))
+	f.clock.Advance(40 * time.Second)
+	a.noteDB(nil)
+	require.NoError(t, a.planner.heartbeat(ctx, f.clock.Now()))
+	require.NoError(t, a.planner.rescueLost(ctx, f.clock.Now()))
+	require.Equal(t, store.StatusRunning, status(), "replica-b's run is left to it right after the outage")
+	f.clock.Advance(9 * time.Second)
+	require.NoError(t, a.planner.heartbeat(ctx, f.clock.Now()))
+	require.NoError(t, a.planner.rescueLost(ctx, f.clock.Now()))
+	require.Equal(t, store.StatusRunning, status(), "two heartbeat intervals are not over")
+
+	// replica-b never heart-beats again: lost once the wait is over.
+	f.clock.Advance(time.Second)
+	require.NoError(t, a.planner.heartbeat(ctx, f.clock.Now()))
+	require.NoError(t, a.planner.rescueLost(ctx, f.clock.Now()))
+	require.Equal(t, store.StatusFailed, status(), "replica-b is lost: its run is settled")
+
+	// A blip shorter than a heartbeat interval does not hold a rescue back.
+	rows, err = b.store.InsertFires(ctx, []store.Execution{{App: f.app, TaskCode: "report.02", RunTime: t0.UnixMilli(),
+		Status: store.StatusScheduled, Replica: "replica-b", MaxAttempts: 1}})
+	require.NoError(t, err)
+	ok, err = b.store.StartAttempt(ctx, rows[0].ID, 1, "replica-b", t0.UnixMilli())
+	require.NoError(t, err)
+	require.True(t, ok)
+	a.noteDB(errors.New("connection reset"))
+	f.clock.Advance(time.Second)
+	a.noteDB(nil)
+	back, length := a.health.lastOutage()
+	require.True(t, back.Equal(f.clock.Now()), "back at %s", back)
+	require.Equal(t, time.Second, length)
+	require.NoError(t, a.planner.heartbeat(ctx, f.clock.Now()))
+	require.NoError(t, a.planner.rescueLost(ctx, f.clock.Now()))
+	require.Equal(t, store.StatusFailed, status(), "settled right after a 1 s blip")
 }
