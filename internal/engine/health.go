@@ -39,8 +39,12 @@ type healthState struct {
 }
 
 // lastOutage is when the last outage noteDB saw ended, and how long it
-// lasted; zeros before any.
-func (h *healthState) lastOutage() (back time.Time, length time.Duration) {
+// lasted; zeros before any. An outage noteDB has not seen end yet (the
+// tick's first calls answer before it notes the tick's result) ends now.
+func (h *healthState) lastOutage(now time.Time) (back time.Time, length time.Duration) {
+	if from := h.outageFrom.Load(); from != 0 {
+		return now, max(now.Sub(time.Unix(0, from)), 0)
+	}
 	at := h.backAt.Load()
 	if at == 0 {
 		return time.Time{}, 0

@@ -1340,7 +1340,7 @@ func (p *planner) pickRetries(ctx context.Context, now time.Time) error {
 // replica would look lost, its runs settled under it, and retried beside
 // them.
 func (p *planner) rescueLost(ctx context.Context, now time.Time) error {
-	if back, length := p.health.lastOutage(); length >= p.opts.HeartbeatInterval && now.Sub(back) < outageRescueWait*p.opts.HeartbeatInterval {
+	if back, length := p.health.lastOutage(now); length >= p.opts.HeartbeatInterval && now.Sub(back) < outageRescueWait*p.opts.HeartbeatInterval {
 		return nil
 	}
 	p.mu.Lock()
