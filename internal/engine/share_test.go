@@ -224,8 +224,8 @@ func TestRescueWaitsForTheOthersAfterADatabaseOutage(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	status := func() string {
-		got, err := a.store.Execution(ctx, rows[0].ID)
-		require.NoError(t, err)
+		got, getErr := a.store.Execution(ctx, rows[0].ID)
+		require.NoError(t, getErr)
 		return got.Status
 	}
 
