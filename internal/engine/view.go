@@ -811,7 +811,6 @@ func (v *view) loadTasks(ctx context.Context, gen int64, registered int) (missin
 		store.TaskHead
 		reg *registration // nil: not registered here
 	}
-	heads := make([]head, 0, loadBatch)
 	v.mu.Lock()
 	// Into an empty view (Start), every head is a task new here, once:
 	// no old state to look up, a million times.
@@ -820,7 +819,7 @@ func (v *view) loadTasks(ctx context.Context, gen int64, registered int) (missin
 		v.sizeViewLocked(registered)
 	}
 	v.mu.Unlock()
-	adopt := func() {
+	adopt := func(heads []head) {
 		now := v.clock.Now()
 		slab := make([]taskState, len(heads)) // one allocation per batch, not per task
 		v.mu.Lock()
@@ -846,8 +845,23 @@ func (v *view) loadTasks(ctx context.Context, gen int64, registered int) (missin
 				v.logAdopted(old, t, rescheduled)
 			}
 		}
-		heads = heads[:0]
 	}
+	// The rows are read (and their codes found among the registrations)
+	// while the batch before is adopted, on another CPU: a restart of a
+	// million tasks spends about as long on each. Three batches go round
+	// between the two (free, full).
+	free, full := make(chan []head, 3), make(chan []head, 3)
+	for range 3 {
+		free <- make([]head, 0, loadBatch)
+	}
+	adopted := make(chan struct{})
+	go func() {
+		defer close(adopted)
+		for heads := range full {
+			adopt(heads)
+			free <- heads[:0]
+		}
+	}()
 	// The code's string is the registration's, found once per row.
 	var reg *registration
 	next := 0 // where the next row's registration likely is (registry.lookup)
@@ -860,16 +874,20 @@ func (v *view) loadTasks(ctx context.Context, gen int64, registered int) (missin
 		}
 		return string(code)
 	}
+	heads := <-free
 	err = v.store.TaskHeads(ctx, v.app, intern, func(h store.TaskHead) error {
 		if heads = append(heads, head{h, reg}); len(heads) == loadBatch {
-			adopt()
+			full <- heads
+			heads = <-free
 		}
 		return nil
 	})
+	full <- heads
+	close(full)
+	<-adopted
 	if err != nil {
 		return 0, err
 	}
-	adopt()
 	rows, err := v.store.TasksByCode(ctx, v.app, others)
 	if err != nil {
 		return 0, err

@@ -8,8 +8,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -244,7 +246,38 @@ func validDef(d TaskDef) error {
 // compared only when every row exists. A set with a code twice never gets
 // its digest stored (sortDefs refuses it first), so two sets that differ
 // that way do not meet here.
+//
+// The sum is split over the CPUs for a large registration: a replica
+// restarting with a million tasks hashes them while the others idle.
 func digestOf(defs []TaskDef) string {
+	parts := 1
+	if len(defs) >= digestSplitFrom {
+		parts = min(runtime.GOMAXPROCS(0), 4)
+	}
+	sums := make([][4]uint64, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() { sums[p] = digestSum(defs[p*len(defs)/parts : (p+1)*len(defs)/parts]) })
+	}
+	wg.Wait()
+	var sum [4]uint64
+	for _, part := range sums {
+		for i := range sum {
+			sum[i] += part[i]
+		}
+	}
+	var out [32]byte
+	for i, lane := range sum {
+		binary.BigEndian.PutUint64(out[8*i:], lane)
+	}
+	return hex.EncodeToString(out[:])
+}
+
+// digestSplitFrom is how many tasks digestOf hashes on one CPU at most.
+const digestSplitFrom = 100_000
+
+// digestSum is the four lanes of digestOf's sum over defs.
+func digestSum(defs []TaskDef) [4]uint64 {
 	perDef := map[*Definition][sha256.Size]byte{} // a million tasks, a few definitions
 	var sum [4]uint64
 	var buf []byte
@@ -263,11 +296,7 @@ func digestOf(defs []TaskDef) string {
 			sum[i] += binary.BigEndian.Uint64(h[8*i:])
 		}
 	}
-	var out [32]byte
-	for i, lane := range sum {
-		binary.BigEndian.PutUint64(out[8*i:], lane)
-	}
-	return hex.EncodeToString(out[:])
+	return sum
 }
 
 // sortDefs sorts defs by code and refuses a code given twice.
