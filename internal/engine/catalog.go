@@ -83,20 +83,23 @@ func hashOf(s string) uint32 {
 }
 
 // run writes the chunks of w that no replica has written (compareRegs
-// makes them), starting at one that depends on the replica, so that the replicas of a fleet
-// starting together each begin on rows the others are not writing; the
-// app's row marks each chunk written (store.WriteDeferred), and the
-// replica that writes the last one marks the registration finished. A
-// replica killed mid-write leaves its chunks to the others, or to the
-// next replica that joins. After each chunk it wrote, the writer waits
-// as long as the chunk took, so that the fires' own writes find the
-// database free half the time.
+// makes them), starting at one that depends on the replica, so that the
+// replicas of a fleet starting together each begin on rows the others
+// are not writing; the app's row marks each chunk written
+// (store.WriteDeferred), and the replica that writes the last one marks
+// the registration finished. A replica killed mid-write leaves its
+// chunks to the others, or to the next replica that joins. After each
+// chunk it wrote, the writer waits as long as the chunk took, so that
+// the fires' own writes find the database free half the time.
 //
 // If a registration of other tasks superseded this one meanwhile, the
 // rows may hold other definitions, or miss some: the replica registers
 // its tasks the ordinary way (store.RegisterTasks), which writes what
 // differs, as a replica starting later would, and reads the rows back
-// (view.rereadRegistered).
+// (view.rereadRegistered). So it does too when the finished rows do not
+// sum up as its view (TaskSums): a row that was there before its chunk
+// (an HTTP task an operator created with one of the codes) is kept as it
+// is, and the view must have it as it is.
 func (c *catalogWriter) run(ctx context.Context, w *deferredWrite) {
 	began := time.Now()
 	n := len(w.regs)
@@ -141,7 +144,8 @@ func (c *catalogWriter) run(ctx context.Context, w *deferredWrite) {
 			}
 		}
 	}
-	if state == store.DeferredSuperseded {
+	reread := state == store.DeferredSuperseded
+	if reread {
 		c.log.Warn("other tasks were registered while this replica's task rows were written; recording them again", "tasks", n)
 		all := make([]store.TaskDef, n)
 		for i, r := range w.regs {
@@ -150,14 +154,26 @@ func (c *catalogWriter) run(ctx context.Context, w *deferredWrite) {
 		if !c.retry(ctx, "register", func(ctx context.Context) error {
 			_, err := c.store.RegisterTasks(ctx, c.app, all)
 			return err
-		}) || !c.retry(ctx, "read back", func(ctx context.Context) error { return c.view.rereadRegistered(ctx) }) {
+		}) {
 			return
 		}
+	} else if !c.retry(ctx, "check", func(ctx context.Context) error {
+		sums, err := c.store.TaskSums(ctx, c.app)
+		c.view.mu.Lock()
+		reread = err == nil && sums != store.TaskSums(c.view.viewSums)
+		c.view.mu.Unlock()
+		return err
+	}) {
+		return
+	}
+	if reread && !c.retry(ctx, "read back", func(ctx context.Context) error { return c.view.rereadRegistered(ctx) }) {
+		return
 	}
 	c.view.mu.Lock()
 	c.view.deferred = false
 	c.view.mu.Unlock()
-	c.log.Info("task rows written", "tasks", n, "chunks", chunks, "written_here", wrote, "took", time.Since(began).Round(time.Millisecond))
+	c.log.Info("task rows written", "tasks", n, "chunks", chunks, "written_here", wrote, "read_back", reread,
+		"took", time.Since(began).Round(time.Millisecond))
 }
 
 // retry runs fn until it succeeds (true) or ctx ends (false), waiting

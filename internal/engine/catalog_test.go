@@ -176,3 +176,40 @@ func TestRestartAfterADeferredWriteReadsTheRows(t *testing.T) {
 		requireViewIsTheRows(t, again, len(codes))
 	})
 }
+
+// A row that was there before its chunk is kept as it is, and the view
+// takes it from the row once the write is finished: here an HTTP task an
+// operator created, during the write, with one of the registered codes.
+func TestDeferredWriteKeepsARowThatWasThereAndTheViewReadsIt(t *testing.T) {
+	t.Parallel()
+	onPostgresAndSQLite(t, func(t *testing.T, db *gorm.DB) {
+		app := testsvc.App(t)
+		codes, specs := dailyCodes(20)
+		ctx := context.Background()
+		now := time.Now()
+		st := store.New(db, store.WithNow(func() time.Time { return now }))
+		require.NoError(t, st.Migrate(ctx))
+		defs := make([]store.TaskDef, len(codes))
+		for i, code := range codes {
+			def := taskDef(specs[i])
+			defs[i] = store.TaskDef{Code: code, Name: code, Def: &def}
+		}
+		reg, err := st.BeginRegistration(ctx, app, defs, 10)
+		require.NoError(t, err)
+		require.True(t, reg.Deferred)
+		now = now.Add(5 * time.Second)
+		target := `{"url":"https://example.com/hook"}`
+		taken, err := st.CreateTask(ctx, &store.Task{App: app, Code: codes[15], Kind: store.KindHTTP, Spec: "0 0 4 * * *", HTTPTarget: &target})
+		require.NoError(t, err)
+
+		e := deferringEngine(t, db, app, "replica-later", codes, specs)
+		require.NoError(t, e.Start(ctx))
+		stopOnCleanup(t, e)
+		<-e.catalog.done
+		requireViewIsTheRows(t, e, len(codes))
+		e.view.mu.Lock()
+		got := e.view.taskLocked(codes[15])
+		e.view.mu.Unlock()
+		require.Equal(t, []any{store.KindHTTP, taken.CreatedMs}, []any{got.kind(), got.createdMs}, "the operator's row")
+	})
+}
