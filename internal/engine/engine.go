@@ -78,6 +78,11 @@ type Config struct {
 	// SecretKeys encrypts the secrets of HTTP tasks (secrets.go); nil
 	// stores them in plaintext.
 	SecretKeys *secretbox.Keyring
+	// DeferFrom: a Start that registers at least this many tasks into an
+	// app without any runs before their rows are written, and writes them
+	// in the background (catalog.go). 0 means DefaultDeferFrom; a
+	// negative value never defers.
+	DeferFrom int
 }
 
 // Engine is one replica's engine. Its fields are the components and what
@@ -109,8 +114,9 @@ type Engine struct {
 	stopped    chan struct{}  // closed when the first Stop has finished
 	attempts   sync.WaitGroup // handlers
 
-	keeper        *lockKeeper // the slot-lock keeper (slotlock.go)
-	retention     *retention  // the retention sweeper (retention.go)
+	keeper        *lockKeeper    // the slot-lock keeper (slotlock.go)
+	retention     *retention     // the retention sweeper (retention.go)
+	catalog       *catalogWriter // a deferred registration's rows (catalog.go)
 	handlerCtx    context.Context
 	cancelHandler context.CancelFunc
 
@@ -159,6 +165,7 @@ func New(cfg Config) (*Engine, error) {
 	s.planner = newPlanner(s)
 	s.view.slots = s.planner
 	s.retention = newRetention(s)
+	s.catalog = newCatalogWriter(s)
 	return s, nil
 }
 
@@ -290,6 +297,7 @@ func (s *Engine) Start(ctx context.Context) error {
 		s.keeper.start(),
 		s.retention.start(),
 		s.alerts.start(),
+		s.catalog.start(s.view.write),
 	); err != nil {
 		return fmt.Errorf("xtimer: start: %w", err) // a component started twice: a bug of Start's state machine
 	}
@@ -302,9 +310,11 @@ func (s *Engine) Start(ctx context.Context) error {
 
 func (s *Engine) retryStart(ctx context.Context, what string, fn func(context.Context) error) error {
 	wait := 100 * time.Millisecond
+	began := time.Now()
 	for {
 		err := fn(ctx)
 		if err == nil {
+			s.log.Debug("xtimer start step done", "step", what, "took", time.Since(began).Round(time.Millisecond))
 			return nil
 		}
 		if ctx.Err() != nil || errors.Is(err, store.ErrExists) { // waiting does not fix a code taken by an HTTP task
@@ -343,6 +353,7 @@ func (s *Engine) stopLoops() {
 	s.dispatcher.Stop()
 	s.keeper.Stop()
 	s.retention.Stop()
+	s.catalog.Stop()
 	s.alerts.stopRounds()
 }
 

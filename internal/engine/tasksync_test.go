@@ -69,7 +69,7 @@ func TestATaskRowDeletedByHandIsRecordedAgainAtStart(t *testing.T) {
 	require.NoError(t, err, "recorded again")
 	s.view.mu.Lock()
 	require.NotNil(t, s.view.taskLocked("minutely"))
-	require.Equal(t, row.ID, s.view.taskLocked("minutely").id)
+	require.Equal(t, row.CreatedMs, s.view.taskLocked("minutely").createdMs, "the new row's")
 	s.view.mu.Unlock()
 	f.runUntil(tasksyncHMS(1, 0).Add(500 * time.Millisecond))
 	// The replicas are idle once the fire started; its handler may still

@@ -82,11 +82,22 @@ type view struct {
 	sharded  map[string]bool
 	shardGen int
 
+	// deferred is set while the rows of a deferred registration are
+	// being written (catalog.go): its tasks are in the view before their
+	// rows; a full sync drops no task registered here for a missing row,
+	// and the minute's sums check, which cannot match meanwhile, waits.
+	deferred bool
+
 	// The task generation of the last sync that read every version, and
 	// when (syncTasks). The tick loop and Start only.
 	synced    bool
 	syncedGen int64
 	syncedAt  time.Time
+	// deferFrom is Config.DeferFrom; write is the deferred registration
+	// registerAll began, for Start to hand to the catalog writer. Start
+	// only.
+	deferFrom int
+	write     *deferredWrite
 }
 
 // slotReopener is what the view asks of the planner (loop.go): to plan
@@ -99,6 +110,10 @@ type slotReopener interface {
 // once it is built.
 func (v *view) init(s *Engine) {
 	v.store, v.app, v.buckets, v.clock, v.log = s.store, s.opts.App, s.opts.Buckets, s.clock, s.log
+	v.deferFrom = s.opts.DeferFrom
+	if v.deferFrom == 0 {
+		v.deferFrom = DefaultDeferFrom
+	}
 	buckets := s.opts.Buckets
 	v.others = map[string]*taskState{}
 	v.byBucket, v.defs = make([][]*taskState, buckets), map[store.Definition]*store.Definition{}
@@ -117,7 +132,7 @@ func (v *view) init(s *Engine) {
 // have is apart (rare) and the small fields are packed at the end.
 type taskState struct {
 	code                 string
-	id, version          int64
+	version              int64
 	createdMs, updatedMs int64
 	base                 *taskBase // its definition and schedule (def, sched)
 	// excl is the days the task's fires skip (calendar.go); nil, for most
@@ -400,7 +415,7 @@ func (v *view) stateOf(h store.TaskHead, base *taskBase) taskState {
 		base = &taskBase{def: def, sched: base.sched}
 	}
 	t := taskState{
-		code: h.Code, id: h.ID, version: h.Version, createdMs: h.CreatedMs, updatedMs: h.UpdatedMs,
+		code: h.Code, version: h.Version, createdMs: h.CreatedMs, updatedMs: h.UpdatedMs,
 		status: status, base: base,
 		bucket: uint16(bucketOf(h.Code, v.buckets)), //nolint:gosec // G115: Options.Buckets is at most 4096
 	}
@@ -473,7 +488,7 @@ func (v *view) adoptTask(row store.Task) {
 // its schedule. v.mu is held.
 func (v *view) adoptLocked(t *taskState, now time.Time) (old *taskState, rescheduled bool) {
 	old = v.taskLocked(t.code)
-	if old != nil && old.id == t.id && t.version < old.version {
+	if old != nil && old.createdMs == t.createdMs && t.version < old.version {
 		// A read that raced with a newer change (the tick's sync and an
 		// operator's call on this replica): keep the newer view.
 		return nil, false
@@ -622,7 +637,7 @@ func scheduleChanged(a, b *taskState) bool {
 // then the versions of all tasks are read, and full rows only for what
 // changed. Every fullSyncEvery, for writers that do not bump it (replicas
 // of an older version during a rolling upgrade), the database sums the
-// tasks' ids and versions (TaskSums), and the versions are read only if
+// tasks' creation instants and versions (TaskSums), and the versions are read only if
 // the sums differ from this replica's view: reading them every minute
 // was most of a replica's idle CPU with a million tasks.
 func (v *view) syncTasks(ctx context.Context) error {
@@ -643,7 +658,7 @@ func (v *view) syncTasks(ctx context.Context) error {
 			return err
 		}
 		v.mu.Lock()
-		same := sums == store.TaskSums(v.viewSums)
+		same := sums == store.TaskSums(v.viewSums) || v.deferred
 		v.mu.Unlock()
 		if same {
 			v.syncedAt = now
@@ -665,13 +680,13 @@ type taskSums store.TaskSums
 
 func (v *taskSums) add(t *taskState) {
 	v.Count++
-	v.IDs += t.id
+	v.Created += store.CreatedTerm(t.createdMs)
 	v.Versions += t.version
 }
 
 func (v *taskSums) remove(t *taskState) {
 	v.Count--
-	v.IDs -= t.id
+	v.Created -= store.CreatedTerm(t.createdMs)
 	v.Versions -= t.version
 }
 
@@ -693,11 +708,18 @@ func (v *view) syncAllTasks(ctx context.Context) error {
 		}
 	}
 	var gone []string
-	v.eachTaskLocked(func(t *taskState) {
+	missing := func(t *taskState) {
 		if _, ok := versions[t.code]; !ok {
 			gone = append(gone, t.code)
 		}
-	})
+	}
+	if v.deferred { // the tasks registered here may have no row yet
+		for _, t := range v.others {
+			missing(t)
+		}
+	} else {
+		v.eachTaskLocked(missing)
+	}
 	for _, code := range gone {
 		v.dropTaskLocked(code)
 	}
@@ -729,18 +751,31 @@ func (v *view) syncAllTasks(ctx context.Context) error {
 // (store.RegisterTasks: the first replica of a fleet to start writes the
 // rows, the others find them written) and loads every task of the app
 // into the view (loadTasks).
+//
+// On an app without tasks, with many to register, the rows' write is
+// deferred (store.BeginRegistration): the view is filled from the
+// registrations (adoptRegistered), and Start hands the write (v.write)
+// to the catalog writer (catalog.go).
 func (v *view) registerAll(ctx context.Context) error {
 	v.mu.Lock()
 	v.handlers.index() // now rather than at the first fire's look-up
 	defs := make([]store.TaskDef, 0, v.handlers.len())
+	regs := make([]*registration, 0, v.handlers.len())
 	for r := range v.handlers.all() {
 		defs = append(defs, store.TaskDef{Code: r.code, Name: r.name(), Def: r.opts.Def})
+		regs = append(regs, r)
 	}
 	v.mu.Unlock()
-	gen, err := v.store.RegisterTasks(ctx, v.app, defs)
+	reg, err := v.store.BeginRegistration(ctx, v.app, defs, v.deferFrom)
 	if err != nil {
 		return fmt.Errorf("xtimer: record %d tasks: %w", len(defs), err)
 	}
+	if reg.Deferred {
+		v.write = &deferredWrite{reg: reg, regs: regs}
+		v.adoptRegistered(v.write)
+		return nil
+	}
+	gen := reg.Gen
 	missing, err := v.loadTasks(ctx, gen, len(defs))
 	if err != nil || missing == 0 {
 		return err
@@ -776,7 +811,6 @@ func (v *view) loadTasks(ctx context.Context, gen int64, registered int) (missin
 		store.TaskHead
 		reg *registration // nil: not registered here
 	}
-	heads := make([]head, 0, loadBatch)
 	v.mu.Lock()
 	// Into an empty view (Start), every head is a task new here, once:
 	// no old state to look up, a million times.
@@ -785,7 +819,7 @@ func (v *view) loadTasks(ctx context.Context, gen int64, registered int) (missin
 		v.sizeViewLocked(registered)
 	}
 	v.mu.Unlock()
-	adopt := func() {
+	adopt := func(heads []head) {
 		now := v.clock.Now()
 		slab := make([]taskState, len(heads)) // one allocation per batch, not per task
 		v.mu.Lock()
@@ -811,8 +845,23 @@ func (v *view) loadTasks(ctx context.Context, gen int64, registered int) (missin
 				v.logAdopted(old, t, rescheduled)
 			}
 		}
-		heads = heads[:0]
 	}
+	// The rows are read (and their codes found among the registrations)
+	// while the batch before is adopted, on another CPU: a restart of a
+	// million tasks spends about as long on each. Three batches go round
+	// between the two (free, full).
+	free, full := make(chan []head, 3), make(chan []head, 3)
+	for range 3 {
+		free <- make([]head, 0, loadBatch)
+	}
+	adopted := make(chan struct{})
+	go func() {
+		defer close(adopted)
+		for heads := range full {
+			adopt(heads)
+			free <- heads[:0]
+		}
+	}()
 	// The code's string is the registration's, found once per row.
 	var reg *registration
 	next := 0 // where the next row's registration likely is (registry.lookup)
@@ -825,16 +874,20 @@ func (v *view) loadTasks(ctx context.Context, gen int64, registered int) (missin
 		}
 		return string(code)
 	}
+	heads := <-free
 	err = v.store.TaskHeads(ctx, v.app, intern, func(h store.TaskHead) error {
 		if heads = append(heads, head{h, reg}); len(heads) == loadBatch {
-			adopt()
+			full <- heads
+			heads = <-free
 		}
 		return nil
 	})
+	full <- heads
+	close(full)
+	<-adopted
 	if err != nil {
 		return 0, err
 	}
-	adopt()
 	rows, err := v.store.TasksByCode(ctx, v.app, others)
 	if err != nil {
 		return 0, err

@@ -155,7 +155,8 @@ func (t Task) Effective() (spec, dialect, timeZone string) {
 
 // AppState is one row of xtimer_apps: one row per app, the app's state that
 // is not any one task's. TaskGen grows with every committed change to the
-// app's tasks (every write to xtimer_tasks bumps it in its transaction), so
+// app's tasks (every write to xtimer_tasks bumps it in its transaction,
+// but a deferred registration's rows: WriteDeferred), so
 // a replica notices a change anywhere in the fleet by reading one row, and
 // runs TaskVersions only when TaskGen moved.
 //
@@ -163,11 +164,18 @@ func (t Task) Effective() (spec, dialect, timeZone string) {
 // left: the digest of the tasks it registered, and the task generation at
 // its commit. While TaskGen still equals RegGen, no task was written
 // since, and a registration of the same tasks has nothing to write.
+//
+// RegPendingMs is set while the rows of a deferred registration
+// (BeginRegistration) are still being written: their created_ms, which
+// every replica of that registration gives its tasks. 0 when none is.
+// RegWritten has a byte per chunk of its rows, '1' once written.
 type AppState struct {
-	App       string `gorm:"column:app;size:64;primaryKey;autoIncrement:false"`
-	TaskGen   int64  `gorm:"column:task_gen;not null;default:0"`
-	RegDigest string `gorm:"column:reg_digest;size:64;not null;default:''"`
-	RegGen    int64  `gorm:"column:reg_gen;not null;default:0"`
+	App          string `gorm:"column:app;size:64;primaryKey;autoIncrement:false"`
+	TaskGen      int64  `gorm:"column:task_gen;not null;default:0"`
+	RegDigest    string `gorm:"column:reg_digest;size:64;not null;default:''"`
+	RegGen       int64  `gorm:"column:reg_gen;not null;default:0"`
+	RegPendingMs int64  `gorm:"column:reg_pending_ms;not null;default:0"`
+	RegWritten   string `gorm:"column:reg_written;size:4096;not null;default:''"`
 }
 
 // TableName is xtimer_apps, whatever the caller's naming strategy.

@@ -8,8 +8,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -145,7 +147,8 @@ func TaskFrom(app string, d TaskDef, h TaskHead) Task {
 // generation later knows that the rows of defs still hold these
 // definitions.
 func (s *Store) RegisterTasks(ctx context.Context, app string, defs []TaskDef) (int64, error) {
-	return s.register(ctx, app, defs, regFull)
+	reg, err := s.register(ctx, app, defs, regFull, 0)
+	return reg.Gen, err
 }
 
 // ReregisterTasks is RegisterTasks without the digest's shortcut: it
@@ -154,7 +157,8 @@ func (s *Store) RegisterTasks(ctx context.Context, app string, defs []TaskDef) (
 // task it registered missing from the table (a row deleted by hand, which
 // no task generation records).
 func (s *Store) ReregisterTasks(ctx context.Context, app string, defs []TaskDef) (int64, error) {
-	return s.register(ctx, app, defs, regForce)
+	reg, err := s.register(ctx, app, defs, regForce, 0)
+	return reg.Gen, err
 }
 
 // How register treats the app's digest.
@@ -169,17 +173,23 @@ const (
 	// regPartial: some tasks (a Register after Start, UpsertTasks);
 	// never skipped, and the digest of the full set stays: if this wrote
 	// nothing, the rows are still as the full registration left them; if
-	// it wrote, the generation moved past the digest's.
+	// it wrote, the generation moved past the digest's. A deferred
+	// registration still being written stays so.
 	regPartial
+	// regDefer: regFull that may leave the rows to be written later
+	// (BeginRegistration, register_deferred.go).
+	regDefer
 )
 
-func (s *Store) register(ctx context.Context, app string, defs []TaskDef, mode regMode) (int64, error) {
+// register is RegisterTasks in mode; with regDefer, a registration of
+// deferFrom tasks or more into an app without tasks is deferred.
+func (s *Store) register(ctx context.Context, app string, defs []TaskDef, mode regMode, deferFrom int) (Registration, error) {
 	if len(app) == 0 || len(app) > 64 {
-		return 0, fmt.Errorf("store: register tasks: app %q: want 1 to 64 bytes", app)
+		return Registration{}, fmt.Errorf("store: register tasks: app %q: want 1 to 64 bytes", app)
 	}
 	for i := range defs {
 		if err := validDef(defs[i]); err != nil {
-			return 0, err
+			return Registration{}, err
 		}
 	}
 	digest := ""
@@ -188,7 +198,7 @@ func (s *Store) register(ctx context.Context, app string, defs []TaskDef, mode r
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	var gen int64
+	var reg Registration
 	var err error
 	// A plain INSERT refuses a code that a CreateTask running beside this
 	// call inserted after its read (CreateTask does not take the app's
@@ -196,7 +206,7 @@ func (s *Store) register(ctx context.Context, app string, defs []TaskDef, mode r
 	for try := 0; try < 3; try++ {
 		err = s.rowTx(ctx, func(tx *gorm.DB) error {
 			var txErr error
-			gen, txErr = s.registerTx(ctx, tx, app, defs, digest, mode)
+			reg, txErr = s.registerTx(ctx, tx, app, defs, digest, mode, deferFrom)
 			return txErr
 		})
 		if err == nil || !duplicateKey(err) {
@@ -204,9 +214,9 @@ func (s *Store) register(ctx context.Context, app string, defs []TaskDef, mode r
 		}
 	}
 	if err != nil {
-		return 0, err
+		return Registration{}, err
 	}
-	return gen, nil
+	return reg, nil
 }
 
 // validDef checks what the schema needs of one TaskDef.
@@ -236,7 +246,38 @@ func validDef(d TaskDef) error {
 // compared only when every row exists. A set with a code twice never gets
 // its digest stored (sortDefs refuses it first), so two sets that differ
 // that way do not meet here.
+//
+// The sum is split over the CPUs for a large registration: a replica
+// restarting with a million tasks hashes them while the others idle.
 func digestOf(defs []TaskDef) string {
+	parts := 1
+	if len(defs) >= digestSplitFrom {
+		parts = min(runtime.GOMAXPROCS(0), 4)
+	}
+	sums := make([][4]uint64, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() { sums[p] = digestSum(defs[p*len(defs)/parts : (p+1)*len(defs)/parts]) })
+	}
+	wg.Wait()
+	var sum [4]uint64
+	for _, part := range sums {
+		for i := range sum {
+			sum[i] += part[i]
+		}
+	}
+	var out [32]byte
+	for i, lane := range sum {
+		binary.BigEndian.PutUint64(out[8*i:], lane)
+	}
+	return hex.EncodeToString(out[:])
+}
+
+// digestSplitFrom is how many tasks digestOf hashes on one CPU at most.
+const digestSplitFrom = 100_000
+
+// digestSum is the four lanes of digestOf's sum over defs.
+func digestSum(defs []TaskDef) [4]uint64 {
 	perDef := map[*Definition][sha256.Size]byte{} // a million tasks, a few definitions
 	var sum [4]uint64
 	var buf []byte
@@ -255,11 +296,7 @@ func digestOf(defs []TaskDef) string {
 			sum[i] += binary.BigEndian.Uint64(h[8*i:])
 		}
 	}
-	var out [32]byte
-	for i, lane := range sum {
-		binary.BigEndian.PutUint64(out[8*i:], lane)
-	}
-	return hex.EncodeToString(out[:])
+	return sum
 }
 
 // sortDefs sorts defs by code and refuses a code given twice.
@@ -322,15 +359,30 @@ type storedDef struct {
 	def taskDef
 }
 
-func (s *Store) registerTx(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, digest string, mode regMode) (int64, error) {
+func (s *Store) registerTx(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, digest string, mode regMode, deferFrom int) (Registration, error) {
 	st, err := lockApp(tx, app)
 	if err != nil {
-		return 0, err
+		return Registration{}, err
 	}
-	if mode == regFull && st.RegDigest == digest && st.RegGen == st.TaskGen {
-		return st.TaskGen, nil // every row is as the last registration left it
+	full := mode == regFull || mode == regDefer
+	if full && st.RegDigest == digest && st.RegGen == st.TaskGen && st.RegPendingMs == 0 {
+		return Registration{Gen: st.TaskGen}, nil // every row is as the last registration left it
 	}
-	if err = sortDefs(defs); err != nil {
+	if mode == regDefer {
+		reg, deferred, deferErr := s.deferTx(ctx, tx, app, st, len(defs), digest, deferFrom)
+		if deferErr != nil || deferred {
+			return reg, deferErr
+		}
+	}
+	gen, err := s.writeDefsTx(ctx, tx, app, st, defs, digest, mode)
+	return Registration{Gen: gen}, err
+}
+
+// writeDefsTx writes the rows of defs that are missing or differ, as
+// registerTx decided to, the app's row locked (st).
+func (s *Store) writeDefsTx(ctx context.Context, tx *gorm.DB, app string, st AppState, defs []TaskDef, digest string, mode regMode) (int64, error) {
+	err := sortDefs(defs)
+	if err != nil {
 		return 0, err
 	}
 	found := make([]bool, len(defs))
@@ -360,7 +412,7 @@ func (s *Store) registerTx(ctx context.Context, tx *gorm.DB, app string, defs []
 		}
 	}
 	now := s.nowMs()
-	if err = insertDefs(ctx, tx, app, defs, missing, now); err != nil {
+	if err = insertDefs(ctx, tx, app, defs, missing, now, false); err != nil {
 		return 0, err
 	}
 	analyzeFresh(ctx, tx, "xtimer_tasks", &s.analyzedTasks, len(missing))
@@ -374,7 +426,10 @@ func (s *Store) registerTx(ctx context.Context, tx *gorm.DB, app string, defs []
 		set["task_gen"] = gen
 	}
 	if mode != regPartial {
-		set["reg_digest"], set["reg_gen"] = digest, gen
+		// Every row of defs is written now: a deferred registration still
+		// being written (of other tasks, or of these) has nothing left to
+		// do, and its writers see that it was superseded.
+		set["reg_digest"], set["reg_gen"], set["reg_pending_ms"], set["reg_written"] = digest, gen, 0, ""
 	}
 	if len(set) == 0 {
 		return gen, nil
@@ -492,22 +547,34 @@ type insertGroup struct {
 // specs (and names) as the rows of one array: a million rows of per-row
 // placeholders were most of a replica's start-up, and a statement per
 // spec was most of it again for tasks that each fire at their own time.
-func insertDefs(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, missing []int, now int64) error {
+// With skipExisting, a row whose code exists already is left as it is
+// (a deferred registration's writers, register_deferred.go); else it
+// fails the statement.
+func insertDefs(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, missing []int, now int64, skipExisting bool) error {
 	// A million tasks, a few definitions but for their specs: each
 	// definition's copy without its spec is found by pointer, and shared.
+	// Tasks that differ by their specs alone usually come one after the
+	// other: the last copy is compared first, which costs less than
+	// hashing the definition.
 	specless := map[*Definition]*Definition{}
 	byValue := map[Definition]*Definition{}
+	var last *Definition
 	order, byGroup := groupBy(missing, func(i int) insertGroup {
 		d := defs[i]
 		g := specless[d.Def]
 		if g == nil {
 			v := d.Def.withDefaults()
 			v.Spec = ""
-			if g = byValue[v]; g == nil {
+			switch {
+			case last != nil && *last == v:
+				g = last
+			case byValue[v] != nil:
+				g = byValue[v]
+			default:
 				g = &v
 				byValue[v] = g
 			}
-			specless[d.Def] = g
+			specless[d.Def], last = g, g
 		}
 		return insertGroup{g, d.Paused, d.Name == d.Code}
 	})
@@ -539,7 +606,7 @@ func insertDefs(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, mi
 			if sameSpec { // tasks alike: the spec bound once, as the definition's values
 				rows.spec, rows.specs = rows.specs[0], nil
 			}
-			q, source, err := insertDefsSQL(dialect, rows)
+			q, source, err := insertDefsSQL(dialect, rows, skipExisting)
 			if err != nil {
 				return err
 			}
@@ -564,7 +631,7 @@ type insertRows struct {
 // arguments that carry the rows after the definition's values. The rows
 // come from PostgreSQL arrays (unnest), a MySQL/MariaDB JSON document
 // (JSON_TABLE, MySQL 8 and MariaDB 10.6 on) or an SQLite one (json_each).
-func insertDefsSQL(dialect string, rows insertRows) (string, []any, error) {
+func insertDefsSQL(dialect string, rows insertRows, skipExisting bool) (string, []any, error) {
 	var code, name, spec, from string
 	var source []any
 	if rows.specs == nil {
@@ -595,7 +662,7 @@ func insertDefsSQL(dialect string, rows insertRows) (string, []any, error) {
 			$2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::bigint, $9::bigint, $10::bigint,
 			$11::bigint, $12::text, $13::bigint, $14::text, $15::bigint, $16::bigint, $17::bigint, $18::bigint, $19::bigint,
 			$20::boolean, $21::text, $22::text, $23::text, $24::text, $25::bigint, $26::bigint, ` + spec + `, 1
-			FROM ` + from, source, nil
+			FROM ` + from + onConflict(dialect, skipExisting), source, nil
 	case "mysql":
 		code, name, spec = "c.code", "c.code", "c.spec"
 		cols := `code VARCHAR(128) PATH '$[0]'`
@@ -618,6 +685,9 @@ func insertDefsSQL(dialect string, rows insertRows) (string, []any, error) {
 			name = "json_extract(c.value, '$[2]')"
 		}
 		from = "json_each(?) AS c"
+		if skipExisting {
+			from += " WHERE true" // else SQLite reads ON CONFLICT as the join's
+		}
 	}
 	doc, err := jsonRows(rows)
 	if err != nil {
@@ -627,7 +697,20 @@ func insertDefsSQL(dialect string, rows insertRows) (string, []any, error) {
 	// values, the spec when it is one for every row, the document.
 	source = append(source, doc)
 	return `INSERT INTO xtimer_tasks (` + insertColumns + `) SELECT ?, ` + code + `, ` + name + `,
-		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + spec + `, 1 FROM ` + from, source, nil
+		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + spec + `, 1 FROM ` + from + onConflict(dialect, skipExisting), source, nil
+}
+
+// onConflict is the clause that leaves a row whose code exists as it is,
+// when skip; "" otherwise.
+func onConflict(dialect string, skip bool) string {
+	switch {
+	case !skip:
+		return ""
+	case dialect == "mysql":
+		return " ON DUPLICATE KEY UPDATE id = xtimer_tasks.id"
+	default:
+		return " ON CONFLICT (app, code) DO NOTHING"
+	}
 }
 
 // jsonRows is a JSON array of [code, spec] or [code, spec, name] rows;
@@ -792,7 +875,7 @@ func (s *Store) UpsertTasks(ctx context.Context, tasks []*Task) ([]Task, error) 
 	}
 	sorted := slices.Clone(defs) // register sorts in place; defs keep the input's order
 	app := tasks[0].App
-	if _, err := s.register(ctx, app, sorted, regPartial); err != nil {
+	if _, err := s.register(ctx, app, sorted, regPartial, 0); err != nil {
 		return nil, err
 	}
 	codes := make([]string, len(sorted))

@@ -373,12 +373,19 @@ func (s *Store) TaskVersions(ctx context.Context, app string) (map[string]int64,
 }
 
 // TaskSums sums up the tasks of an app: how many, and the sums of their
-// ids and of their versions. A task inserted (a new id, larger than any
-// before), deleted, or changed by any writer that bumps its version, as
-// every writer of this package does, changes them.
+// creation instants (CreatedTerm of each created_ms) and of their
+// versions. A task inserted, deleted (or deleted and inserted again,
+// later), or changed by any writer that bumps its version, as every
+// writer of this package does, changes them. The creation instants stand
+// for the rows' IDs, which a replica running a deferred registration
+// does not know (register_deferred.go).
 type TaskSums struct {
-	Count, IDs, Versions int64
+	Count, Created, Versions int64
 }
+
+// CreatedTerm is a task's created_ms as TaskSums adds it up: its low 32
+// bits, so that the sum of two billion of them stays within an int64.
+func CreatedTerm(createdMs int64) int64 { return createdMs & (1<<32 - 1) }
 
 // TaskSums returns the sums of app's tasks, computed by the database: the
 // check of a replica's view of the tasks that costs it one row, where
@@ -394,7 +401,7 @@ func (s *Store) TaskSums(ctx context.Context, app string) (TaskSums, error) {
 		sum = "CAST(COALESCE(SUM(%s), 0) AS SIGNED)"
 	}
 	var out TaskSums
-	err := s.db.WithContext(ctx).Raw("SELECT COUNT(*) AS count, "+fmt.Sprintf(sum, "id")+" AS ids, "+fmt.Sprintf(sum, "version")+
+	err := s.db.WithContext(ctx).Raw("SELECT COUNT(*) AS count, "+fmt.Sprintf(sum, "created_ms % 4294967296")+" AS created, "+fmt.Sprintf(sum, "version")+
 		" AS versions FROM xtimer_tasks WHERE app = ?", app).Scan(&out).Error
 	if err != nil {
 		return TaskSums{}, fmt.Errorf("store: sum the tasks of app %q: %w", app, err)

@@ -154,7 +154,7 @@ func TestConcurrentTaskWritesEachBumpTheTaskGen(t *testing.T) {
 	})
 }
 
-// TaskSums counts an app's tasks and sums their ids and versions: an
+// TaskSums counts an app's tasks and sums their creation instants and versions: an
 // insert, a delete and a version bump each change it, whoever wrote them;
 // other apps' tasks do not count.
 func TestTaskSumsFollowInsertsDeletesAndVersions(t *testing.T) {
@@ -172,17 +172,17 @@ func TestTaskSumsFollowInsertsDeletesAndVersions(t *testing.T) {
 		require.NoError(t, err)
 		_, err = b.store.UpsertTask(b.ctx, reconcile(b.app+"-other"))
 		require.NoError(t, err)
-		require.Equal(t, store.TaskSums{Count: 2, IDs: rec.ID + cb.ID, Versions: 2}, sums())
+		require.Equal(t, store.TaskSums{Count: 2, Created: store.CreatedTerm(rec.CreatedMs) + store.CreatedTerm(cb.CreatedMs), Versions: 2}, sums())
 
 		require.NoError(t, b.store.SetTaskStatus(b.ctx, b.app, rec.Code, store.TaskPaused))
-		require.Equal(t, store.TaskSums{Count: 2, IDs: rec.ID + cb.ID, Versions: 3}, sums())
+		require.Equal(t, store.TaskSums{Count: 2, Created: store.CreatedTerm(rec.CreatedMs) + store.CreatedTerm(cb.CreatedMs), Versions: 3}, sums())
 		// A writer that bumps the version and not the generation (an older
 		// release) shows too.
 		require.NoError(t, b.db.Model(&store.Task{}).Where("id = ?", cb.ID).
 			UpdateColumn("version", 2).Error)
-		require.Equal(t, store.TaskSums{Count: 2, IDs: rec.ID + cb.ID, Versions: 4}, sums())
+		require.Equal(t, store.TaskSums{Count: 2, Created: store.CreatedTerm(rec.CreatedMs) + store.CreatedTerm(cb.CreatedMs), Versions: 4}, sums())
 
 		require.NoError(t, b.store.DeleteTask(b.ctx, b.app, "cb", store.KindHTTP, "test"))
-		require.Equal(t, store.TaskSums{Count: 1, IDs: rec.ID, Versions: 2}, sums())
+		require.Equal(t, store.TaskSums{Count: 1, Created: store.CreatedTerm(rec.CreatedMs), Versions: 2}, sums())
 	})
 }

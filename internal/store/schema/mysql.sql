@@ -65,6 +65,8 @@ CREATE TABLE IF NOT EXISTS `xtimer_apps` (
   `task_gen` bigint       NOT NULL DEFAULT 0,                 -- +1 on every change to the app's tasks
   `reg_digest` varchar(64) NOT NULL DEFAULT '',              -- the tasks of the last registration, hashed
   `reg_gen`  bigint       NOT NULL DEFAULT 0,                 -- task_gen at its commit
+  `reg_pending_ms` bigint  NOT NULL DEFAULT 0,                 -- created_ms of the rows of a registration still being written; 0 none
+  `reg_written` varchar(4096) NOT NULL DEFAULT '',             -- its chunks written: '1' or '0' each
   PRIMARY KEY (`app`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
