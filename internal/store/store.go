@@ -219,7 +219,29 @@ func (s *Store) rowTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	return s.txWith(ctx, readCommitted, fn)
 }
 
+// abandonAfter is how long PostgreSQL lets a transaction of this package
+// sit idle, its client silent, before it ends the session
+// (idle_in_transaction_session_timeout, set for that transaction only).
+// A replica cut off from the database in the middle of a transaction
+// leaves it open on the server, with its row locks, until the cut ends:
+// the other replicas' take-over of its slots waited behind those locks
+// for the whole 10 s of a chaos cut. No transaction of this package waits
+// on its client for anything but its own next statement.
+const abandonAfter = 2 * time.Second
+
+// abandonSQL sets abandonAfter for the transaction it runs in.
+var abandonSQL = fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d", abandonAfter.Milliseconds())
+
 func (s *Store) txWith(ctx context.Context, opts *sql.TxOptions, fn func(tx *gorm.DB) error) error {
+	if s.db.Dialector.Name() == "postgres" {
+		inner := fn
+		fn = func(tx *gorm.DB) error {
+			if err := tx.Exec(abandonSQL).Error; err != nil {
+				return err
+			}
+			return inner(tx)
+		}
+	}
 	var err error
 	for try := 0; try < maxTxRetries; try++ {
 		err = s.db.WithContext(ctx).Transaction(fn, opts) // nil: the connection's default

@@ -1,0 +1,42 @@
+package store
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/xtimer-go/xtimer/internal/testsvc"
+)
+
+// Every transaction of the store on PostgreSQL tells the server to end it
+// if its client goes silent for abandonAfter (a replica cut off in the
+// middle of it), and only that transaction: the pool's connections keep
+// the server's default for the application's own transactions.
+func TestTransactionsAreAbandonedByTheServerWhenTheirClientGoesSilent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testsvc.Postgres(t)
+	sqlDB, err := db.DB()
+	require.NoError(t, err)
+	sqlDB.SetMaxOpenConns(1) // the transaction and the reads after it share one session
+	s := New(db)
+	show := func(tx *gorm.DB) string {
+		var v string
+		require.NoError(t, tx.Raw("SHOW idle_in_transaction_session_timeout").Scan(&v).Error)
+		return v
+	}
+	before := show(db.WithContext(ctx))
+	var inside string
+	require.NoError(t, s.rowTx(ctx, func(tx *gorm.DB) error {
+		inside = show(tx)
+		return nil
+	}))
+	require.Equal(t, "2s", inside)
+	require.Equal(t, before, show(db.WithContext(ctx)), "SET LOCAL: the session's own value after the transaction")
+	require.NoError(t, db.Transaction(func(tx *gorm.DB) error {
+		require.Equal(t, before, show(tx), "an application's transaction on the same pool")
+		return nil
+	}))
+}
