@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -32,9 +33,13 @@ type healthState struct {
 	probeSince atomic.Int64
 	// lastAnswer is when the database last answered a call (answered).
 	lastAnswer atomic.Int64
-	// outageFrom is when noteDB saw the database go away, 0 while it
-	// answers; backAt is when it saw it back, and outageNs how long it had
-	// been away (lastOutage).
+	// outageMu orders noteDB's changes of dbDown with the outage they
+	// start or end: outageFrom is when noteDB saw the database go away, 0
+	// while it answers; backAt is when it saw it back, and outageNs how
+	// long it had been away (lastOutage). Swapped apart, a failure and an
+	// answer noted at once could leave outageFrom set while dbDown said
+	// the database answers, an outage that never ended.
+	outageMu                     sync.Mutex
 	outageFrom, backAt, outageNs atomic.Int64
 }
 
@@ -114,15 +119,19 @@ func (s *Engine) noteDB(err error) {
 	} else {
 		s.health.answered(s.clock.Now())
 	}
-	changed := s.health.dbDown.Swap(err != nil) != (err != nil)
-	if changed {
-		now := s.clock.Now().UnixNano()
-		if err != nil {
-			s.health.outageFrom.Store(now)
-		} else if from := s.health.outageFrom.Swap(0); from != 0 {
-			s.health.outageNs.Store(now - from)
-			s.health.backAt.Store(now)
+	changed := false
+	if s.health.dbDown.Load() != (err != nil) {
+		s.health.outageMu.Lock()
+		if changed = s.health.dbDown.Swap(err != nil) != (err != nil); changed {
+			now := s.clock.Now().UnixNano()
+			if err != nil {
+				s.health.outageFrom.Store(now)
+			} else if from := s.health.outageFrom.Swap(0); from != 0 {
+				s.health.outageNs.Store(now - from)
+				s.health.backAt.Store(now)
+			}
 		}
+		s.health.outageMu.Unlock()
 	}
 	switch {
 	case err != nil && changed:

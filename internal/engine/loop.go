@@ -1337,14 +1337,17 @@ func (p *planner) pickRetries(ctx context.Context, now time.Time) error {
 }
 
 // rescueLost settles running executions whose replica stopped
-// heart-beating, by their retry policy. After an outage of the database
-// of a heartbeat interval or more, it waits two intervals from the
-// database's return (outageRescueWait): the others could not heart-beat
-// while it was away either, and after one of ReplicaTimeout every live
-// replica would look lost, its runs settled under it, and retried beside
-// them.
+// heart-beating, by their retry policy. The others could not heart-beat
+// while the database was away either: right after an outage long enough
+// that a live replica's last heartbeat, a heartbeat interval before it
+// began, is older than ReplicaTimeout at its end, every live replica would
+// look lost, its runs settled under it and retried beside them. So after
+// an outage of ReplicaTimeout less two heartbeat intervals or more, it
+// waits two intervals from the database's return (outageRescueWait); a
+// shorter outage holds nothing back.
 func (p *planner) rescueLost(ctx context.Context, now time.Time) error {
-	if back, length := p.health.lastOutage(now); length >= p.opts.HeartbeatInterval && now.Sub(back) < outageRescueWait*p.opts.HeartbeatInterval {
+	wait := outageRescueWait * p.opts.HeartbeatInterval
+	if back, length := p.health.lastOutage(now); length >= max(p.opts.ReplicaTimeout-wait, p.opts.HeartbeatInterval) && now.Sub(back) < wait {
 		return nil
 	}
 	p.mu.Lock()
@@ -1388,7 +1391,7 @@ func (p *planner) rescueLost(ctx context.Context, now time.Time) error {
 }
 
 // outageRescueWait is how many heartbeat intervals rescueLost waits after
-// the database came back from an outage of one interval or more.
+// the database came back from a long outage.
 const outageRescueWait = 2
 
 // recentRuns is how many of the app's last attempts seed the pool's mean
