@@ -261,16 +261,7 @@ func (v *view) rereadRegistered(ctx context.Context) error {
 		heads = heads[:0]
 	}
 	var reg *registration
-	next := 0 // where the next row's registration likely is (registry.lookup)
-	intern := func(code []byte) string {
-		v.mu.Lock()
-		reg = v.handlers.lookup(code, &next)
-		v.mu.Unlock()
-		if reg != nil {
-			return reg.code
-		}
-		return string(code)
-	}
+	intern := v.interner(&reg)
 	err := v.store.TaskHeads(ctx, v.app, intern, func(h store.TaskHead) error {
 		if heads = append(heads, head{h, reg}); len(heads) == loadBatch {
 			check()

@@ -16,12 +16,7 @@ import (
 // no heartbeat; unlike crash, its running handlers go on, as a frozen
 // process's do once it wakes.
 func (s *Engine) freeze(t *testing.T) {
-	s.mu.Lock()
-	s.state = stateStopped
-	s.mu.Unlock()
-	s.stopLoops()
-	s.updates.Base.Stop()
-	s.pauses.Base.Stop()
+	s.halt()
 	t.Cleanup(func() {
 		s.cancelHandler()
 		s.attempts.Wait()

@@ -21,16 +21,22 @@ import (
 // its status writer holds is lost), its row left for its heartbeat to
 // expire, and its running handlers' contexts cancelled.
 func (s *Engine) crash() {
+	s.halt()
+	s.cancelHandler()
+	s.attempts.Wait()
+	_ = s.alerts.stop(context.Background())
+	s.metrics.unregister()
+}
+
+// halt stops e's loops as a signal that stops its process does: nothing
+// handed over, no lock released, nothing more written, no heartbeat.
+func (s *Engine) halt() {
 	s.mu.Lock()
 	s.state = stateStopped
 	s.mu.Unlock()
 	s.stopLoops()
 	s.updates.Base.Stop()
 	s.pauses.Base.Stop()
-	s.cancelHandler()
-	s.attempts.Wait()
-	_ = s.alerts.stop(context.Background())
-	s.metrics.unregister()
 }
 
 // shardRuns records who ran which shard, by Attempt.ID, as the handler

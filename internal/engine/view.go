@@ -862,18 +862,8 @@ func (v *view) loadTasks(ctx context.Context, gen int64, registered int) (missin
 			free <- heads[:0]
 		}
 	}()
-	// The code's string is the registration's, found once per row.
 	var reg *registration
-	next := 0 // where the next row's registration likely is (registry.lookup)
-	intern := func(code []byte) string {
-		v.mu.Lock()
-		reg = v.handlers.lookup(code, &next)
-		v.mu.Unlock()
-		if reg != nil {
-			return reg.code
-		}
-		return string(code)
-	}
+	intern := v.interner(&reg)
 	heads := <-free
 	err = v.store.TaskHeads(ctx, v.app, intern, func(h store.TaskHead) error {
 		if heads = append(heads, head{h, reg}); len(heads) == loadBatch {
@@ -928,4 +918,22 @@ func (v *view) taskCodes() []string {
 	codes := make([]string, 0, v.viewSums.Count)
 	v.eachTaskLocked(func(t *taskState) { codes = append(codes, t.code) })
 	return codes
+}
+
+// interner returns the intern function of a read of task rows
+// (store.TaskHeads): a row's code is the string of its registration, found
+// once per row and left in *reg (nil: not registered here), or a copy.
+// Rows come in code order, so each look-up starts where the last one
+// found its registration (registry.lookup).
+func (v *view) interner(reg **registration) func(code []byte) string {
+	next := 0
+	return func(code []byte) string {
+		v.mu.Lock()
+		*reg = v.handlers.lookup(code, &next)
+		v.mu.Unlock()
+		if *reg != nil {
+			return (*reg).code
+		}
+		return string(code)
+	}
 }
