@@ -28,6 +28,13 @@ const (
 	bulkMaxBytes = 4 << 20
 )
 
+// caseMaxRows bounds the rows of one statement on MySQL, MariaDB and
+// SQLite, where a value that differs from row to row is a CASE on the id:
+// each row's CASE compares its id with the statement's ids one by one, so
+// a statement's cost grows with the square of its rows. (PostgreSQL joins
+// arrays of values instead: updateJoined.)
+const caseMaxRows = 200
+
 // updateRows applies many rowUpdates with a few statements instead of one
 // each: a batch of quick fires started and ended in the same 50 ms is one
 // UPDATE, not hundreds of round trips that load the database and delay
@@ -46,7 +53,7 @@ func (s *Store) updateRows(tx *gorm.DB, where string, vars []any, rows []rowUpda
 	groups := map[string][]rowUpdate{}
 	var order []string
 	for _, r := range rows {
-		k := strings.Join(slices.Sorted(maps.Keys(r.match)), ",") + "|" + strings.Join(slices.Sorted(maps.Keys(r.set)), ",")
+		k := shapeOf(r.match) + "|" + shapeOf(r.set)
 		if groups[k] == nil {
 			order = append(order, k)
 		}
@@ -57,9 +64,15 @@ func (s *Store) updateRows(tx *gorm.DB, where string, vars []any, rows []rowUpda
 		g := groups[k]
 		slices.SortFunc(g, func(a, b rowUpdate) int { return cmp.Compare(a.id, b.id) })
 		perRow := 2*(len(g[0].match)+len(g[0].set)) + 1
+		// PostgreSQL gets a column's values as one array: the rows do not
+		// add placeholders there.
+		maxRows := len(g)
+		if tx.Dialector.Name() != "postgres" {
+			maxRows = min(bulkMaxVars/perRow, caseMaxRows)
+		}
 		for from := 0; from < len(g); {
 			to, size := from, 0
-			for to < len(g) && (to-from+1)*perRow <= bulkMaxVars && (to == from || size+textBytes(g[to]) <= bulkMaxBytes) {
+			for to < len(g) && to-from < maxRows && (to == from || size+textBytes(g[to]) <= bulkMaxBytes) {
 				size += textBytes(g[to])
 				to++
 			}
@@ -74,6 +87,20 @@ func (s *Store) updateRows(tx *gorm.DB, where string, vars []any, rows []rowUpda
 	return done, nil
 }
 
+// shapeOf names the columns of values, in order, each with the SQL of
+// its expression if it is one: rows of one shape are one statement.
+func shapeOf(values map[string]any) string {
+	var b strings.Builder
+	for _, c := range slices.Sorted(maps.Keys(values)) {
+		b.WriteString(c)
+		if e, ok := values[c].(clause.Expr); ok {
+			b.WriteString("=" + e.SQL)
+		}
+		b.WriteByte(',')
+	}
+	return b.String()
+}
+
 func textBytes(r rowUpdate) int {
 	n := 0
 	for _, v := range r.set {
@@ -86,7 +113,9 @@ func textBytes(r rowUpdate) int {
 
 // updateChunk is one statement of updateRows: rows share their columns.
 func (s *Store) updateChunk(tx *gorm.DB, where string, vars []any, rows []rowUpdate) ([]int64, error) {
-	pg := tx.Dialector.Name() == "postgres"
+	if tx.Dialector.Name() == "postgres" {
+		return updateJoined(tx, where, vars, rows)
+	}
 	ids := make([]int64, len(rows))
 	for i, r := range rows {
 		ids[i] = r.id
@@ -94,23 +123,15 @@ func (s *Store) updateChunk(tx *gorm.DB, where string, vars []any, rows []rowUpd
 	// byRow renders column c of every row: one value when they agree,
 	// otherwise a CASE on the id.
 	byRow := func(c string, of func(rowUpdate) map[string]any, sql *strings.Builder, args *[]any) {
-		first := of(rows[0])[c]
-		same := true
-		for _, r := range rows[1:] {
-			if !sameValue(of(r)[c], first) {
-				same = false
-				break
-			}
-		}
-		if same {
-			appendValue(sql, args, first, pg)
+		if first, same := sharedValue(rows, c, of); same {
+			appendValue(sql, args, first, false)
 			return
 		}
 		sql.WriteString("CASE id")
 		for _, r := range rows {
 			sql.WriteString(" WHEN ? THEN ")
 			*args = append(*args, r.id)
-			appendValue(sql, args, of(r)[c], pg)
+			appendValue(sql, args, of(r)[c], false)
 		}
 		sql.WriteString(" END")
 	}
@@ -121,19 +142,11 @@ func (s *Store) updateChunk(tx *gorm.DB, where string, vars []any, rows []rowUpd
 	condArgs = append(condArgs, vars...)
 	for _, c := range slices.Sorted(maps.Keys(rows[0].match)) {
 		cond.WriteString(" AND " + c + " = ")
-		byRow(c, func(r rowUpdate) map[string]any { return r.match }, &cond, &condArgs)
+		byRow(c, matchOf, &cond, &condArgs)
 	}
-	var set strings.Builder
-	var setArgs []any
-	for i, c := range slices.Sorted(maps.Keys(rows[0].set)) {
-		if i > 0 {
-			set.WriteString(", ")
-		}
-		set.WriteString(c + " = ")
-		byRow(c, func(r rowUpdate) map[string]any { return r.set }, &set, &setArgs)
-	}
-	if name := tx.Dialector.Name(); name == "postgres" || name == "sqlite" {
-		return scanIDs(tx, "UPDATE xtimer_executions SET "+set.String()+" WHERE "+cond.String()+" RETURNING id",
+	set, setArgs := assignments(rows, byRow)
+	if tx.Dialector.Name() == "sqlite" {
+		return scanIDs(tx, "UPDATE xtimer_executions SET "+set+" WHERE "+cond.String()+" RETURNING id",
 			append(setArgs, condArgs...)...)
 	}
 	// MySQL/MariaDB have no RETURNING: the rows that meet the conditions
@@ -145,9 +158,203 @@ func (s *Store) updateChunk(tx *gorm.DB, where string, vars []any, rows []rowUpd
 	if len(got) == 0 {
 		return nil, nil
 	}
-	err = tx.Exec("UPDATE xtimer_executions SET "+set.String()+" WHERE id IN ?", append(setArgs, got)...).Error
+	err = tx.Exec("UPDATE xtimer_executions SET "+set+" WHERE id IN ?", append(setArgs, got)...).Error
 	return got, err
 }
+
+// columnSQL renders column c of every row of a statement, the values
+// from of, into sql and args.
+type columnSQL func(c string, of func(rowUpdate) map[string]any, sql *strings.Builder, args *[]any)
+
+// assignments is the SET list of a statement: every column rows set, in
+// name order.
+func assignments(rows []rowUpdate, byRow columnSQL) (string, []any) {
+	var set strings.Builder
+	var args []any
+	for i, c := range slices.Sorted(maps.Keys(rows[0].set)) {
+		if i > 0 {
+			set.WriteString(", ")
+		}
+		set.WriteString(c + " = ")
+		byRow(c, setOf, &set, &args)
+	}
+	return set.String(), args
+}
+
+func matchOf(r rowUpdate) map[string]any { return r.match }
+func setOf(r rowUpdate) map[string]any   { return r.set }
+
+// sharedValue returns column c's value when every row has the same one.
+func sharedValue(rows []rowUpdate, c string, of func(rowUpdate) map[string]any) (any, bool) {
+	first := of(rows[0])[c]
+	for _, r := range rows[1:] {
+		if !sameValue(of(r)[c], first) {
+			return nil, false
+		}
+	}
+	return first, true
+}
+
+// updateJoined is updateChunk on PostgreSQL: the values that differ from
+// row to row go as one array per column, unnested beside the ids and
+// joined on them,
+//
+//	UPDATE xtimer_executions SET c = v.c1, d = (v.c2 - started_ms) ...
+//	FROM unnest($ids::bigint[], $c1::bigint[], ...) AS v(vid, c1, ...)
+//	WHERE xtimer_executions.id = v.vid
+//	  AND (v.vid IS NOT NULL AND <where> AND m = v.c3 ...) IS TRUE
+//
+// so a row costs one lookup, where a CASE on the id compares it with
+// every id of the statement (n² comparisons per column), and a batch is
+// one statement whatever its size. An expression (gorm.Expr), the same
+// SQL on every row of a shape (shapeOf), gets its placeholders' values as
+// columns too. Values of other types than integers and strings are
+// refused.
+func updateJoined(tx *gorm.DB, where string, vars []any, rows []rowUpdate) ([]int64, error) {
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.id
+	}
+	arrays := []any{pgBigints(ids)}
+	casts := []string{"?::bigint[]"}
+	names := []string{"vid"}
+	// column adds the values of one placeholder of column c, row by row,
+	// as an array, and returns the name it has in v.
+	column := func(values []any) (string, bool) {
+		array, cast, ok := pgArray(values)
+		if !ok {
+			return "", false
+		}
+		arrays, casts = append(arrays, array), append(casts, cast)
+		names = append(names, fmt.Sprintf("c%d", len(names)))
+		return "v." + names[len(names)-1], true
+	}
+	var bad []string // columns whose values cannot go as an array
+	byRow := func(c string, of func(rowUpdate) map[string]any, sql *strings.Builder, args *[]any) {
+		if first, same := sharedValue(rows, c, of); same {
+			appendValue(sql, args, first, true)
+			return
+		}
+		if e, ok := of(rows[0])[c].(clause.Expr); ok {
+			joined, ok := joinedExpr(rows, c, of, e, column)
+			if !ok {
+				bad = append(bad, c)
+			}
+			sql.WriteString(joined)
+			return
+		}
+		values := make([]any, len(rows))
+		for i, r := range rows {
+			values[i] = of(r)[c]
+		}
+		name, ok := column(values)
+		if !ok {
+			bad = append(bad, c)
+		}
+		sql.WriteString(name)
+	}
+	set, setArgs := assignments(rows, byRow)
+	// The conditions are one test, (v.vid IS NOT NULL AND ...) IS TRUE:
+	// it reads v, so PostgreSQL applies it where the rows meet v's, never
+	// while it scans the table. A filter on the scan would be estimated
+	// from the statistics, which put a replica's scheduled rows at one
+	// when the table grew since it was analyzed (or the replica started
+	// since): the plan then drove from that "one row" and scanned v's
+	// thousands of IDs once for each row it found, 20 s for 3,000 fires in
+	// the throughput benchmark. Unfiltered, the table is as big as it is,
+	// and the rows are found from v's IDs.
+	var cond strings.Builder
+	condArgs := slices.Clone(vars)
+	cond.WriteString("xtimer_executions.id = v.vid AND (v.vid IS NOT NULL AND (" + where + ")")
+	for _, c := range slices.Sorted(maps.Keys(rows[0].match)) {
+		cond.WriteString(" AND " + c + " = ")
+		byRow(c, matchOf, &cond, &condArgs)
+	}
+	cond.WriteString(") IS TRUE")
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("bulk update of %d rows: columns %v: want integers or strings row by row", len(rows), bad)
+	}
+	args := append(setArgs, arrays...)
+	args = append(args, condArgs...)
+	return scanIDs(tx, "UPDATE xtimer_executions SET "+set+
+		" FROM unnest("+strings.Join(casts, ", ")+") AS v("+strings.Join(names, ", ")+")"+
+		" WHERE "+cond.String()+" RETURNING xtimer_executions.id", args...)
+}
+
+// joinedExpr renders column c of rows when every row's value is an
+// expression with e's SQL: each placeholder becomes a column of v (or
+// stays one value, when it is the same on every row).
+func joinedExpr(rows []rowUpdate, c string, of func(rowUpdate) map[string]any, e clause.Expr,
+	column func([]any) (string, bool),
+) (string, bool) {
+	for _, r := range rows {
+		x, ok := of(r)[c].(clause.Expr)
+		if !ok || x.SQL != e.SQL || len(x.Vars) != len(e.Vars) {
+			return "", false
+		}
+	}
+	parts := strings.Split(e.SQL, "?")
+	if len(parts) != len(e.Vars)+1 {
+		return "", false
+	}
+	var b strings.Builder
+	b.WriteString("(" + parts[0])
+	for j := range e.Vars {
+		values := make([]any, len(rows))
+		for i, r := range rows {
+			values[i] = of(r)[c].(clause.Expr).Vars[j]
+		}
+		name, ok := column(values)
+		if !ok {
+			return "", false
+		}
+		b.WriteString(name + parts[j+1])
+	}
+	return b.String() + ")", true
+}
+
+// pgArray is values as one PostgreSQL array literal and its placeholder's
+// cast, when they are all integers or all strings.
+func pgArray(values []any) (array, cast string, ok bool) {
+	ints, texts := make([]int64, 0, len(values)), make([]string, 0, len(values))
+	for _, v := range values {
+		switch v := v.(type) {
+		case int:
+			ints = append(ints, int64(v))
+		case int64:
+			ints = append(ints, v)
+		case string:
+			texts = append(texts, v)
+		default:
+			return "", "", false
+		}
+	}
+	switch len(values) {
+	case len(ints):
+		return pgBigints(ints), "?::bigint[]", true
+	case len(texts):
+		return pgTexts(texts), "?::text[]", true
+	}
+	return "", "", false
+}
+
+// pgTexts is texts as a PostgreSQL array literal, each element quoted.
+func pgTexts(texts []string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, t := range texts {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		b.WriteString(arrayEscaper.Replace(t))
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+var arrayEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 
 // appendValue writes one value: a placeholder, with a cast on PostgreSQL
 // for integers (a CASE of untyped parameters is text there), or a

@@ -490,10 +490,16 @@ var (
 )
 
 // startFiresSQL is the claim of StartFires' rows whose IDs idCond names.
+//
+// The other conditions are one test, (...) IS TRUE, that no index
+// serves: the rows are found by their IDs, never along the status or
+// replica index, which the statistics of a table that grew since it was
+// analyzed can make look cheaper (one row, they say, where there are
+// thousands).
 func startFiresSQL(idCond string) string {
 	return `UPDATE xtimer_executions SET lateness_ms = ` + claimLateness + `,
 		started_ms = ` + claimStart + `, claim = ?, updated_ms = ?
-		WHERE ` + idCond + ` AND status = ? AND attempt = 0 AND started_ms = 0 AND replica = ? RETURNING id`
+		WHERE ` + idCond + ` AND (status = ? AND attempt = 0 AND started_ms = 0 AND replica = ?) IS TRUE RETURNING id`
 }
 
 // pgBigints is ids as a PostgreSQL array literal, for a ?::bigint[]

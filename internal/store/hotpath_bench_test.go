@@ -189,12 +189,12 @@ func BenchmarkStartFires(b *testing.B) {
 				benchMarkRunning(b, d, n, startedMs, nil)
 			})
 		}
-		for _, n := range []int{1, 100} {
+		for _, n := range []int{1, 100, 3000} {
 			b.Run(fmt.Sprintf("mark_running_finished/fires=%d", n), func(b *testing.B) {
 				benchMarkRunning(b, d, n, startedMs, &store.Result{Status: store.StatusSucceeded, Output: "ok", FinishedMs: startedMs + 25})
 			})
 		}
-		for _, n := range []int{1, 100} {
+		for _, n := range []int{1, 100, 3000} {
 			b.Run(fmt.Sprintf("finish_attempts/fires=%d", n), func(b *testing.B) {
 				groups := d.started(b, b.N*n, n, startedMs)
 				for _, ids := range groups {
