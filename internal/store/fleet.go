@@ -112,7 +112,11 @@ var errNoReplica = errors.New("store: no such replica")
 // pruned, writes them again later.
 func (s *Store) SetReplicaHandlers(ctx context.Context, app, id string, codes Codes) (bool, error) {
 	chunks := chunkCodes(codes, handlerChunkBytes)
-	err := s.tx(ctx, func(tx *gorm.DB) error {
+	// rowTx: the rows are named by key. At MySQL's REPEATABLE READ the
+	// DELETE of chunks not yet written locked the gap the other replicas'
+	// chunks go into, and a fleet's replicas, writing their lists at once,
+	// deadlocked one another until the retries ran out.
+	err := s.rowTx(ctx, func(tx *gorm.DB) error {
 		// The row last: a heartbeat waits for its lock only until the commit.
 		if err := tx.Where("app = ? AND replica = ?", app, id).Delete(&HandlerChunk{}).Error; err != nil {
 			return err

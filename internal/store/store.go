@@ -203,8 +203,9 @@ func (s *Store) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
 // rowTx is tx for the fire path's writes (claims, starts, results,
-// take-overs): each names the rows it changes by id or by a condition
-// rechecked in the row, and reads back only what it wrote, so it needs
+// take-overs) and a replica's handler list: each names the rows it
+// changes by key or by a condition rechecked in the row, and reads back
+// only what it wrote, so it needs
 // no protection from phantoms. On MySQL and MariaDB it runs at READ
 // COMMITTED: at their default, REPEATABLE READ, an UPDATE locks every
 // index entry it scans, and the gap before it, until commit, matching or
