@@ -45,7 +45,8 @@ const caseMaxRows = 200
 //	WHERE id IN (...) AND <where> AND m = CASE id WHEN ? THEN ? ... END ...
 //
 // where a column with the same value for the whole chunk is written once
-// (c = ?). Columns are assigned in name order, as gorm's UpdateColumns
+// (c = ?); on PostgreSQL the other values go as arrays joined on the id
+// instead (updateJoined). Columns are assigned in name order, as gorm's UpdateColumns
 // does with a map: MySQL evaluates assignments left to right. where (with
 // vars) is the condition every row must meet. It returns the ids of the
 // rows it updated; run it in a transaction.
@@ -113,12 +114,12 @@ func textBytes(r rowUpdate) int {
 
 // updateChunk is one statement of updateRows: rows share their columns.
 func (s *Store) updateChunk(tx *gorm.DB, where string, vars []any, rows []rowUpdate) ([]int64, error) {
-	if tx.Dialector.Name() == "postgres" {
-		return updateJoined(tx, where, vars, rows)
-	}
 	ids := make([]int64, len(rows))
 	for i, r := range rows {
 		ids[i] = r.id
+	}
+	if tx.Dialector.Name() == "postgres" {
+		return updateJoined(tx, where, vars, rows, ids)
 	}
 	// byRow renders column c of every row: one value when they agree,
 	// otherwise a CASE on the id.
@@ -140,10 +141,7 @@ func (s *Store) updateChunk(tx *gorm.DB, where string, vars []any, rows []rowUpd
 	cond.WriteString("id IN ? AND (" + where + ")")
 	condArgs = append(condArgs, ids)
 	condArgs = append(condArgs, vars...)
-	for _, c := range slices.Sorted(maps.Keys(rows[0].match)) {
-		cond.WriteString(" AND " + c + " = ")
-		byRow(c, matchOf, &cond, &condArgs)
-	}
+	matches(rows, byRow, &cond, &condArgs)
 	set, setArgs := assignments(rows, byRow)
 	if tx.Dialector.Name() == "sqlite" {
 		return scanIDs(tx, "UPDATE xtimer_executions SET "+set+" WHERE "+cond.String()+" RETURNING id",
@@ -181,6 +179,15 @@ func assignments(rows []rowUpdate, byRow columnSQL) (string, []any) {
 	return set.String(), args
 }
 
+// matches appends to a statement's conditions one per column rows match,
+// in name order.
+func matches(rows []rowUpdate, byRow columnSQL, cond *strings.Builder, args *[]any) {
+	for _, c := range slices.Sorted(maps.Keys(rows[0].match)) {
+		cond.WriteString(" AND " + c + " = ")
+		byRow(c, matchOf, cond, args)
+	}
+}
+
 func matchOf(r rowUpdate) map[string]any { return r.match }
 func setOf(r rowUpdate) map[string]any   { return r.set }
 
@@ -210,11 +217,7 @@ func sharedValue(rows []rowUpdate, c string, of func(rowUpdate) map[string]any) 
 // SQL on every row of a shape (shapeOf), gets its placeholders' values as
 // columns too. Values of other types than integers and strings are
 // refused.
-func updateJoined(tx *gorm.DB, where string, vars []any, rows []rowUpdate) ([]int64, error) {
-	ids := make([]int64, len(rows))
-	for i, r := range rows {
-		ids[i] = r.id
-	}
+func updateJoined(tx *gorm.DB, where string, vars []any, rows []rowUpdate, ids []int64) ([]int64, error) {
 	arrays := []any{pgBigints(ids)}
 	casts := []string{"?::bigint[]"}
 	names := []string{"vid"}
@@ -266,10 +269,7 @@ func updateJoined(tx *gorm.DB, where string, vars []any, rows []rowUpdate) ([]in
 	var cond strings.Builder
 	condArgs := slices.Clone(vars)
 	cond.WriteString("xtimer_executions.id = v.vid AND (v.vid IS NOT NULL AND (" + where + ")")
-	for _, c := range slices.Sorted(maps.Keys(rows[0].match)) {
-		cond.WriteString(" AND " + c + " = ")
-		byRow(c, matchOf, &cond, &condArgs)
-	}
+	matches(rows, byRow, &cond, &condArgs)
 	cond.WriteString(") IS TRUE")
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("bulk update of %d rows: columns %v: want integers or strings row by row", len(rows), bad)
@@ -282,8 +282,7 @@ func updateJoined(tx *gorm.DB, where string, vars []any, rows []rowUpdate) ([]in
 }
 
 // joinedExpr renders column c of rows when every row's value is an
-// expression with e's SQL: each placeholder becomes a column of v (or
-// stays one value, when it is the same on every row).
+// expression with e's SQL: each placeholder becomes a column of v.
 func joinedExpr(rows []rowUpdate, c string, of func(rowUpdate) map[string]any, e clause.Expr,
 	column func([]any) (string, bool),
 ) (string, bool) {
