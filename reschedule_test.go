@@ -187,6 +187,10 @@ func (f *editFleet) rowLines(code string, through time.Time) []string {
 	return got
 }
 
+// nextMinuteRecorded is the tick at which the fleet's 12:01:00 fires are recorded,
+// recordAhead (5 s) before them: the edits of these tests come after it.
+var nextMinuteRecorded = hms(0, 55).Add(500 * time.Millisecond)
+
 // lines returns "15:04:05 suffix" for each run time from..to (inclusive)
 // every step.
 func lines(from, to time.Time, step time.Duration, suffix string) []string {
@@ -206,7 +210,7 @@ func once(lines []string) map[string]int {
 	return out
 }
 
-// An every-minute task edited at 12:00:55, after its 12:01:00 fire was
+// An every-minute task edited at 12:00:55.5, after its 12:01:00 fire was
 // recorded: to a schedule without that instant, the recorded fire ends
 // skipped (rescheduled) and its handler never runs; to one that has later
 // instants, those run.
@@ -216,7 +220,7 @@ func TestRescheduleSkipsRecordedFiresTheNewScheduleLacks(t *testing.T) {
 		ctx, end := context.Background(), hms(2, 0)
 		f := newEditFleet(t, db)
 		s := f.start(map[string]string{"report.daily": "0 * * * * *", "report.even": "0 * * * * *"})
-		f.runUntil(hms(0, 55))
+		f.runUntil(nextMinuteRecorded)
 		f.waitRows("report.daily", end, "12:01:00 scheduled schedule")
 		f.waitRows("report.even", end, "12:01:00 scheduled schedule")
 
@@ -230,8 +234,8 @@ func TestRescheduleSkipsRecordedFiresTheNewScheduleLacks(t *testing.T) {
 	})
 }
 
-// Two tasks edited to every 10 seconds at 12:00:55, after the 12:01 slots
-// were planned: one every minute (its slot is held by the replica that
+// Two tasks edited to every 10 seconds at 12:00:55.5, after the 12:01 slots
+// were claimed and 12:01:00 recorded: one every minute (its slot is held by the replica that
 // recorded 12:01:00), one daily (its slot had no fire, so nobody holds it).
 // The fires of 12:01 run, each once, and none before the edit is
 // back-filled.
@@ -243,7 +247,7 @@ func TestRescheduleRecordsTheNewFiresOfMinutesAlreadyPlanned(t *testing.T) {
 		ctx, end := context.Background(), hms(2, 0)
 		f := newEditFleet(t, db)
 		s := f.start(map[string]string{"sync.minutely": "0 * * * * *", "sync.daily": "0 0 9 * * *"})
-		f.runUntil(hms(0, 55))
+		f.runUntil(nextMinuteRecorded)
 		f.waitRows("sync.minutely", end, "12:01:00 scheduled schedule")
 		f.waitRows("sync.daily", end)
 
@@ -260,7 +264,7 @@ func TestRescheduleRecordsTheNewFiresOfMinutesAlreadyPlanned(t *testing.T) {
 }
 
 // Three replicas share the database and the lock; one of them edits six
-// every-minute tasks at 12:00:55, whichever replicas recorded their next
+// every-minute tasks at 12:00:55.5, whichever replicas recorded their next
 // minute: three to every 10 seconds, three to daily. Every new fire runs
 // exactly once across the replicas, and no fire of the old schedule runs.
 func TestRescheduleAcrossReplicasRunsEveryNewFireOnce(t *testing.T) {
@@ -275,7 +279,7 @@ func TestRescheduleAcrossReplicasRunsEveryNewFireOnce(t *testing.T) {
 		for range 3 {
 			f.start(specs)
 		}
-		f.runUntil(hms(0, 55))
+		f.runUntil(nextMinuteRecorded)
 		for code := range specs {
 			f.waitRows(code, end, "12:01:00 scheduled schedule")
 		}
@@ -303,10 +307,10 @@ func TestRescheduleAcrossReplicasRunsEveryNewFireOnce(t *testing.T) {
 	})
 }
 
-// ResetSchedule at 12:00:55 brings the code-defined spec back over an
-// override, both ways: fires of the override recorded for 12:01 that the
-// code's spec lacks are skipped, and the code's fires of 12:01 that the
-// override lacked are recorded and run.
+// ResetSchedule at 12:01:15.5 brings the code-defined spec back over an
+// override, both ways: a fire of the override recorded (12:01:20, recorded
+// recordAhead before it) that the code's spec lacks is skipped, and the
+// code's fires of 12:01 that the override lacked are recorded and run.
 func TestResetScheduleRestoresTheCodeSpecInMinutesAlreadyPlanned(t *testing.T) {
 	t.Parallel()
 	require.NotEqual(t, engine.BucketOf("digest", DefaultBuckets), engine.BucketOf("digest.off", DefaultBuckets),
@@ -317,19 +321,18 @@ func TestResetScheduleRestoresTheCodeSpecInMinutesAlreadyPlanned(t *testing.T) {
 		s := f.start(map[string]string{"digest": "0 * * * * *", "digest.off": "*/30 * * * * *"})
 		require.NoError(t, s.SetSchedule(ctx, "digest", "*/20 * * * * *", "", ""))
 		require.NoError(t, s.SetSchedule(ctx, "digest.off", "0 0 9 * * *", "", ""))
-		f.runUntil(hms(0, 55))
+		f.runUntil(hms(1, 15).Add(500 * time.Millisecond))
 		f.waitRows("digest", end, "12:00:20 succeeded schedule", "12:00:40 succeeded schedule",
-			"12:01:00 scheduled schedule", "12:01:20 scheduled schedule", "12:01:40 scheduled schedule")
+			"12:01:00 succeeded schedule", "12:01:20 scheduled schedule")
 		f.waitRows("digest.off", end)
 
 		require.NoError(t, s.ResetSchedule(ctx, "digest"))
 		require.NoError(t, s.ResetSchedule(ctx, "digest.off"))
 		f.runUntil(end.Add(time.Second))
 		f.waitRows("digest", end, "12:00:20 succeeded schedule", "12:00:40 succeeded schedule",
-			"12:01:00 succeeded schedule", "12:01:20 skipped schedule rescheduled",
-			"12:01:40 skipped schedule rescheduled", "12:02:00 succeeded schedule")
+			"12:01:00 succeeded schedule", "12:01:20 skipped schedule rescheduled", "12:02:00 succeeded schedule")
 		require.Equal(t, map[string]int{"12:00:20": 1, "12:00:40": 1, "12:01:00": 1, "12:02:00": 1}, f.callsOf("digest"))
-		want := lines(hms(1, 0), end, 30*time.Second, "succeeded schedule")
+		want := lines(hms(1, 30), end, 30*time.Second, "succeeded schedule")
 		f.waitRows("digest.off", end, want...)
 		require.Equal(t, once(want), f.callsOf("digest.off"))
 	})
@@ -345,8 +348,8 @@ func TestRedeployWithANewSpecAppliesToMinutesAlreadyPlanned(t *testing.T) {
 		end := hms(2, 0)
 		f := newEditFleet(t, db)
 		f.start(map[string]string{"export": "*/30 * * * * *"})
-		f.runUntil(hms(0, 55))
-		f.waitRows("export", end, "12:00:30 succeeded schedule", "12:01:00 scheduled schedule", "12:01:30 scheduled schedule")
+		f.runUntil(nextMinuteRecorded)
+		f.waitRows("export", end, "12:00:30 succeeded schedule", "12:01:00 scheduled schedule")
 
 		f.start(map[string]string{"export": "*/15 * * * * *"}) // the new build
 		f.runUntil(end.Add(time.Second))
@@ -356,18 +359,19 @@ func TestRedeployWithANewSpecAppliesToMinutesAlreadyPlanned(t *testing.T) {
 	})
 }
 
-// A task paused while its next minute was planned and resumed at 12:00:55
-// runs from the resume on, in that minute too; what came due while it was
-// paused stays skipped.
+// A task paused at 12:00:46, once its 12:00:50 fire was recorded
+// (recordAhead before it), and resumed at 12:00:55.5, when its next minute
+// is claimed, runs from the resume on, in that minute too; the fire
+// recorded before the pause and due while it was paused stays skipped.
 func TestResumeRunsTheFiresOfMinutesPlannedWhilePaused(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, db *gorm.DB) {
 		ctx, end := context.Background(), hms(2, 0)
 		f := newEditFleet(t, db)
 		s := f.start(map[string]string{"poll": "*/10 * * * * *"})
-		f.runUntil(hms(0, 45))
+		f.runUntil(hms(0, 46))
 		require.NoError(t, s.Pause(ctx, "poll"))
-		f.runUntil(hms(0, 55))
+		f.runUntil(nextMinuteRecorded)
 		f.waitRows("poll", end, append(lines(hms(0, 10), hms(0, 40), 10*time.Second, "succeeded schedule"),
 			"12:00:50 skipped schedule paused")...)
 
@@ -380,7 +384,7 @@ func TestResumeRunsTheFiresOfMinutesPlannedWhilePaused(t *testing.T) {
 	})
 }
 
-// A task a new replica registers at 12:00:55, in a slot another replica
+// A task a new replica registers at 12:00:55.5, in a slot another replica
 // holds for the minute to come, runs from then on, in that minute too: the
 // holder records its fires.
 func TestTaskAddedByAnotherReplicaRunsInMinutesAlreadyPlanned(t *testing.T) {
@@ -395,7 +399,7 @@ func TestTaskAddedByAnotherReplicaRunsInMinutesAlreadyPlanned(t *testing.T) {
 		end := hms(2, 0)
 		f := newEditFleet(t, db)
 		f.start(map[string]string{"resident": "0 * * * * *"})
-		f.runUntil(hms(0, 55))
+		f.runUntil(nextMinuteRecorded)
 		f.waitRows("resident", end, "12:01:00 scheduled schedule")
 
 		f.start(map[string]string{"resident": "0 * * * * *", added: "*/10 * * * * *"})

@@ -123,8 +123,10 @@ type Options struct {
 	// Workers bounds the handlers running at once on this replica; more
 	// wait in run-time order. Defaults to DefaultWorkers (64).
 	Workers int
-	// ClaimAhead is how long before a minute starts its slots are claimed
-	// and its fires recorded. Defaults to DefaultClaimAhead (10s); 1s-50s.
+	// ClaimAhead is how long before a minute starts its slots are claimed.
+	// Their fires are recorded as time goes, 5s before each (or at the
+	// claim, for those of the first seconds, when ClaimAhead is shorter).
+	// Defaults to DefaultClaimAhead (10s); 1s-50s.
 	ClaimAhead time.Duration
 	// CatchUpHorizon is how far back Start looks for slots nobody recorded
 	// (every replica was down). Defaults to DefaultCatchUpHorizon (1h).

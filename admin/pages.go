@@ -245,7 +245,7 @@ func (c *console) executionsPage(w http.ResponseWriter, r *http.Request) {
 	f, after, limit, qerr := c.executionQuery(r, l.Zone.Loc)
 	p.App = f.App
 	p.From, p.To = inputText(f.FromMs, vals.Get("from"), l.Zone.Loc), inputText(f.ToMs, vals.Get("to"), l.Zone.Loc)
-	// The list is history: fires recorded ahead of their time (ClaimAhead)
+	// The list is history: fires recorded ahead of their time (5 s)
 	// are left to the task page's next runs, unless asked for.
 	if f.ToMs == 0 && f.Status != store.StatusScheduled {
 		f.ToMs = l.Now.UnixMilli() + 1

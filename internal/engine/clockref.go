@@ -14,8 +14,8 @@ import (
 
 // This file is the clock reference of docs/architecture.md ("Clock
 // reference"). Replicas agree on a fire's instant only if they agree on
-// the time: a replica whose clock runs 30 s fast records the next minute's
-// fires 30 s early, takes the others' fires for misfires and starts its
+// the time: a replica whose clock runs 30 s fast records fires 30 s
+// early, takes the others' fires for misfires and starts its
 // own 30 s early. So each replica measures its clock's offset against the
 // database's, the one clock every replica reaches and whose rows they
 // share, with its heartbeats, and the engine runs on its own clock plus

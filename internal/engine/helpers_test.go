@@ -195,11 +195,17 @@ func rowsByTask(t assert.TestingT, db *gorm.DB, app string) map[string]store.Exe
 // per code, whose handler calls iv records, and waits until it is idle.
 func startEveryMinute(ctx context.Context, t testing.TB, db *gorm.DB, codes ...string) (*Engine, *fakeclock.Clock, *invocations) {
 	t.Helper()
+	return startTasks(ctx, t, db, "0 * * * * *", codes...)
+}
+
+// startTasks is startEveryMinute with tasks of another spec.
+func startTasks(ctx context.Context, t testing.TB, db *gorm.DB, spec string, codes ...string) (*Engine, *fakeclock.Clock, *invocations) {
+	t.Helper()
 	clock := fakeclock.New(time.Date(2026, 11, 30, 10, 0, 0, 500_000_000, time.UTC))
 	iv := newInvocations()
 	s := newEngine(t, setupOpts{db: db, app: testsvc.App(t), clock: clock}, nil)
 	for _, code := range codes {
-		mustRegister(t, s, code, "0 * * * * *", iv.handler(nil))
+		mustRegister(t, s, code, spec, iv.handler(nil))
 	}
 	require.NoError(t, s.Start(ctx))
 	stopOnCleanup(t, s)

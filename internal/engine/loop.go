@@ -45,6 +45,12 @@ const (
 	// bound (lock TTL plus a recheck) with room to spare.
 	misfireAfter = 15 * time.Second
 	claimBatch   = 200
+	// recordAhead: a held slot's fires are recorded as time goes, those
+	// of the next recordAhead at each round of plan (a tick, a recheck),
+	// not its whole minute at its claim. Five seconds cover a tick held
+	// up by a slow database for three, and a shard is read by its
+	// replica within shardLookahead of its start.
+	recordAhead = 5 * time.Second
 	// urgentHorizon: fires this close are recorded (and armed) first.
 	urgentHorizon = 3 * time.Second
 	// recordChunk bounds the fires recorded in one round trip after those.
@@ -377,7 +383,7 @@ const firstTickAfter = 500 * time.Millisecond
 // tickPhase is how far into each second the tick loop wakes. Fires run at
 // whole seconds (cron has no finer unit), so the boundary is when a
 // replica starts handlers and writes their starts; a tick there (its
-// queries, and at ClaimAhead the insert of the next minute's rows) took
+// queries, and then the insert of the next minute's rows) took
 // the CPU from them: with 1,000 fires a second on one replica, the fires
 // of every second started later, and those of the second of the insert
 // latest (bench/README.md's performance report has the lateness before and
@@ -445,9 +451,17 @@ type slotState struct {
 	done    bool
 	recheck time.Time // lost to another replica: look again at this instant
 	opened  time.Time // when plan first saw the slot
-	// only, when not nil, names the tasks to plan again in a slot this
-	// replica planned and still holds: their fires changed (reopenSlots).
-	// The slot's other fires are recorded already.
+	// upTo: this replica recorded every fire of the slot up to upTo, as
+	// its tasks were then, and the slot has stayed this replica's since
+	// (held, or recorded while the lock backend did not answer); zero
+	// otherwise. A held slot is recorded as time goes (recordAhead): each
+	// round records its fires after upTo and up to the round's frontier,
+	// and the slot is done once upTo reaches its minute's end.
+	upTo time.Time
+	// only, when not nil, names the tasks to plan again, up to upTo, in a
+	// slot this replica recorded that far: their fires changed
+	// (reopenSlots). The slot's other fires up to upTo are recorded
+	// already.
 	only map[string]bool
 	// gen counts the task changes that reopened the slot: a plan that read
 	// the tasks before the latest one leaves the slot open for another.
@@ -497,8 +511,8 @@ func keepAt(ps *[2]plannedSlot, minute int64) int {
 	return 0
 }
 
-// firesIn returns the fires of active tasks of a bucket in one minute: of
-// the tasks named in only, when only is not nil. The caller must not
+// firesIn returns the fires of active tasks of a bucket in one minute, in
+// time order: of the tasks named in only, when only is not nil. The caller must not
 // change the slice: it may be the one kept for the next call
 // (view.planned).
 //
@@ -574,6 +588,7 @@ func (v *view) firesIn(minute int64, bucket int, only map[string]bool) []fire {
 			}
 		}
 	}
+	slices.SortStableFunc(out, func(a, b fire) int { return a.at.Compare(b.at) }) // a round records a span of them (dueFires)
 	if only == nil {
 		q := quietSpan{from: to, until: time.Unix(0, next)}
 		if len(out) == 0 {
@@ -621,14 +636,17 @@ func (p *planner) findMissedSlots(ctx context.Context, now time.Time) error {
 // reopenSlots has plan record a task's fires again in the minutes already
 // planned, from now on (the current minute, and the next one once it is
 // claimed), after its fires changed. Without it, fires of a new schedule in
-// those minutes would never be recorded, catch-up included: their slots
-// are done. It follows the slot's lock, so the fleet records them once:
+// those minutes, up to where the slots are recorded, would never be
+// recorded, catch-up included. It follows the slot's lock, so the fleet
+// records them once:
 //
-//   - a slot this replica planned and holds is planned again for this task
-//     only (the rest of it is recorded, and still this replica's);
-//   - a slot it marked done without a lock (no fires then, or the lock
-//     backend was down) is planned again in full, from the claim on: of the
-//     replicas that do the same, the one that gets the lock records;
+//   - a slot this replica recorded some way (upTo: held, or recorded while
+//     the lock backend was down) is planned again for this task only up to
+//     upTo, the rest of it being recorded there, and goes on as time goes
+//     from upTo for every task;
+//   - a slot it marked done without a lock and without a fire is planned
+//     again in full, from the claim on: of the replicas that do the same,
+//     the one that gets the lock records;
 //   - a slot lost to another replica is left to its owner, which adopts the
 //     same row within a second; this replica watches it already, and plans
 //     it in full, with the task's new fires, if the owner dies.
@@ -647,12 +665,13 @@ func (p *planner) reopenSlots(t *taskState, now time.Time) {
 		}
 		st.gen++ // a plan of the slot under way read the task before this
 		switch {
-		case st.done && p.keeper.holds(slotKey{m, int(t.bucket)}):
-			st.done, st.only = false, map[string]bool{t.code: true}
+		case !st.upTo.IsZero():
+			if st.only == nil {
+				st.only = map[string]bool{}
+			}
+			st.done, st.only[t.code] = false, true
 		case st.done:
 			st.done = false
-		case st.only != nil:
-			st.only[t.code] = true
 		}
 	}
 }
@@ -684,7 +703,7 @@ func (p *planner) plan(ctx context.Context, now time.Time) error {
 	p.mu.Lock()
 	for k, at := range lost {
 		if st := p.slots[k]; st != nil {
-			st.done, st.recheck, st.only = false, at, nil
+			st.done, st.recheck, st.only, st.upTo = false, at, nil, time.Time{}
 		}
 	}
 	for m := cur; m <= last; m++ {
@@ -815,29 +834,42 @@ func (p *planner) sharesLocked(k slotKey) bool {
 	return (int(k.minute%int64(len(p.live)))+k.bucket)%len(p.live) == i
 }
 
-// planSlots claims open slots and records their fires. It claims every
-// slot first and records the fires of the next few seconds before the
-// rest, so that a replica starting mid-minute, or a slow database, does
-// not make the imminent fires wait behind a minute of rows. All missed
-// fires of a task are recorded together, so its misfire policy sees them
-// all.
+// planSlots claims open slots and records their fires due by the round's
+// frontier (recordAhead from now): a held slot is recorded as time
+// goes, a few seconds ahead, one round (a tick, a recheck) after another,
+// so that the rows of a minute reach the database as its fires do and not
+// all at its claim. Of a round's fires, those of the next few seconds go
+// first, so that a replica starting mid-minute, a slot taken over, or a
+// slow database does not make the imminent fires wait behind the rest.
+// All missed fires of a task in a round are recorded together, so its
+// misfire policy sees them all.
 func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, lockDown *bool) error {
+	frontier := now.Add(recordAhead)
 	var fires []fire
 	var won, takeOver []slotKey
-	// The codes of the tasks with fires in each slot to take over: the
-	// fires a dead owner recorded there are theirs.
+	// The codes of the tasks with fires in each slot to take over (nil:
+	// every task of its bucket): the fires a dead owner recorded there are
+	// theirs.
 	firing := map[slotKey][]string{}
 	gens := make(map[slotKey]int, len(keys))
 	unlocked := map[slotKey]bool{}
 	for _, k := range keys {
 		p.mu.Lock()
 		st := p.slots[k]
-		gen, only := st.gen, maps.Clone(st.only)
-		if !p.keeper.holds(k) {
-			only = nil // not held since it was planned: planned again in full, from the claim on
+		held := p.keeper.holds(k)
+		if !held && !st.unlocked {
+			// Not this replica's since it recorded it: planned again in
+			// full, from the claim on.
+			st.upTo, st.only = time.Time{}, nil
 		}
+		gen, only, upTo, wasUnlocked := st.gen, maps.Clone(st.only), st.upTo, st.unlocked
 		p.mu.Unlock()
-		f := p.view.firesIn(k.minute, k.bucket, only)
+		var f []fire
+		if only != nil && !upTo.Before(time.Unix((k.minute+1)*60, 0)) {
+			f = p.view.firesIn(k.minute, k.bucket, only) // the rest of the slot is recorded
+		} else {
+			f = p.view.firesIn(k.minute, k.bucket, nil)
+		}
 		if len(f) == 0 {
 			p.mu.Lock()
 			if st.gen == gen {
@@ -849,20 +881,23 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 		if !p.claimSlot(ctx, now, k, st, lockDown) {
 			continue
 		}
-		fires = append(fires, f...)
+		fires = append(fires, dueFires(f, upTo, frontier, only)...)
 		won = append(won, k)
 		gens[k] = gen
-		if *lockDown {
+		switch {
+		case *lockDown:
 			unlocked[k] = true
-		} else if only == nil {
-			// Holding the lock means no live owner refreshes it: any unstarted
-			// fire of the slot recorded by another replica is ours to run (its
-			// recorder died, froze, or restarted under a new ID). Not so for a
-			// slot planned again for some tasks only: this replica has held it
-			// since it planned it, and the fires others hold there they
-			// claimed from it (tasks it has no handler for).
+		case !held:
+			// Won just now: no live owner refreshes the lock, so any
+			// unstarted fire of the slot recorded by another replica is
+			// ours to run (its recorder died, froze, or restarted under a
+			// new ID). A slot this replica recorded while the lock backend
+			// did not answer was recorded by the others too, each by its
+			// own view: every task of its bucket is taken over.
 			takeOver = append(takeOver, k)
-			firing[k] = firingCodes(f)
+			if !wasUnlocked {
+				firing[k] = firingCodes(f)
+			}
 		}
 	}
 	if len(won) == 0 {
@@ -879,7 +914,7 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 	}
 	// The rest goes in time order, in chunks between instants (nextChunk),
 	// each armed as soon as it is committed: a slow database delays the
-	// end of the minute, not its start. (Missed fires are all in urgent,
+	// end of the round, not its start. (Missed fires are all in urgent,
 	// so splitting later never separates the missed fires of one task.)
 	sort.Slice(later, func(i, j int) bool { return later[i].at.Before(later[j].at) })
 	// A dead owner's fires due soon are taken over first: they are late
@@ -888,10 +923,9 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 	// other, the last slot's fires waited for every row of the slots
 	// before it to be taken over. The rest of its slots follow the urgent
 	// fires recorded here, and precede the later ones: those are recorded
-	// in chunks between instants, a chunk a second on a loaded database,
-	// and a dead owner's fires taken over only after them started seconds
-	// late (5.4 s in a chaos run), where one update per slot takes tens of
-	// milliseconds.
+	// in chunks between instants, and a dead owner's fires taken over only
+	// after them started seconds late (5.4 s in a chaos run), where one
+	// update per slot takes tens of milliseconds.
 	urgentMs := soon.UnixMilli()
 	for _, k := range takeOver {
 		if err := p.takeOver(ctx, k, k.minute*60_000, min((k.minute+1)*60_000, urgentMs), firing[k]); err != nil {
@@ -900,7 +934,7 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 	}
 	if len(urgent) > 0 {
 		if err := p.record(ctx, now, urgent); err != nil {
-			return err // slots stay open and are retried next tick under the lock
+			return err // upTo stays: the round is tried again under the lock
 		}
 	}
 	for _, k := range takeOver {
@@ -920,22 +954,59 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 		p.noteRecord(time.Since(began), n)
 		later = later[n:]
 	}
-	slots := make([]store.Slot, len(won))
-	for i, k := range won {
-		slots[i] = store.Slot{App: p.opts.App, Minute: k.minute, Bucket: k.bucket, Done: true, Owner: p.opts.InstanceID, DoneMs: now.UnixMilli()}
+	var slots []store.Slot
+	p.mu.Lock()
+	for _, k := range won {
+		if p.slots[k].gen == gens[k] && !frontier.Before(time.Unix((k.minute+1)*60, 0)) {
+			slots = append(slots, store.Slot{App: p.opts.App, Minute: k.minute, Bucket: k.bucket, Done: true,
+				Owner: p.opts.InstanceID, DoneMs: now.UnixMilli()})
+		}
 	}
-	if err := p.store.MarkSlotsDone(ctx, p.opts.App, slots); err != nil {
-		return err // fires are recorded; marking again next tick is harmless
+	p.mu.Unlock()
+	if len(slots) > 0 {
+		if err := p.store.MarkSlotsDone(ctx, p.opts.App, slots); err != nil {
+			return err // fires are recorded; the round and the mark are tried again
+		}
 	}
 	p.mu.Lock()
 	for _, k := range won {
-		if st := p.slots[k]; st.gen == gens[k] {
-			st.done, st.only, st.unlocked = true, nil, unlocked[k]
-		} // else a task changed while this ran: plan the slot again next tick
+		st := p.slots[k]
+		st.unlocked = unlocked[k]
+		if st.gen != gens[k] {
+			continue // a task changed while this ran: its round is recorded again
+		}
+		if frontier.After(st.upTo) {
+			st.upTo = frontier
+		}
+		st.only = nil
+		st.done = !st.upTo.Before(time.Unix((k.minute+1)*60, 0))
 	}
 	p.mu.Unlock()
-	p.log.Debug("slots recorded", "slots", len(won), "fires", len(fires))
+	if len(fires) > 0 || len(slots) > 0 {
+		p.log.Debug("slots recorded", "slots", len(won), "fires", len(fires), "done", len(slots))
+	}
 	return nil
+}
+
+// dueFires picks, of a slot's fires f in time order (firesIn), those a
+// round records: those at or before frontier, and after upTo or of a task
+// named in only (its fires changed after they were recorded).
+func dueFires(f []fire, upTo, frontier time.Time, only map[string]bool) []fire {
+	at := func(t time.Time) int {
+		i, _ := slices.BinarySearchFunc(f, t, func(f fire, t time.Time) int { return cmp.Or(f.at.Compare(t), -1) }) // the first after t
+		return i
+	}
+	lo, hi := at(upTo), at(frontier)
+	var out []fire
+	for _, f := range f[:min(lo, hi)] {
+		if only[f.task.code] {
+			out = append(out, f)
+		}
+	}
+	if lo < hi {
+		out = append(out, f[lo:hi]...)
+	}
+	return out
 }
 
 // Fires run at whole seconds, and a chunk of rows recorded across one
@@ -1036,6 +1107,7 @@ func (p *planner) claimSlot(ctx context.Context, now time.Time, k slotKey, st *s
 		}
 		p.mu.Lock()
 		st.recheck = at
+		st.upTo, st.only = time.Time{}, nil // another replica's: what it records from now on is its own
 		p.mu.Unlock()
 		return false
 	case errors.Is(err, errDatabaseCut), ctx.Err() != nil:

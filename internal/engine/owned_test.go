@@ -32,13 +32,13 @@ func TestFireOwnedHereButNeverArmedRuns(t *testing.T) {
 		require.NoError(t, db.Create(&lost).Error)
 
 		rows := func(t assert.TestingT) map[string]store.Execution { return rowsByTask(t, db, app) }
-		clock.Advance(54 * time.Second) // 10:00:54.5: the 10:01 fires are recorded
+		clock.Advance(55 * time.Second) // 10:00:55.5: the 10:01 fires are recorded, recordAhead before them
 		require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Len(c, rows(c), 2) }, 10*time.Second, 10*time.Millisecond)
 		require.Equal(t, lost.ID, rows(t)["lost"].ID, "the planner found the row there already")
 
 		// On to 10:01:07.5, a tick at a time: "armed" runs at once, "lost"
 		// within ownedGrace and a tick of its run time.
-		for range 13 {
+		for range 12 {
 			waitSettled(ctx, t, clock, s)
 			clock.Advance(time.Second)
 		}

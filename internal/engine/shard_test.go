@@ -233,6 +233,9 @@ func TestShardsOfAKilledReplicaRunOnceOnTheOthers(t *testing.T) {
 				require.Equal(t, 12, a.Shards)
 			}
 			require.Equal(t, map[string]int{"replica-a": 4, "replica-b": 4, "replica-c": 4}, per, "dealt round the live replicas")
+			// The fires are recorded recordAhead before their run time: on
+			// to 10:01:05.5, when 10:01:10's are.
+			f.advanceTo(ctx, t, first.Add(recordAhead+500*time.Millisecond))
 			var cShards []int
 			for _, r := range f.rows(t, "split", first.Add(10*time.Second)) {
 				if r.Replica == "replica-c" {
@@ -285,10 +288,10 @@ func TestShardsOfAKilledReplicaRunOnceOnTheOthers(t *testing.T) {
 }
 
 // The promise of WithBroadcast: each fire runs once on every live
-// replica that runs the task, one shard each. A replica killed after the
-// minute was dealt has its shards of the later fires recorded skipped,
-// "replica lost", and run nowhere else; the fires dealt once it is known
-// dead go to the two others.
+// replica that runs the task, one shard each. A replica killed after a
+// fire was dealt (recordAhead before it) has its shard of that fire
+// recorded skipped, "replica lost", and run nowhere else; the fires dealt
+// once it is known dead go to the two others.
 func TestBroadcastShardsOfAKilledReplicaAreSkippedNotRunElsewhere(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -309,12 +312,19 @@ func TestBroadcastShardsOfAKilledReplicaAreSkippedNotRunElsewhere(t *testing.T) 
 		require.Eventually(t, func() bool { return slices.Equal(runs.of(id), []string{f.names[i]}) }, 10*time.Second, 5*time.Millisecond)
 	}
 
+	// replica-c dies once 10:01:10 is dealt, at 10:01:05.5.
+	f.advanceTo(ctx, t, first.Add(recordAhead+500*time.Millisecond))
+	require.Len(t, f.rows(t, "everywhere", first.Add(10*time.Second)), 3, "dealt with three replicas live")
 	f.engines[2].crash()
 	end := first.Add(50 * time.Second)
 	f.advanceTo(ctx, t, end.Add(slotLockTTL+shardGrace+2*time.Second))
 	for at := first.Add(10 * time.Second); !at.After(end); at = at.Add(10 * time.Second) {
 		dealt := f.rows(t, "everywhere", at)
-		require.Len(t, dealt, 3, "dealt at 10:00:50, with three replicas live")
+		if len(dealt) == 2 {
+			require.Equal(t, []string{"replica-a", "replica-b"}, []string{dealt[0].Replica, dealt[1].Replica}, "dealt once replica-c was known dead")
+		} else {
+			require.Len(t, dealt, 3, "dealt before replica-c was known dead")
+		}
 		for i, r := range dealt {
 			id := fmt.Sprintf("%s/everywhere/%d/%d", f.app, at.UnixMilli(), i)
 			if r.Replica == "replica-c" {

@@ -51,7 +51,11 @@ func TestNextMinuteIsSharedOutAmongLiveReplicas(t *testing.T) {
 	require.Equal(t, share(a, next), held(a, next), "replica-a holds its share of 10:01")
 	require.Equal(t, share(b, next), held(b, next), "replica-b holds its share of 10:01")
 	require.Len(t, withFires, len(held(a, next))+len(held(b, next)), "every slot with fires is held once")
-	require.EqualValues(t, 64, recorded(next))
+	require.Zero(t, recorded(next), "claimed; its fires are recorded recordAhead before them")
+	clock.Set(next.Add(-recordAhead))
+	require.NoError(t, a.planner.plan(ctx, clock.Now()))
+	require.NoError(t, b.planner.plan(ctx, clock.Now()))
+	require.EqualValues(t, 64, recorded(next), "each recorded its share")
 
 	// replica-b is dead but still listed: replica-a leaves b's share alone
 	// until shareWait has passed, then records it, ahead of the minute.
@@ -68,6 +72,7 @@ func TestNextMinuteIsSharedOutAmongLiveReplicas(t *testing.T) {
 	clock.Set(next.Add(-5 * time.Second))
 	require.NoError(t, a.planner.plan(ctx, clock.Now()))
 	require.Equal(t, withFires, held(a, next), "at 10:01:55, replica-a holds every slot of 10:02")
+	require.EqualValues(t, 64, recorded(next), "and recorded them, recordAhead before the minute")
 	require.EqualValues(t, 64, recorded(next))
 
 	// Alone in the list (or not in it yet), a replica claims every slot at
@@ -79,6 +84,8 @@ func TestNextMinuteIsSharedOutAmongLiveReplicas(t *testing.T) {
 	clock.Set(next.Add(-10 * time.Second))
 	require.NoError(t, a.planner.plan(ctx, clock.Now()))
 	require.Equal(t, withFires, held(a, next))
+	clock.Set(next.Add(-recordAhead))
+	require.NoError(t, a.planner.plan(ctx, clock.Now()))
 	require.EqualValues(t, 64, recorded(next))
 }
 
