@@ -214,6 +214,7 @@ func TestBatchesFindTheirRowsByIDWhateverTheStatistics(t *testing.T) {
 			for _, index := range []string{"xtimer_executions_replica_time", "xtimer_executions_status"} {
 				require.False(t, strings.Contains(joined, index), "%.100s planned along %s:\n%.600s", q, index, joined)
 			}
+			require.False(t, strings.Contains(joined, "Seq Scan on xtimer_executions"), "%.100s scans the table:\n%.600s", q, joined)
 			// The replica's condition filters rows found by ID (the
 			// primary key, or where they meet the batch's IDs), never a
 			// scan whose estimate the statistics decide.
