@@ -466,6 +466,11 @@ type slotState struct {
 	// gen counts the task changes that reopened the slot: a plan that read
 	// the tasks before the latest one leaves the slot open for another.
 	gen int
+	// takeOverDue: won from another replica (or from the replicas that
+	// recorded it without the lock), and the unstarted fires they recorded
+	// are not all taken over yet: a round that failed halfway takes them
+	// over again in the next.
+	takeOverDue bool
 	// unlocked: recorded while the lock backend did not answer, so without
 	// the lock. Once it answers, relockSlots claims the lock, as a live
 	// owner holds it, so that the slot's fires are taken over when their
@@ -703,7 +708,7 @@ func (p *planner) plan(ctx context.Context, now time.Time) error {
 	p.mu.Lock()
 	for k, at := range lost {
 		if st := p.slots[k]; st != nil {
-			st.done, st.recheck, st.only, st.upTo = false, at, nil, time.Time{}
+			st.done, st.recheck, st.only, st.upTo, st.takeOverDue = false, at, nil, time.Time{}, false
 		}
 	}
 	for m := cur; m <= last; m++ {
@@ -862,7 +867,7 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 			// full, from the claim on.
 			st.upTo, st.only = time.Time{}, nil
 		}
-		gen, only, upTo, wasUnlocked := st.gen, maps.Clone(st.only), st.upTo, st.unlocked
+		gen, only, upTo, wasUnlocked, due := st.gen, maps.Clone(st.only), st.upTo, st.unlocked, st.takeOverDue
 		p.mu.Unlock()
 		var f []fire
 		if only != nil && !upTo.Before(time.Unix((k.minute+1)*60, 0)) {
@@ -887,7 +892,7 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 		switch {
 		case *lockDown:
 			unlocked[k] = true
-		case !held:
+		case !held || due:
 			// Won just now: no live owner refreshes the lock, so any
 			// unstarted fire of the slot recorded by another replica is
 			// ours to run (its recorder died, froze, or restarted under a
@@ -898,6 +903,9 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 			if !wasUnlocked {
 				firing[k] = firingCodes(f)
 			}
+			p.mu.Lock()
+			st.takeOverDue = true
+			p.mu.Unlock()
 		}
 	}
 	if len(won) == 0 {
@@ -941,6 +949,9 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 		if err := p.takeOver(ctx, k, max(k.minute*60_000, urgentMs), (k.minute+1)*60_000, firing[k]); err != nil {
 			return err
 		}
+		p.mu.Lock()
+		p.slots[k].takeOverDue = false
+		p.mu.Unlock()
 	}
 	for len(later) > 0 {
 		n, ok := p.nextChunk(ctx, len(later))
