@@ -439,10 +439,12 @@ func (s *Store) PromoteLostStarts(ctx context.Context, app string, live []string
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	// A fire is claimed at most maxClaimLead before its run time, so
-	// claimed fires are due by now, give or take the claimer's clock:
-	// the bound keeps the (app, status, run_time) index off the fires
-	// recorded ahead. A claimer whose clock is more than lostStartSkew
-	// ahead has its lost starts promoted that much later, not never.
+	// claimed fires are due by now, give or take the claimer's clock. The
+	// bound reads the (app, status, run_time) index up to lostStartSkew
+	// ahead: since fires are recorded 5 s ahead (the engine's
+	// recordAhead), that is every scheduled row of the app. A claimer
+	// whose clock is more than lostStartSkew ahead has its lost starts
+	// promoted that much later, not never.
 	lost := func(tx *gorm.DB) *gorm.DB {
 		q := tx.Model(&Execution{}).Where("app = ? AND status = ? AND run_time <= ? AND attempt = 0 AND started_ms > 0",
 			app, StatusScheduled, s.nowMs()+lostStartSkew.Milliseconds())
