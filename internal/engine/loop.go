@@ -447,6 +447,9 @@ type slotKey struct {
 	bucket int
 }
 
+// end is the instant the slot's minute ends: its fires are before it.
+func (k slotKey) end() time.Time { return time.Unix((k.minute+1)*60, 0) }
+
 type slotState struct {
 	done    bool
 	recheck time.Time // lost to another replica: look again at this instant
@@ -477,6 +480,11 @@ type slotState struct {
 	// recorders die.
 	unlocked bool
 }
+
+// disown forgets what this replica recorded of the slot: it is another
+// replica's now, or was since (lost, found held), and the next win plans
+// it in full and takes it over afresh.
+func (st *slotState) disown() { st.upTo, st.only, st.takeOverDue = time.Time{}, nil, false }
 
 // fire is one planned instant of one task.
 type fire struct {
@@ -708,7 +716,8 @@ func (p *planner) plan(ctx context.Context, now time.Time) error {
 	p.mu.Lock()
 	for k, at := range lost {
 		if st := p.slots[k]; st != nil {
-			st.done, st.recheck, st.only, st.upTo, st.takeOverDue = false, at, nil, time.Time{}, false
+			st.done, st.recheck = false, at
+			st.disown()
 		}
 	}
 	for m := cur; m <= last; m++ {
@@ -865,12 +874,12 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 		if !held && !st.unlocked {
 			// Not this replica's since it recorded it: planned again in
 			// full, from the claim on.
-			st.upTo, st.only = time.Time{}, nil
+			st.disown()
 		}
 		gen, only, upTo, wasUnlocked, due := st.gen, maps.Clone(st.only), st.upTo, st.unlocked, st.takeOverDue
 		p.mu.Unlock()
 		var f []fire
-		if only != nil && !upTo.Before(time.Unix((k.minute+1)*60, 0)) {
+		if only != nil && !upTo.Before(k.end()) {
 			f = p.view.firesIn(k.minute, k.bucket, only) // the rest of the slot is recorded
 		} else {
 			f = p.view.firesIn(k.minute, k.bucket, nil)
@@ -968,7 +977,7 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 	var slots []store.Slot
 	p.mu.Lock()
 	for _, k := range won {
-		if p.slots[k].gen == gens[k] && !frontier.Before(time.Unix((k.minute+1)*60, 0)) {
+		if p.slots[k].gen == gens[k] && !frontier.Before(k.end()) {
 			slots = append(slots, store.Slot{App: p.opts.App, Minute: k.minute, Bucket: k.bucket, Done: true,
 				Owner: p.opts.InstanceID, DoneMs: now.UnixMilli()})
 		}
@@ -990,7 +999,7 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 			st.upTo = frontier
 		}
 		st.only = nil
-		st.done = !st.upTo.Before(time.Unix((k.minute+1)*60, 0))
+		st.done = !st.upTo.Before(k.end())
 	}
 	p.mu.Unlock()
 	if len(fires) > 0 || len(slots) > 0 {
@@ -1118,7 +1127,7 @@ func (p *planner) claimSlot(ctx context.Context, now time.Time, k slotKey, st *s
 		}
 		p.mu.Lock()
 		st.recheck = at
-		st.upTo, st.only = time.Time{}, nil // another replica's: what it records from now on is its own
+		st.disown() // another replica's: what it records from now on is its own
 		p.mu.Unlock()
 		return false
 	case errors.Is(err, errDatabaseCut), ctx.Err() != nil:

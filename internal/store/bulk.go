@@ -218,7 +218,8 @@ func sharedValue(rows []rowUpdate, c string, of func(rowUpdate) map[string]any) 
 // columns too. Values of other types than integers and strings are
 // refused.
 func updateJoined(tx *gorm.DB, where string, vars []any, rows []rowUpdate, ids []int64) ([]int64, error) {
-	arrays := []any{pgBigints(ids)}
+	idArray := pgBigints(ids)
+	arrays := []any{idArray}
 	casts := []string{"?::bigint[]"}
 	names := []string{"vid"}
 	// column adds the values of one placeholder of column c, row by row,
@@ -270,7 +271,7 @@ func updateJoined(tx *gorm.DB, where string, vars []any, rows []rowUpdate, ids [
 	// the batch was scanned whole into a hash, 0.4-1.4 s a statement on a
 	// table of 200,000 rows grown since its last ANALYZE.
 	var cond strings.Builder
-	condArgs := append([]any{pgBigints(ids)}, vars...)
+	condArgs := append([]any{idArray}, vars...)
 	cond.WriteString("xtimer_executions.id = ANY(?::bigint[]) AND xtimer_executions.id = v.vid AND (v.vid IS NOT NULL AND (" + where + ")")
 	matches(rows, byRow, &cond, &condArgs)
 	cond.WriteString(") IS TRUE")
