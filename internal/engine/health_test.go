@@ -101,7 +101,7 @@ func TestKeeperLetsGoWhenItsProbeGoesUnanswered(t *testing.T) {
 		return nil
 	}
 	slot := slotKey{minute: clock.Now().Unix() / 60, bucket: 0}
-	_, err = k.obtain(ctx, slot)
+	_, err = k.obtain(ctx, slot, false)
 	require.NoError(t, err)
 
 	k.keep(ctx, clock.Now())
@@ -123,7 +123,7 @@ func TestKeeperLetsGoWhenItsProbeGoesUnanswered(t *testing.T) {
 	k.keep(ctx, clock.Now())
 	require.False(t, k.holds(slot), "1.1 s without an answer while the probe is out: cut off")
 	require.Len(t, k.takeLost(), 1, "the slot is reported lost to the planner")
-	_, err = k.obtain(ctx, slot)
+	_, err = k.obtain(ctx, slot, false)
 	require.ErrorIs(t, err, errDatabaseCut)
 
 	hanging.Store(false)
@@ -131,7 +131,7 @@ func TestKeeperLetsGoWhenItsProbeGoesUnanswered(t *testing.T) {
 	k.probes.Wait()
 	require.Zero(t, k.health.dbDownFor(clock.Now()))
 	k.keep(ctx, clock.Now())
-	_, err = k.obtain(ctx, slot)
+	_, err = k.obtain(ctx, slot, false)
 	require.NoError(t, err, "claims again once the database answers")
 	k.probes.Wait()
 }

@@ -66,7 +66,7 @@ func BenchmarkClaimSlot(b *testing.B) {
 					k := slotKey{minute: first + int64(i/s.opts.Buckets), bucket: i % s.opts.Buckets}
 					i++
 					st, down := &slotState{}, false
-					if !s.planner.claimSlot(ctx, now, k, st, &down) || down || !s.keeper.holds(k) {
+					if !s.planner.claimSlot(ctx, now, k, st, &down, nil) || down || !s.keeper.holds(k) {
 						b.Fatalf("claim of free slot %+v: down %v, held %v", k, down, s.keeper.holds(k))
 					}
 					s.keeper.releaseAll(ctx)
@@ -80,7 +80,7 @@ func BenchmarkClaimSlot(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					st, down := &slotState{}, false
-					if s.planner.claimSlot(ctx, now, k, st, &down) || down {
+					if s.planner.claimSlot(ctx, now, k, st, &down, nil) || down {
 						b.Fatalf("claim of held slot %+v: won or down (%v)", k, down)
 					}
 				}

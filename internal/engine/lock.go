@@ -35,6 +35,22 @@ type LockProber interface {
 	ObtainOrTTL(ctx context.Context, key string, ttl time.Duration) (lock Lock, left time.Duration, err error)
 }
 
+// lockPeeker is a Locker that tells in one round trip, for many keys,
+// whether each is held and how long its holder's lock has left: the
+// planner looks with it at every slot of a round that other replicas
+// hold (planner.peekSlots), where ObtainOrTTL costs a round trip each.
+// Both lockers xtimer ships have it; the answers are heldFor's.
+type lockPeeker interface {
+	heldFor(ctx context.Context, keys []string) ([]time.Duration, error)
+}
+
+// What heldFor answers for a key: how long its holder's lock has left
+// (more than zero), or one of these.
+const (
+	lockFree        time.Duration = -1 // nobody holds the key
+	lockHeldUnknown time.Duration = 0  // held, for how long nobody can tell
+)
+
 // refreshAll refreshes locks to ttl through locker's RefreshAll, if it has
 // one, or one Refresh per lock, and returns one error per lock.
 func refreshAll(ctx context.Context, locker Locker, locks []Lock, ttl time.Duration) []error {
@@ -154,6 +170,37 @@ func (l *redisLocker) ObtainOrTTL(ctx context.Context, key string, ttl time.Dura
 	}
 	lock, err := l.Obtain(ctx, key, ttl)
 	return lock, 0, err
+}
+
+// heldFor asks every key's PTTL in one pipeline, the command ObtainOrTTL
+// asks first. Keys of one hash tag (every key of an app) stay one round
+// trip on Redis Cluster.
+func (l *redisLocker) heldFor(ctx context.Context, keys []string) ([]time.Duration, error) {
+	cmds := make([]*redis.DurationCmd, len(keys))
+	err := redisCall(ctx, func(ctx context.Context) error {
+		_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, key := range keys {
+				cmds[i] = p.PTTL(ctx, key)
+			}
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, unavailable("pttl", strings.Join(keys, " "), err)
+	}
+	out := make([]time.Duration, len(keys))
+	for i, c := range cmds {
+		switch left := c.Val(); {
+		case left >= 0:
+			out[i] = max(left, time.Millisecond)
+		case left == -2*time.Nanosecond: // go-redis's "no such key"
+			out[i] = lockFree
+		default: // no expiry: held for as long as nobody can tell
+			out[i] = lockHeldUnknown
+		}
+	}
+	return out, nil
 }
 
 // luaRefreshAll extends each key of KEYS whose value is its lock's
@@ -386,6 +433,24 @@ func (l *localLocker) ObtainOrTTL(ctx context.Context, key string, ttl time.Dura
 	return nil, 0, ErrLockHeld // released in between: looked at again at once
 }
 
+// heldFor tells, for each key, how long its holder's lock has left.
+func (l *localLocker) heldFor(ctx context.Context, keys []string) ([]time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, unavailable("pttl", strings.Join(keys, " "), err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.clock.Now()
+	out := make([]time.Duration, len(keys))
+	for i, key := range keys {
+		out[i] = lockFree
+		if h, ok := l.held[key]; ok && now.Before(h.expires) {
+			out[i] = h.expires.Sub(now)
+		}
+	}
+	return out, nil
+}
+
 // RefreshAll refreshes each lock as its Refresh does, under one hold of
 // the locker's mutex; a lock of another Locker refreshes itself (it never
 // takes this one's mutex).
@@ -449,4 +514,6 @@ var (
 	_ LockProber    = (*redisLocker)(nil)
 	_ LockRefresher = (*localLocker)(nil)
 	_ LockProber    = (*localLocker)(nil)
+	_ lockPeeker    = (*redisLocker)(nil)
+	_ lockPeeker    = (*localLocker)(nil)
 )

@@ -165,6 +165,28 @@ func testLocker(t *testing.T, setup func(t *testing.T) lockFixture) {
 		require.NoError(t, next.Release(ctx))
 	})
 
+	// The planner looks at many slots' holders in one call: each key
+	// held says how long its holder's lock has left, each free key says
+	// so, a released one included.
+	t.Run("HeldForTellsEveryKeysHolder", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t)
+		held, free, released := f.key("29000003:0"), f.key("29000003:1"), f.key("29000003:2")
+		lk, err := f.a.Obtain(ctx, held, 10*time.Second)
+		require.NoError(t, err)
+		gone, err := f.a.Obtain(ctx, released, 10*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, gone.Release(ctx))
+
+		left, err := f.b.(lockPeeker).heldFor(ctx, []string{free, held, released})
+		require.NoError(t, err)
+		require.Len(t, left, 3)
+		require.Equal(t, lockFree, left[0])
+		require.True(t, left[1] > 9*time.Second && left[1] <= 10*time.Second, "left: %v", left[1])
+		require.Equal(t, lockFree, left[2])
+		require.NoError(t, lk.Release(ctx))
+	})
+
 	t.Run("ReleaseLetsAnotherObtainAndOnlyOnce", func(t *testing.T) {
 		t.Parallel()
 		f := setup(t)
@@ -394,6 +416,27 @@ func TestLockRedisUnavailableIsQuickAndDistinct(t *testing.T) {
 	require.True(t, errors.As(err, &opErr) || errors.Is(err, context.DeadlineExceeded),
 		"the cause is wrapped: %v", err)
 	require.Less(t, took, redisCallTimeout+time.Second, "Obtain must not hang when Redis is down")
+
+	left, err := l.(lockPeeker).heldFor(ctx, []string{"xtimer:down:slot:29000000:0", "xtimer:down:slot:29000000:1"})
+	require.Nil(t, left)
+	requireUnavailable(t, err, nil)
+	require.ErrorContains(t, err, "xtimer:down:slot:29000000:1", "the keys asked for are named")
+}
+
+// A key held without expiry (set by hand, or by a Locker of another
+// make) is held for as long as nobody can tell, as ObtainOrTTL says.
+func TestLockRedisHeldForAKeyWithoutExpiry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := testsvc.Redis(t)
+	key := "xtimer:{" + testsvc.App(t) + "}:slot:29000000:0"
+	require.NoError(t, rdb.Set(ctx, key, "someone", 0).Err())
+	left, err := NewRedisLocker(rdb).(lockPeeker).heldFor(ctx, []string{key})
+	require.NoError(t, err)
+	require.Equal(t, []time.Duration{lockHeldUnknown}, left)
+	_, left1, err := NewRedisLocker(rdb).(LockProber).ObtainOrTTL(ctx, key, time.Second)
+	require.ErrorIs(t, err, ErrLockHeld)
+	require.Equal(t, lockHeldUnknown, left1, "as ObtainOrTTL tells it")
 }
 
 // A lock whose Redis client went away reports unavailable, not lost.
@@ -461,7 +504,7 @@ func TestSlotClaimCanceledByStopIsNotAFallback(t *testing.T) {
 	cancel()
 	st := &slotState{}
 	down := false
-	require.False(t, s.planner.claimSlot(ctx, time.Now(), slotKey{minute: time.Now().Unix() / 60, bucket: 3}, st, &down))
+	require.False(t, s.planner.claimSlot(ctx, time.Now(), slotKey{minute: time.Now().Unix() / 60, bucket: 3}, st, &down, nil))
 	require.False(t, down, "a canceled claim must not switch the tick to the database fallback")
 	require.Empty(t, s.keeper.heldKeys())
 	require.False(t, s.health.redisDown.Load(), "a canceled claim must not mark Redis down")
@@ -676,6 +719,13 @@ func (d *downLocker) ObtainOrTTL(ctx context.Context, key string, ttl time.Durat
 		return nil, 0, unavailable("obtain", key, errors.New("connection refused"))
 	}
 	return d.localLocker.ObtainOrTTL(ctx, key, ttl)
+}
+
+func (d *downLocker) heldFor(ctx context.Context, keys []string) ([]time.Duration, error) {
+	if d.down.Load() {
+		return nil, unavailable("pttl", keys[0], errors.New("connection refused"))
+	}
+	return d.localLocker.heldFor(ctx, keys)
 }
 
 func (d *downLocker) RefreshAll(ctx context.Context, locks []Lock, ttl time.Duration) []error {

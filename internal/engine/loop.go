@@ -784,7 +784,7 @@ func (p *planner) relockSlots(ctx context.Context, now time.Time, keys []slotKey
 		p.mu.Lock()
 		st := p.slots[k]
 		p.mu.Unlock()
-		if !p.claimSlot(ctx, now, k, st, down) {
+		if !p.claimSlot(ctx, now, k, st, down, nil) {
 			continue // held by another replica: watched from st.recheck on
 		}
 		if *down {
@@ -867,6 +867,19 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 	firing := map[slotKey][]string{}
 	gens := make(map[slotKey]int, len(keys))
 	unlocked := map[slotKey]bool{}
+	// The slots with fires, and what the round read of each before its claim.
+	type openSlot struct {
+		k                 slotKey
+		st                *slotState
+		held, wasUnlocked bool
+		due               bool // st.takeOverDue
+		gen               int
+		only              map[string]bool
+		upTo              time.Time
+		f                 []fire
+	}
+	var opens []openSlot
+	var others []slotKey // of those, the slots this replica does not hold
 	for _, k := range keys {
 		p.mu.Lock()
 		st := p.slots[k]
@@ -876,44 +889,56 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 			// full, from the claim on.
 			st.disown()
 		}
-		gen, only, upTo, wasUnlocked, due := st.gen, maps.Clone(st.only), st.upTo, st.unlocked, st.takeOverDue
+		o := openSlot{k: k, st: st, held: held, gen: st.gen, only: maps.Clone(st.only), upTo: st.upTo,
+			wasUnlocked: st.unlocked, due: st.takeOverDue}
 		p.mu.Unlock()
-		var f []fire
-		if only != nil && !upTo.Before(k.end()) {
-			f = p.view.firesIn(k.minute, k.bucket, only) // the rest of the slot is recorded
+		if o.only != nil && !o.upTo.Before(k.end()) {
+			o.f = p.view.firesIn(k.minute, k.bucket, o.only) // the rest of the slot is recorded
 		} else {
-			f = p.view.firesIn(k.minute, k.bucket, nil)
+			o.f = p.view.firesIn(k.minute, k.bucket, nil)
 		}
-		if len(f) == 0 {
+		if len(o.f) == 0 {
 			p.mu.Lock()
-			if st.gen == gen {
+			if st.gen == o.gen {
 				st.done, st.only = true, nil // nothing to claim: no lock, no row
 			}
 			p.mu.Unlock()
 			continue
 		}
-		if !p.claimSlot(ctx, now, k, st, lockDown) {
+		opens = append(opens, o)
+		if !held {
+			others = append(others, k)
+		}
+	}
+	var peeked map[slotKey]time.Duration
+	if len(others) > 1 && !*lockDown {
+		// Mostly slots other replicas hold, looked at again as their locks
+		// should run out: one round trip for them all.
+		peeked = p.keeper.peek(ctx, others)
+	}
+	for _, o := range opens {
+		if !p.claimSlot(ctx, now, o.k, o.st, lockDown, peeked) {
 			continue
 		}
-		fires = append(fires, dueFires(f, upTo, frontier, only)...)
-		won = append(won, k)
-		gens[k] = gen
+		fires = append(fires, dueFires(o.f, o.upTo, frontier, o.only)...)
+		won = append(won, o.k)
+		gens[o.k] = o.gen
 		switch {
 		case *lockDown:
-			unlocked[k] = true
-		case !held || due:
+			unlocked[o.k] = true
+		case !o.held || o.due:
 			// Won just now: no live owner refreshes the lock, so any
 			// unstarted fire of the slot recorded by another replica is
 			// ours to run (its recorder died, froze, or restarted under a
 			// new ID). A slot this replica recorded while the lock backend
 			// did not answer was recorded by the others too, each by its
 			// own view: every task of its bucket is taken over.
-			takeOver = append(takeOver, k)
-			if !wasUnlocked {
-				firing[k] = firingCodes(f)
+			takeOver = append(takeOver, o.k)
+			if !o.wasUnlocked {
+				firing[o.k] = firingCodes(o.f)
 			}
 			p.mu.Lock()
-			st.takeOverDue = true
+			o.st.takeOverDue = true
 			p.mu.Unlock()
 		}
 	}
@@ -1096,19 +1121,30 @@ func (p *planner) noteRecord(d time.Duration, n int) {
 }
 
 // claimSlot takes the slot's lock. Found held, the slot is looked at again
-// when the holder's lock runs out (recheck). With the lock's backend unreachable it
+// when the holder's lock runs out (recheck). peeked is peekSlots' answer
+// for the round's slots (nil: none): a slot found held there costs no
+// call of its own, and one found free is obtained without another look
+// at its holder. With the lock's backend unreachable it
 // goes on without: the unique key of the executions table is the guard
 // then (more load on the database, the same promise). *down carries that
 // state across the slots of one tick, so a dead Redis costs one timeout
 // per tick, not one per slot.
-func (p *planner) claimSlot(ctx context.Context, now time.Time, k slotKey, st *slotState, down *bool) bool {
+func (p *planner) claimSlot(ctx context.Context, now time.Time, k slotKey, st *slotState, down *bool,
+	peeked map[slotKey]time.Duration) bool {
 	if p.keeper.holds(k) {
 		return true // ours, kept alive by the lock keeper
 	}
 	if *down {
 		return true
 	}
-	switch left, err := p.keeper.obtain(ctx, k); {
+	left, seen := peeked[k]
+	var err error
+	if !seen || left == lockFree {
+		left, err = p.keeper.obtain(ctx, k, seen)
+	} else {
+		err = ErrLockHeld // peekSlots found its holder: no call of its own
+	}
+	switch {
 	case err == nil:
 		p.host.noteRedis(nil)
 		p.metrics.slotClaim(claimWon)

@@ -161,12 +161,20 @@ func (k *lockKeeper) lockKey(s slotKey) string {
 // obtain takes the slot's lock for slotLockTTL and keeps it. Its errors
 // are the Locker's (ErrLockHeld when another replica holds it, with how
 // long its lock has left when the Locker tells: obtainOrTTL), and
-// errDatabaseCut while the keeper has let its locks go.
-func (k *lockKeeper) obtain(ctx context.Context, s slotKey) (left time.Duration, err error) {
+// errDatabaseCut while the keeper has let its locks go. A slot peek
+// found free (free) is asked for at once, without ObtainOrTTL's look at
+// its holder first; taken in between, it is ErrLockHeld with left
+// unknown (zero).
+func (k *lockKeeper) obtain(ctx context.Context, s slotKey, free bool) (left time.Duration, err error) {
 	if k.cutOff(k.clock.Now()) {
 		return 0, errDatabaseCut
 	}
-	lock, left, err := obtainOrTTL(ctx, k.locker, k.lockKey(s), slotLockTTL)
+	var lock Lock
+	if free {
+		lock, err = k.locker.Obtain(ctx, k.lockKey(s), slotLockTTL)
+	} else {
+		lock, left, err = obtainOrTTL(ctx, k.locker, k.lockKey(s), slotLockTTL)
+	}
 	if err != nil {
 		return left, err
 	}
@@ -175,6 +183,32 @@ func (k *lockKeeper) obtain(ctx context.Context, s slotKey) (left time.Duration,
 	delete(k.lost, s)
 	k.mu.Unlock()
 	return 0, nil
+}
+
+// peek asks, in one round trip, how long the holders of slots have left,
+// when the Locker can tell (lockPeeker): heldFor's answer for each slot,
+// lockFree when nobody holds it. It answers nothing (nil) when the Locker
+// cannot tell, the backend does not answer, or the keeper has let its
+// locks go: each slot is then claimed on its own (obtain), which meets
+// the same answer.
+func (k *lockKeeper) peek(ctx context.Context, slots []slotKey) map[slotKey]time.Duration {
+	p, ok := k.locker.(lockPeeker)
+	if !ok || len(slots) == 0 || k.cutOff(k.clock.Now()) {
+		return nil
+	}
+	keys := make([]string, len(slots))
+	for i, s := range slots {
+		keys[i] = k.lockKey(s)
+	}
+	left, err := p.heldFor(ctx, keys)
+	if err != nil || len(left) != len(slots) {
+		return nil
+	}
+	out := make(map[slotKey]time.Duration, len(slots))
+	for i, s := range slots {
+		out[s] = left[i]
+	}
+	return out
 }
 
 // holds reports whether this replica holds the slot's lock.
