@@ -571,7 +571,8 @@ func insertDefs(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, mi
 			case byValue[v] != nil:
 				g = byValue[v]
 			default:
-				g = &v
+				g = new(Definition) // not &v: v would go to the heap for every task
+				*g = v
 				byValue[v] = g
 			}
 			specless[d.Def], last = g, g
