@@ -630,7 +630,8 @@ type insertRows struct {
 
 // insertDefsSQL is insertDefs' statement on one dialect, and the
 // arguments that carry the rows after the definition's values. The rows
-// come from PostgreSQL arrays (unnest), a MySQL/MariaDB JSON document
+// come from PostgreSQL arrays, each sent as one literal (pgTextArray) and
+// unnested, a MySQL/MariaDB JSON document
 // (JSON_TABLE, MySQL 8 and MariaDB 10.6 on) or an SQLite one (json_each).
 func insertDefsSQL(dialect string, rows insertRows, skipExisting bool) (string, []any, error) {
 	var code, name, spec, from string
@@ -645,17 +646,19 @@ func insertDefsSQL(dialect string, rows insertRows, skipExisting bool) (string, 
 		if rows.specs == nil {
 			spec = param()
 		}
-		arrays, cols := []string{param() + "[]"}, []string{"code"}
-		source = append(source, rows.codes)
+		// Each column is one text parameter holding an array literal
+		// (pgTextArray), cast to text[] by the server.
+		arrays, cols := []string{param() + "::text[]"}, []string{"code"}
+		source = append(source, pgTextArray(rows.codes))
 		if rows.specs != nil {
-			arrays, cols = append(arrays, param()+"[]"), append(cols, "spec")
-			source = append(source, rows.specs)
+			arrays, cols = append(arrays, param()+"::text[]"), append(cols, "spec")
+			source = append(source, pgTextArray(rows.specs))
 			spec = "c.spec"
 		}
 		code, name = "c.code", "c.code"
 		if rows.names != nil {
-			arrays, cols = append(arrays, param()+"[]"), append(cols, "name")
-			source = append(source, rows.names)
+			arrays, cols = append(arrays, param()+"::text[]"), append(cols, "name")
+			source = append(source, pgTextArray(rows.names))
 			name = "c.name"
 		}
 		from = "unnest(" + strings.Join(arrays, ", ") + ") AS c(" + strings.Join(cols, ", ") + ")"
@@ -699,6 +702,42 @@ func insertDefsSQL(dialect string, rows insertRows, skipExisting bool) (string, 
 	source = append(source, doc)
 	return `INSERT INTO xtimer_tasks (` + insertColumns + `) SELECT ?, ` + code + `, ` + name + `,
 		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + spec + `, 1 FROM ` + from + onConflict(dialect, skipExisting), source, nil
+}
+
+// pgTextArray is strs as a PostgreSQL array literal, every element
+// double-quoted with its backslashes and double quotes escaped, so that
+// any text (empty, NULL, braces, commas, spaces) is itself. Bound as a
+// Go []string, pgx boxed each element in an interface value and wrote
+// the binary array format: a 10,000-row insert allocated 20,000 small
+// values more, on top of the bytes.
+func pgTextArray(strs []string) string {
+	n := 2
+	for _, s := range strs {
+		n += len(s) + 3 + strings.Count(s, `"`) + strings.Count(s, `\`)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteByte('{')
+	for i, s := range strs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		for {
+			j := strings.IndexAny(s, `"\`)
+			if j < 0 {
+				break
+			}
+			b.WriteString(s[:j])
+			b.WriteByte('\\')
+			b.WriteByte(s[j])
+			s = s[j+1:]
+		}
+		b.WriteString(s)
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String()
 }
 
 // onConflict is the clause that leaves a row whose code exists as it is,

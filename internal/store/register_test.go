@@ -121,6 +121,35 @@ func TestRegisterTasksStoresEachSpecOfDefinitionsThatDifferOnlyByIt(t *testing.T
 	})
 }
 
+// Names and specs travel to the database as one document or array
+// literal per statement (insertDefsSQL): any text arrives as it is,
+// quotes, backslashes, braces, commas, an unquoted NULL, spaces and
+// non-ASCII letters included.
+func TestRegisterTasksKeepsEveryCharacterOfNamesAndSpecs(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		names := []string{`say "hi"`, `C:\reports\daily`, `{a,b}`, `NULL`, `"`, `\`, ` padded `, `café, 日本`, `a\"b`, `}{`}
+		ds := defs(len(names)*2, nil)
+		for i := range ds {
+			ds[i].Name = names[i%len(names)]
+			spec := "0 0 3 * * *"
+			if i >= len(names) {
+				spec = fmt.Sprintf("%d 0 3 * * *", i) // each its own: the specs go as rows too
+			}
+			ds[i].Def = &store.Definition{Spec: spec, TimeoutMs: 60000}
+		}
+		_, err := b.store.RegisterTasks(b.ctx, b.app, ds)
+		require.NoError(t, err)
+		all, err := b.store.Tasks(b.ctx, b.app)
+		require.NoError(t, err)
+		require.Len(t, all, len(ds))
+		for i, row := range all {
+			require.Equal(t, ds[i].Code, row.Code)
+			require.Equal(t, ds[i].Name, row.Name, row.Code)
+			require.Equal(t, ds[i].Def.Spec, row.Spec, row.Code)
+		}
+	})
+}
+
 // The digest of the last registration lets a replica that registers the
 // same tasks skip the rows while no task was written since: a row deleted
 // by hand (which no generation records) stays deleted, until
