@@ -552,32 +552,30 @@ type insertGroup struct {
 // fails the statement.
 func insertDefs(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, missing []int, now int64, skipExisting bool) error {
 	// A million tasks, a few definitions but for their specs: each
-	// definition's copy without its spec is found by pointer, and shared.
-	// Tasks that differ by their specs alone usually come one after the
-	// other: the last copy is compared first, which costs less than
-	// hashing the definition.
-	specless := map[*Definition]*Definition{}
+	// definition's copy without its spec is shared. Tasks of one
+	// definition usually come one after the other: the last task's
+	// definition is known by its pointer, and then the last copy is
+	// compared, which costs less than hashing the definition. (A map by
+	// pointer grew by a task each, for tasks of their own specs.)
 	byValue := map[Definition]*Definition{}
-	var last *Definition
+	var last, lastOf *Definition // the last copy, and the definition it was made of
 	order, byGroup := groupBy(missing, func(i int) insertGroup {
 		d := defs[i]
-		g := specless[d.Def]
-		if g == nil {
+		if d.Def != lastOf {
 			v := d.Def.withDefaults()
 			v.Spec = ""
 			switch {
 			case last != nil && *last == v:
-				g = last
 			case byValue[v] != nil:
-				g = byValue[v]
+				last = byValue[v]
 			default:
-				g = new(Definition) // not &v: v would go to the heap for every task
-				*g = v
-				byValue[v] = g
+				last = new(Definition) // not &v: v would go to the heap for every task
+				*last = v
+				byValue[v] = last
 			}
-			specless[d.Def], last = g, g
+			lastOf = d.Def
 		}
-		return insertGroup{g, d.Paused, d.Name == d.Code}
+		return insertGroup{last, d.Paused, d.Name == d.Code}
 	})
 	dialect := tx.Dialector.Name()
 	for _, g := range order {
