@@ -525,8 +525,7 @@ type failoverPair struct {
 
 func newFailoverPair(t *testing.T, dbA, dbB *gorm.DB, start time.Time) *failoverPair {
 	t.Helper()
-	f := &failoverPair{clock: fakeclock.New(start), runs: newInvocations(), app: testsvc.App(t), db: dbB}
-	f.locker = NewLocalLocker(f.clock).(*localLocker)
+	f := newPairClock(t, dbB, start)
 	ctx := context.Background()
 	f.a = f.start(t, "replica-a", dbA, f.locker)
 	f.advance(ctx, t, start.Add(1500*time.Millisecond)) // a's first tick claims the minute, alone
@@ -535,6 +534,16 @@ func newFailoverPair(t *testing.T, dbA, dbB *gorm.DB, start time.Time) *failover
 	f.advance(ctx, t, start.Add(4*time.Second)) // b's ticks find the slot held: it watches it
 	require.Len(t, f.a.keeper.heldKeys(), 1)
 	require.Empty(t, f.b.keeper.heldKeys())
+	return f
+}
+
+// newPairClock is a pair of no replica yet: its app, its fake clock at
+// start, and the in-process locker on it; db is the pool its rows are
+// read through (row).
+func newPairClock(t *testing.T, db *gorm.DB, start time.Time) *failoverPair {
+	t.Helper()
+	f := &failoverPair{clock: fakeclock.New(start), runs: newInvocations(), app: testsvc.App(t), db: db}
+	f.locker = NewLocalLocker(f.clock).(*localLocker)
 	return f
 }
 
@@ -751,8 +760,7 @@ func TestSlotsRecordedWithoutTheLockAreLockedOnceItAnswers(t *testing.T) {
 	ctx := context.Background()
 	db := testsvc.SQLite(t)
 	start := time.Date(2026, 12, 1, 10, 0, 5, 100_000_000, time.UTC)
-	f := &failoverPair{clock: fakeclock.New(start), runs: newInvocations(), app: testsvc.App(t), db: db}
-	f.locker = NewLocalLocker(f.clock).(*localLocker)
+	f := newPairClock(t, db, start)
 	locker := &downLocker{localLocker: f.locker}
 	locker.down.Store(true)
 	f.a = f.start(t, "replica-a", db, locker)

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
-	"github.com/xtimer-go/xtimer/internal/fakeclock"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
 )
 
@@ -70,8 +69,7 @@ func TestSlotsHeldElsewhereAreLookedAtInOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	db := testsvc.Postgres(t)
 	start := time.Date(2026, 12, 1, 10, 0, 30, 100_000_000, time.UTC)
-	f := &failoverPair{clock: fakeclock.New(start), runs: newInvocations(), app: testsvc.App(t), db: db}
-	f.locker = NewLocalLocker(f.clock).(*localLocker)
+	f := newPairClock(t, db, start)
 	la, lb := &countingLocker{localLocker: f.locker}, &countingLocker{localLocker: f.locker}
 	f.a = startPayTasks(t, f, "replica-a", db, la)
 	f.advance(ctx, t, start.Add(1500*time.Millisecond)) // a's first tick claims the minute, alone
