@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -753,7 +754,9 @@ func onConflict(dialect string, skip bool) string {
 
 // jsonRows is a JSON array of [code, spec] or [code, spec, name] rows;
 // spec is "" in every row when rows.specs is nil (the statement binds it
-// once).
+// once). It is written straight into one string: a [][]string through
+// json.Marshal cost a slice a row and two copies of the document, for
+// each 10,000 rows of a deferred write.
 func jsonRows(rows insertRows) (string, error) {
 	width := 1
 	switch {
@@ -762,24 +765,66 @@ func jsonRows(rows insertRows) (string, error) {
 	case rows.specs != nil:
 		width = 2
 	}
-	out := make([][]string, len(rows.codes))
-	flat := make([]string, width*len(rows.codes)) // one allocation for every row's cells
+	cell := func(i, k int) string {
+		switch {
+		case k == 0:
+			return rows.codes[i]
+		case k == 1 && rows.specs != nil:
+			return rows.specs[i]
+		case k == 2:
+			return rows.names[i]
+		}
+		return ""
+	}
+	n := 2
 	for i := range rows.codes {
-		r := flat[width*i : width*(i+1) : width*(i+1)]
-		r[0] = rows.codes[i]
-		if rows.specs != nil {
-			r[1] = rows.specs[i]
+		for k := range width {
+			n += len(cell(i, k)) + 3
 		}
-		if rows.names != nil {
-			r[2] = rows.names[i]
-		}
-		out[i] = r
+		n += 3
 	}
-	b, err := json.Marshal(out)
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteByte('[')
+	for i := range rows.codes {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('[')
+		for k := range width {
+			if k > 0 {
+				b.WriteByte(',')
+			}
+			if err := writeJSONString(&b, cell(i, k)); err != nil {
+				return "", fmt.Errorf("store: encode %d codes: %w", len(rows.codes), err)
+			}
+		}
+		b.WriteByte(']')
+	}
+	b.WriteByte(']')
+	return b.String(), nil
+}
+
+// writeJSONString writes s as a JSON string: as it is between quotes
+// when it is valid UTF-8 without a quote, a backslash or a control
+// character (a code, a spec, most names), else as encoding/json writes it.
+func writeJSONString(b *strings.Builder, s string) error {
+	plain := utf8.ValidString(s)
+	for i := 0; plain && i < len(s); i++ {
+		plain = s[i] >= 0x20 && s[i] != '"' && s[i] != '\\'
+	}
+	if plain {
+		b.WriteByte('"')
+		b.WriteString(s)
+		b.WriteByte('"')
+		return nil
+	}
+	q, err := json.Marshal(s)
 	if err != nil {
-		return "", fmt.Errorf("store: encode %d codes: %w", len(rows.codes), err)
+		return err
 	}
-	return string(b), nil
+	b.Write(q)
+	return nil
 }
 
 // updateDefs writes the definitions of defs[i] for i in changed over the

@@ -123,11 +123,11 @@ func TestRegisterTasksStoresEachSpecOfDefinitionsThatDifferOnlyByIt(t *testing.T
 
 // Names and specs travel to the database as one document or array
 // literal per statement (insertDefsSQL): any text arrives as it is,
-// quotes, backslashes, braces, commas, an unquoted NULL, spaces and
-// non-ASCII letters included.
+// quotes, backslashes, braces, commas, an unquoted NULL, spaces, a tab,
+// HTML's specials and non-ASCII letters included.
 func TestRegisterTasksKeepsEveryCharacterOfNamesAndSpecs(t *testing.T) {
 	eachDB(t, func(t *testing.T, b *bundle) {
-		names := []string{`say "hi"`, `C:\reports\daily`, `{a,b}`, `NULL`, `"`, `\`, ` padded `, `café, 日本`, `a\"b`, `}{`}
+		names := []string{`say "hi"`, `C:\reports\daily`, `{a,b}`, `NULL`, `"`, `\`, ` padded `, `café, 日本`, `a\"b`, `}{`, "tab\there", `<&>`}
 		ds := defs(len(names)*2, nil)
 		for i := range ds {
 			ds[i].Name = names[i%len(names)]
