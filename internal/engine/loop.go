@@ -914,7 +914,16 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 	if len(others) > 1 && !*lockDown {
 		// Mostly slots other replicas hold, looked at again as their locks
 		// should run out: one round trip for them all.
-		peeked = p.keeper.peek(ctx, others)
+		var err error
+		peeked, err = p.keeper.peek(ctx, others)
+		if err != nil && ctx.Err() == nil {
+			// The backend did not answer: as for a claim (claimSlot), the
+			// round goes on without the lock, and the fallback is noted.
+			// Left to the claims that follow, the outage went unseen when
+			// the backend answered them again (a Sentinel promotion).
+			*lockDown = true
+			p.host.noteRedis(err)
+		}
 	}
 	for _, o := range opens {
 		if !p.claimSlot(ctx, now, o.k, o.st, lockDown, peeked) {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -128,4 +129,32 @@ func startPayTasks(t *testing.T, f *failoverPair, id string, db *gorm.DB, locker
 	require.NoError(t, e.Start(context.Background()))
 	stopOnCleanup(t, e)
 	return e
+}
+
+// peekDownLocker is the in-process locker whose look at many slots
+// (heldFor) fails as a Redis away does, while its other calls answer.
+type peekDownLocker struct{ *localLocker }
+
+func (p *peekDownLocker) heldFor(_ context.Context, keys []string) ([]time.Duration, error) {
+	return nil, unavailable("pttl", keys[0], errors.New("connection refused"))
+}
+
+// A look at the others' slots that the lock backend does not answer is
+// a claim it does not answer: the replica notes the fallback (Health,
+// the metric, the alert) and records the round without the lock. Left to
+// the claims after it, which a Sentinel promotion had answered meanwhile,
+// the outage went unseen.
+func TestAPeekUnansweredIsTheFallback(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testsvc.Postgres(t)
+	start := time.Date(2026, 12, 1, 10, 0, 30, 100_000_000, time.UTC)
+	f := newPairClock(t, db, start)
+	f.a = startPayTasks(t, f, "replica-a", db, f.locker)
+	f.advance(ctx, t, start.Add(1500*time.Millisecond))
+	require.GreaterOrEqual(t, len(f.a.keeper.heldKeys()), 4)
+	f.b = startPayTasks(t, f, "replica-b", db, &peekDownLocker{f.locker})
+	require.False(t, f.b.health.redisDown.Load())
+	f.advance(ctx, t, start.Add(4*time.Second))
+	require.True(t, f.b.health.redisDown.Load(), "b noted the lock backend down")
 }

@@ -188,27 +188,30 @@ func (k *lockKeeper) obtain(ctx context.Context, s slotKey, free bool) (left tim
 // peek asks, in one round trip, how long the holders of slots have left,
 // when the Locker can tell (lockPeeker): heldFor's answer for each slot,
 // lockFree when nobody holds it. It answers nothing (nil) when the Locker
-// cannot tell, the backend does not answer, or the keeper has let its
-// locks go: each slot is then claimed on its own (obtain), which meets
-// the same answer.
-func (k *lockKeeper) peek(ctx context.Context, slots []slotKey) map[slotKey]time.Duration {
+// cannot tell or the keeper has let its locks go: each slot is then
+// claimed on its own (obtain). A backend that does not answer is its
+// error (ErrLockUnavailable), which the planner takes as a claim's.
+func (k *lockKeeper) peek(ctx context.Context, slots []slotKey) (map[slotKey]time.Duration, error) {
 	p, ok := k.locker.(lockPeeker)
 	if !ok || len(slots) == 0 || k.cutOff(k.clock.Now()) {
-		return nil
+		return nil, nil
 	}
 	keys := make([]string, len(slots))
 	for i, s := range slots {
 		keys[i] = k.lockKey(s)
 	}
 	left, err := p.heldFor(ctx, keys)
-	if err != nil || len(left) != len(slots) {
-		return nil
+	if err != nil {
+		return nil, err
+	}
+	if len(left) != len(slots) {
+		return nil, nil
 	}
 	out := make(map[slotKey]time.Duration, len(slots))
 	for i, s := range slots {
 		out[s] = left[i]
 	}
-	return out
+	return out, nil
 }
 
 // holds reports whether this replica holds the slot's lock.
