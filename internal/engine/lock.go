@@ -38,7 +38,7 @@ type LockProber interface {
 // lockPeeker is a Locker that tells in one round trip, for many keys,
 // whether each is held and how long its holder's lock has left: the
 // planner looks with it at every slot of a round that other replicas
-// hold (planner.peekSlots), where ObtainOrTTL costs a round trip each.
+// hold (lockKeeper.peek), where ObtainOrTTL costs a round trip each.
 // Both lockers xtimer ships have it; the answers are heldFor's.
 type lockPeeker interface {
 	heldFor(ctx context.Context, keys []string) ([]time.Duration, error)
@@ -152,21 +152,16 @@ func (l *redisLocker) ObtainOrTTL(ctx context.Context, key string, ttl time.Dura
 	if err := validateLock(key, ttl); err != nil {
 		return nil, 0, err
 	}
-	var left time.Duration
+	var pttl time.Duration
 	err := redisCall(ctx, func(ctx context.Context) (err error) {
-		left, err = l.rdb.PTTL(ctx, key).Result()
+		pttl, err = l.rdb.PTTL(ctx, key).Result()
 		return err
 	})
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, 0, unavailable("obtain", key, err)
-	case left >= 0:
-		return nil, max(left, time.Millisecond), ErrLockHeld // 0: under a millisecond left
-	case left != -2*time.Nanosecond:
-		// go-redis reports "no such key" (-2) and "no expiry" (-1) as
-		// those numbers of nanoseconds. A key without expiry is held, for
-		// as long as nobody can tell.
-		return nil, 0, ErrLockHeld
+	}
+	if left := holdLeft(pttl); left != lockFree {
+		return nil, left, ErrLockHeld
 	}
 	lock, err := l.Obtain(ctx, key, ttl)
 	return lock, 0, err
@@ -191,16 +186,24 @@ func (l *redisLocker) heldFor(ctx context.Context, keys []string) ([]time.Durati
 	}
 	out := make([]time.Duration, len(keys))
 	for i, c := range cmds {
-		switch left := c.Val(); {
-		case left >= 0:
-			out[i] = max(left, time.Millisecond)
-		case left == -2*time.Nanosecond: // go-redis's "no such key"
-			out[i] = lockFree
-		default: // no expiry: held for as long as nobody can tell
-			out[i] = lockHeldUnknown
-		}
+		out[i] = holdLeft(c.Val())
 	}
 	return out, nil
+}
+
+// holdLeft is what a key's PTTL, as go-redis reports it, says of its
+// holder: how long its lock has left (a millisecond at least: 0 means
+// under one), lockFree for "no such key" (-2 ns), lockHeldUnknown for
+// "no expiry" (-1 ns), a key held for as long as nobody can tell.
+func holdLeft(pttl time.Duration) time.Duration {
+	switch {
+	case pttl >= 0:
+		return max(pttl, time.Millisecond)
+	case pttl == -2*time.Nanosecond:
+		return lockFree
+	default:
+		return lockHeldUnknown
+	}
 }
 
 // luaRefreshAll extends each key of KEYS whose value is its lock's

@@ -1130,7 +1130,7 @@ func (p *planner) noteRecord(d time.Duration, n int) {
 }
 
 // claimSlot takes the slot's lock. Found held, the slot is looked at again
-// when the holder's lock runs out (recheck). peeked is peekSlots' answer
+// when the holder's lock runs out (recheck). peeked is lockKeeper.peek's answer
 // for the round's slots (nil: none): a slot found held there costs no
 // call of its own, and one found free is obtained without another look
 // at its holder. With the lock's backend unreachable it
@@ -1151,7 +1151,7 @@ func (p *planner) claimSlot(ctx context.Context, now time.Time, k slotKey, st *s
 	if !seen || left == lockFree {
 		left, err = p.keeper.obtain(ctx, k, seen)
 	} else {
-		err = ErrLockHeld // peekSlots found its holder: no call of its own
+		err = ErrLockHeld // the peek found its holder: no call of its own
 	}
 	switch {
 	case err == nil:

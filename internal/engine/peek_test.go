@@ -71,11 +71,8 @@ func TestSlotsHeldElsewhereAreLookedAtInOneRoundTrip(t *testing.T) {
 	db := testsvc.Postgres(t)
 	start := time.Date(2026, 12, 1, 10, 0, 30, 100_000_000, time.UTC)
 	f := newPairClock(t, db, start)
-	la, lb := &countingLocker{localLocker: f.locker}, &countingLocker{localLocker: f.locker}
-	f.a = startPayTasks(t, f, "replica-a", db, la)
-	f.advance(ctx, t, start.Add(1500*time.Millisecond)) // a's first tick claims the minute, alone
-	held := f.a.keeper.heldKeys()
-	require.GreaterOrEqual(t, len(held), 4, "the tasks fall in several buckets: %v", held)
+	lb := &countingLocker{localLocker: f.locker}
+	held := startHolder(ctx, t, f, db, &countingLocker{localLocker: f.locker})
 	f.b = startPayTasks(t, f, "replica-b", db, lb)
 	f.advance(ctx, t, start.Add(4*time.Second)) // b's ticks find the slots held: it watches them
 	require.Empty(t, f.b.keeper.heldKeys())
@@ -114,6 +111,19 @@ func TestSlotsHeldElsewhereAreLookedAtInOneRoundTrip(t *testing.T) {
 	}
 }
 
+// startHolder starts f's replica a on locker, at the clock's instant, and
+// lets its first tick claim every slot of the minute, alone; it returns
+// those slots (several buckets' worth).
+func startHolder(ctx context.Context, t *testing.T, f *failoverPair, db *gorm.DB, locker Locker) []slotKey {
+	t.Helper()
+	start := f.clock.Now()
+	f.a = startPayTasks(t, f, "replica-a", db, locker)
+	f.advance(ctx, t, start.Add(1500*time.Millisecond)) // a's first tick claims the minute, alone
+	held := f.a.keeper.heldKeys()
+	require.GreaterOrEqual(t, len(held), 4, "the tasks fall in several buckets: %v", held)
+	return held
+}
+
 // startPayTasks starts a replica of f's app with 24 tasks firing at
 // second 45 of each minute, spread over the buckets by their codes. (Tasks
 // firing every second would keep handlers' timers on the fake clock while
@@ -150,9 +160,7 @@ func TestAPeekUnansweredIsTheFallback(t *testing.T) {
 	db := testsvc.Postgres(t)
 	start := time.Date(2026, 12, 1, 10, 0, 30, 100_000_000, time.UTC)
 	f := newPairClock(t, db, start)
-	f.a = startPayTasks(t, f, "replica-a", db, f.locker)
-	f.advance(ctx, t, start.Add(1500*time.Millisecond))
-	require.GreaterOrEqual(t, len(f.a.keeper.heldKeys()), 4)
+	startHolder(ctx, t, f, db, f.locker)
 	f.b = startPayTasks(t, f, "replica-b", db, &peekDownLocker{f.locker})
 	require.False(t, f.b.health.redisDown.Load())
 	f.advance(ctx, t, start.Add(4*time.Second))
