@@ -601,7 +601,7 @@ func (s *Engine) pollCancels(ctx context.Context) error {
 // the next tick reads the rows as the attempts that ended left them (a
 // retry due is there to start).
 func (s *Engine) WakePending() bool {
-	return len(s.dispatcher.wake) > 0 || s.pauses.pending() || s.updates.pending()
+	return s.dispatcher.wakePending() || s.pauses.pending() || s.updates.pending()
 }
 
 // BucketOf is FNV-1a of the code, modulo buckets: every replica, of any

@@ -84,6 +84,12 @@ type dispatcher struct {
 	backfills map[string]*backfillQueue
 
 	wake chan struct{} // a fire was armed earlier than the dispatcher waits for
+	// woken is set by poke and cleared by the loop once it has taken the
+	// wake and stopped its timer: a test moving a fake clock reads it
+	// (Engine.WakePending). The channel alone was empty already while the
+	// loop, woken, had yet to stop its timer and read the clock, and a
+	// test moved the clock under it (a fire started a second late).
+	woken atomic.Bool
 	// lastLead is the lead of the dispatcher's last claim ahead, which the
 	// tick loop keeps its chunks of rows clear of (nextChunk).
 	lastLead atomic.Int64
@@ -144,11 +150,16 @@ func newDispatcher(s *Engine) *dispatcher {
 
 // poke wakes the dispatcher: a fire was armed, or a worker came free.
 func (d *dispatcher) poke() {
+	d.woken.Store(true)
 	select {
 	case d.wake <- struct{}{}:
 	default:
 	}
 }
+
+// wakePending reports whether the dispatcher was woken and has yet to
+// stop its timer for the round: a wake queued, or taken and not acted on.
+func (d *dispatcher) wakePending() bool { return len(d.wake) > 0 || d.woken.Load() }
 
 // noteRunning counts an attempt of a task's fire at runTime starting here
 // (delta 1) or ending (-1): a task that forbids overlap checks the count
@@ -448,6 +459,7 @@ func (d *dispatcher) loop(ctx context.Context) {
 			return
 		case <-d.wake:
 			timer.Stop()
+			d.woken.Store(false) // a test waits for the timer armed again
 		case <-timer.C():
 		}
 	}

@@ -559,8 +559,8 @@ func (f *failoverPair) start(t *testing.T, id string, db *gorm.DB, locker Locker
 }
 
 // advance moves the clock to at in steps of 10ms, each once every running
-// engine's loops wait on it: every timer of the test lands on its
-// instant.
+// engine has settled (waitSettled): every timer of the test lands on its
+// instant, and no fire armed waits unseen while the clock moves.
 func (f *failoverPair) advance(ctx context.Context, t *testing.T, at time.Time) {
 	t.Helper()
 	for {
@@ -575,7 +575,7 @@ func (f *failoverPair) advance(ctx context.Context, t *testing.T, at time.Time) 
 			}
 			e.mu.Unlock()
 		}
-		waitIdle(ctx, t, f.clock, running...)
+		waitSettled(ctx, t, f.clock, running...)
 		if !f.clock.Now().Before(at) {
 			return
 		}

@@ -169,7 +169,7 @@ func (f *tasksyncFleet) waitIdle() {
 		}
 		idle := f.clock.Idle(loops)
 		for _, e := range f.replicas {
-			idle = idle && len(e.dispatcher.wake) == 0
+			idle = idle && !e.dispatcher.wakePending()
 		}
 		if idle {
 			return
