@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -112,6 +113,21 @@ var errNoReplica = errors.New("store: no such replica")
 // pruned, writes them again later.
 func (s *Store) SetReplicaHandlers(ctx context.Context, app, id string, codes Codes) (bool, error) {
 	chunks := chunkCodes(codes, handlerChunkBytes)
+	// Each chunk's JSON is made before the transaction begins: inside it,
+	// a list of a million codes took the client longer than abandonAfter
+	// between two statements on a loaded machine, and PostgreSQL ended the
+	// session (the write failed with a broken pipe).
+	docs := make([]string, len(chunks))
+	for i, c := range chunks {
+		if c == nil {
+			c = Codes{} // none is [], not NULL
+		}
+		b, err := json.Marshal([]string(c))
+		if err != nil {
+			return false, fmt.Errorf("store: write the %d handlers of replica %q: chunk %d: %w", len(codes), id, i, err)
+		}
+		docs[i] = string(b)
+	}
 	// rowTx: the rows are named by key. At MySQL's REPEATABLE READ the
 	// DELETE of chunks not yet written locked the gap the other replicas'
 	// chunks go into, and a fleet's replicas, writing their lists at once,
@@ -121,8 +137,9 @@ func (s *Store) SetReplicaHandlers(ctx context.Context, app, id string, codes Co
 		if err := tx.Where("app = ? AND replica = ?", app, id).Delete(&HandlerChunk{}).Error; err != nil {
 			return err
 		}
-		for i, c := range chunks {
-			if err := tx.Create(&HandlerChunk{App: app, Replica: id, Seq: i, Codes: c}).Error; err != nil {
+		for i, doc := range docs {
+			row := map[string]any{"app": app, "replica": id, "seq": i, "codes": doc}
+			if err := tx.Table(HandlerChunk{}.TableName()).Create(row).Error; err != nil {
 				return fmt.Errorf("chunk %d of %d: %w", i, len(chunks), err)
 			}
 		}

@@ -124,7 +124,8 @@ func TestHeartbeatHoldsAHundredThousandHandlersAndKeepsThemWhenNil(t *testing.T)
 
 // A replica of many handlers writes their list apart from its heartbeat:
 // into its row when it has one (the same list again included, which MySQL
-// counts as no row changed), and not into a row that is not there.
+// counts as no row changed, and an empty one), and not into a row that is
+// not there.
 func TestSetReplicaHandlersWritesTheRowThatIsThere(t *testing.T) {
 	eachDB(t, func(t *testing.T, b *bundle) {
 		codes := store.Codes{"a", "b"}
@@ -142,6 +143,15 @@ func TestSetReplicaHandlersWritesTheRowThatIsThere(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, live, 1)
 		require.Equal(t, codes, live[0].Handlers, "a heartbeat without handlers keeps them")
+
+		// A replica left with no handler writes an empty list.
+		ok, err = b.store.SetReplicaHandlers(b.ctx, b.app, "r1", nil)
+		require.NoError(t, err)
+		require.True(t, ok)
+		live, err = b.store.LiveReplicas(b.ctx, b.app, 0)
+		require.NoError(t, err)
+		require.Len(t, live, 1)
+		require.Empty(t, live[0].Handlers)
 	})
 }
 
