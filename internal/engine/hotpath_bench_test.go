@@ -145,7 +145,7 @@ func BenchmarkFiresIn(b *testing.B) {
 	for _, c := range []struct {
 		tasks int
 		daily bool
-	}{{1000, false}, {100_000, false}, {100_000, true}} {
+	}{{1000, false}, {100_000, false}, {100_000, true}, {1_000_000, true}} {
 		name := fmt.Sprintf("tasks=%d", c.tasks)
 		if c.daily {
 			name += "/daily"

@@ -560,7 +560,17 @@ func (v *view) firesIn(minute int64, bucket int, only map[string]bool) []fire {
 		}
 	}
 	fromNs, toNs := from.UnixNano(), to.UnixNano()
-	for _, t := range v.byBucket[bucket] {
+	tasks := v.byBucket[bucket]
+	for i := range tasks {
+		e := &tasks[i]
+		// The quiet span first, from the entry alone (bucketTask): the
+		// check below with the task's own start, which is never before
+		// fromNs, is the exact one.
+		if fromNs-1 >= e.quietFrom && toNs <= e.quietUntil {
+			noteNext(e.quietUntil)
+			continue
+		}
+		t := e.t
 		if only != nil && !only[t.code] {
 			continue
 		}
@@ -572,13 +582,12 @@ func (v *view) firesIn(minute int64, bucket int, only map[string]bool) []fire {
 		if since := t.sinceNs(); since != 0 {
 			startNs = max(startNs, since-1)
 		}
-		// The quiet span comes first: it reads the state alone, where
-		// active reads the definition too, a memory read a task more in a
-		// walk of a million. A state has a quiet span only if it was active
-		// when it got one, and a state's activity never changes (a change
-		// is a new state).
-		if startNs >= t.quietFrom && toNs <= t.quietUntil {
-			noteNext(t.quietUntil)
+		// The quiet span comes before active, which reads the definition
+		// too. An entry has a quiet span only if its state was active when
+		// it got one, and a state's activity never changes (a change is a
+		// new state, put in with no span).
+		if startNs >= e.quietFrom && toNs <= e.quietUntil {
+			noteNext(e.quietUntil)
 			continue // no fire in the window: known from an earlier minute
 		}
 		if !t.active() {
@@ -595,7 +604,7 @@ func (v *view) firesIn(minute int64, bucket int, only map[string]bool) []fire {
 			start = at
 		}
 		if !at.IsZero() && !at.Before(to) {
-			t.quietFrom, t.quietUntil = start.UnixNano(), at.UnixNano()
+			e.quietFrom, e.quietUntil = start.UnixNano(), at.UnixNano()
 			if end.IsZero() || at.Before(end) {
 				noteNext(at.UnixNano())
 			}
@@ -1215,8 +1224,8 @@ func (p *planner) takeOver(ctx context.Context, k slotKey, fromMs, toMs int64, c
 		}
 	}
 	if codes == nil {
-		for _, t := range p.view.byBucket[k.bucket] {
-			note(t.code)
+		for _, e := range p.view.byBucket[k.bucket] {
+			note(e.t.code)
 		}
 	} else {
 		for _, code := range codes {

@@ -48,7 +48,7 @@ func TestQuietBucketIsSkippedUntilATaskOfItChanges(t *testing.T) {
 	var err error
 	sneaked.base.sched, err = cron.Parse("* * * * * *")
 	require.NoError(t, err)
-	s.view.byBucket[b] = append(s.view.byBucket[b], sneaked)
+	s.view.byBucket[b] = append(s.view.byBucket[b], bucketTask{t: sneaked})
 	s.view.mu.Unlock()
 	require.Empty(t, s.view.firesIn(minute("2026-11-30T10:01:00Z"), b, nil))
 	s.view.mu.Lock()

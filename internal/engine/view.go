@@ -41,8 +41,9 @@ type view struct {
 	// registered task's state is in its registration (taskLocked).
 	others map[string]*taskState
 	// byBucket indexes tasks by bucket, so that planning a slot reads the
-	// tasks of its bucket, not every task (setTaskLocked, dropTaskLocked).
-	byBucket [][]*taskState
+	// tasks of its bucket, not every task (setTaskLocked, dropTaskLocked),
+	// each with its quiet span (bucketTask).
+	byBucket [][]bucketTask
 	// defs holds one copy of each task definition in the view, for the
 	// tasks defined alike to share (sharedDefLocked).
 	defs map[store.Definition]*store.Definition
@@ -116,7 +117,7 @@ func (v *view) init(s *Engine) {
 	}
 	buckets := s.opts.Buckets
 	v.others = map[string]*taskState{}
-	v.byBucket, v.defs = make([][]*taskState, buckets), map[store.Definition]*store.Definition{}
+	v.byBucket, v.defs = make([][]bucketTask, buckets), map[store.Definition]*store.Definition{}
 	v.sharded = map[string]bool{}
 	v.bucketFrom, v.bucketQuiet = make([]int64, buckets), make([]quietSpan, buckets)
 	v.bucketGen, v.planned = make([]int, buckets), make([][2]plannedSlot, buckets)
@@ -137,19 +138,27 @@ type taskState struct {
 	base                 *taskBase // its definition and schedule (def, sched)
 	// excl is the days the task's fires skip (calendar.go); nil, for most
 	// tasks, when it excludes none.
-	excl *exclusion
-	rare *taskRare // nil for a task that has none of it
-	// The schedule has no fire after quietFrom and before quietUntil (its
-	// next one), both Unix ns: firesIn skips the task in the minutes
-	// between without computing its schedule, so a daily task costs one
-	// Next a day, not one a minute. Read and written under view.mu.
-	// (Instants here are Unix ns, not time.Time, which takes three times
-	// the room: a replica holds a million of these. Schedules end at
-	// cron.MaxYear, well within int64 ns.)
+	excl   *exclusion
+	rare   *taskRare // nil for a task that has none of it
+	pos    int32     // index in view.byBucket[bucket]
+	bucket uint16    // Options.Buckets is at most 4096
+	status taskStatus
+}
+
+// bucketTask is a task of a bucket (view.byBucket) and its quiet span:
+// its schedule has no fire after quietFrom and before quietUntil (its
+// next one), both Unix ns. firesIn skips the task in the minutes between
+// without computing its schedule, so a daily task costs one Next a day,
+// not one a minute; and without reading the task's state, so a walk of a
+// bucket reads its entries in a row rather than a million states
+// scattered on the heap, a cache miss each (most of a walk's time when
+// the span was the state's). A new state of the task is put in with no
+// span. Read and written under view.mu. (Instants here are Unix ns, not
+// time.Time, which takes three times the room. Schedules end at
+// cron.MaxYear, well within int64 ns.)
+type bucketTask struct {
+	t                     *taskState
 	quietFrom, quietUntil int64
-	pos                   int32  // index in view.byBucket[bucket]
-	bucket                uint16 // Options.Buckets is at most 4096
-	status                taskStatus
 }
 
 // taskBase is what a task's fires follow: the definition that applies
@@ -593,10 +602,10 @@ func (v *view) placeLocked(t, old *taskState) {
 	if old != nil {
 		v.viewSums.remove(old)
 		t.pos = old.pos // same code, same bucket
-		v.byBucket[t.bucket][t.pos] = t
+		v.byBucket[t.bucket][t.pos] = bucketTask{t: t}
 	} else {
 		t.pos = int32(len(v.byBucket[t.bucket])) //nolint:gosec // G115: a bucket holds far fewer than 2^31 tasks
-		v.byBucket[t.bucket] = append(v.byBucket[t.bucket], t)
+		v.byBucket[t.bucket] = append(v.byBucket[t.bucket], bucketTask{t: t})
 	}
 	v.viewSums.add(t)
 }
@@ -614,8 +623,8 @@ func (v *view) dropTaskLocked(code string) {
 	}
 	in := v.byBucket[t.bucket]
 	last := in[len(in)-1]
-	in[t.pos], last.pos = last, t.pos
-	in[len(in)-1] = nil
+	in[t.pos], last.t.pos = last, t.pos
+	in[len(in)-1] = bucketTask{}
 	v.byBucket[t.bucket] = in[:len(in)-1]
 	v.viewSums.remove(t)
 	v.codesGen++
@@ -907,7 +916,7 @@ func (v *view) loadTasks(ctx context.Context, gen int64, registered int) (missin
 // a million does not grow the maps and slices step by step. v.mu is held.
 func (v *view) sizeViewLocked(n int) {
 	for b := range v.byBucket {
-		v.byBucket[b] = make([]*taskState, 0, n/len(v.byBucket)+n/(4*len(v.byBucket))+8)
+		v.byBucket[b] = make([]bucketTask, 0, n/len(v.byBucket)+n/(4*len(v.byBucket))+8)
 	}
 }
 
