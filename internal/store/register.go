@@ -882,15 +882,33 @@ func updateDefs(ctx context.Context, tx *gorm.DB, defs []TaskDef, changed []int,
 }
 
 // groupBy splits items by key, keeping the order in which keys first come.
+// Keys come in runs (a second's fires of tasks defined alike, a
+// registration's tasks of one definition): an item of the last item's key
+// is put in its group without a map access, which hashed a fire row's
+// whole shape, strings included, for every row (300 ns a row).
 func groupBy[K comparable](items []int, key func(int) K) ([]K, map[K][]int) {
 	var order []K
-	by := map[K][]int{}
+	var groups [][]int
+	at := map[K]int{} // key → its index in order and groups
+	last := -1
+	var lastKey K
 	for _, it := range items {
 		k := key(it)
-		if by[k] == nil {
-			order = append(order, k)
+		if last < 0 || k != lastKey {
+			i, ok := at[k]
+			if !ok {
+				i = len(order)
+				at[k] = i
+				order = append(order, k)
+				groups = append(groups, nil)
+			}
+			last, lastKey = i, k
 		}
-		by[k] = append(by[k], it)
+		groups[last] = append(groups[last], it)
+	}
+	by := make(map[K][]int, len(order))
+	for i, k := range order {
+		by[k] = groups[i]
 	}
 	return order, by
 }
