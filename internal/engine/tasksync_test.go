@@ -180,3 +180,39 @@ func (f *tasksyncFleet) waitIdle() {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A task created through this replica's API while the tick read every
+// task's version is not taken for deleted: the read, begun before its row
+// was written, does not have it. It was dropped from the view, and a
+// manual run triggered right after was skipped as deleted (seen in a CI
+// run of TestHTTPTaskSendsTheRequestAsDescribedAndSigned).
+func TestTaskCreatedDuringAVersionsReadIsKept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testsvc.SQLite(t)
+	s, _, _ := startEveryMinute(ctx, t, db, "registered")
+	app := s.opts.App
+
+	s.view.beginVersionsRead()
+	versions, err := s.store.TaskVersions(ctx, app) // read before the row exists
+	require.NoError(t, err)
+	target := `{"url":"https://example.com/hook"}`
+	row, err := s.store.CreateTask(ctx, &store.Task{App: app, Code: "cb.new", Kind: store.KindHTTP, Spec: "0 0 4 * * *", HTTPTarget: &target})
+	require.NoError(t, err)
+	s.Adopt(row) // as CreateHTTPTask does
+	s.view.mu.Lock()
+	changed := s.view.applyVersionsLocked(versions, s.view.endVersionsReadLocked())
+	kept := s.view.taskLocked("cb.new") != nil
+	s.view.mu.Unlock()
+	require.Empty(t, changed)
+	require.True(t, kept, "the task created during the read is in the view")
+
+	// The next read has its row; a task deleted behind the view's back
+	// (its row gone, the view not told) is dropped by it, as ever.
+	require.NoError(t, db.Where("app = ? AND code = ?", app, "registered").Delete(&store.Task{}).Error)
+	require.NoError(t, s.view.syncAllTasks(ctx))
+	s.view.mu.Lock()
+	defer s.view.mu.Unlock()
+	require.NotNil(t, s.view.taskLocked("cb.new"))
+	require.Nil(t, s.view.taskLocked("registered"), "a row deleted is a task dropped")
+}

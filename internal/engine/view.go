@@ -71,7 +71,13 @@ type view struct {
 	// codesGen counts the changes to which tasks exist and which of them
 	// this replica runs; claimSet caches what claimCodes derived from them.
 	codesGen int
-	claimSet claimSet
+	// readingVersions is set while syncAllTasks reads every task's
+	// version, and placedDuring names the tasks new to the view placed
+	// meanwhile (an API call's adoption, CreateHTTPTask's): the read may
+	// predate their rows, and they are not to be taken for deleted.
+	readingVersions bool
+	placedDuring    map[string]bool
+	claimSet        claimSet
 	// handlersGen counts the changes to the handlers registered here, for
 	// the heartbeat, which lists them.
 	handlersGen int
@@ -599,6 +605,9 @@ func (v *view) placeLocked(t, old *taskState) {
 	if old == nil || (old.httpSpec() == nil) != (t.httpSpec() == nil) {
 		v.codesGen++
 	}
+	if old == nil && v.readingVersions {
+		v.placedDuring[t.code] = true
+	}
 	if old != nil {
 		v.viewSums.remove(old)
 		t.pos = old.pos // same code, same bucket
@@ -705,11 +714,43 @@ const fullSyncEvery = time.Minute
 
 // syncAllTasks compares the version of every task with the local view.
 func (v *view) syncAllTasks(ctx context.Context) error {
+	v.beginVersionsRead()
 	versions, err := v.store.TaskVersions(ctx, v.app)
+	v.mu.Lock()
+	placed := v.endVersionsReadLocked()
 	if err != nil {
+		v.mu.Unlock()
 		return err
 	}
+	changed := v.applyVersionsLocked(versions, placed)
+	v.mu.Unlock()
+	return v.adoptChanged(ctx, changed)
+}
+
+// beginVersionsRead notes that a read of every task's version begins: the
+// tasks placed in the view from now until endVersionsReadLocked are not
+// dropped for missing from it. Only the tick loop reads versions.
+func (v *view) beginVersionsRead() {
 	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.readingVersions, v.placedDuring = true, map[string]bool{}
+}
+
+// endVersionsReadLocked ends the read beginVersionsRead began and returns
+// the tasks placed meanwhile. v.mu is held.
+func (v *view) endVersionsReadLocked() map[string]bool {
+	placed := v.placedDuring
+	v.readingVersions, v.placedDuring = false, nil
+	return placed
+}
+
+// applyVersionsLocked drops from the view the tasks that versions, every
+// task's version as read, does not have, but for those placed during the
+// read (placed): a task created through this replica's API while the tick
+// read the versions was dropped, its row not in the read, and a manual run
+// triggered right after was skipped as deleted. It returns the codes whose
+// version differs from the view's. v.mu is held.
+func (v *view) applyVersionsLocked(versions map[string]int64, placed map[string]bool) []string {
 	var changed []string
 	for code, version := range versions {
 		if t := v.taskLocked(code); t == nil || t.version != version {
@@ -718,7 +759,7 @@ func (v *view) syncAllTasks(ctx context.Context) error {
 	}
 	var gone []string
 	missing := func(t *taskState) {
-		if _, ok := versions[t.code]; !ok {
+		if _, ok := versions[t.code]; !ok && !placed[t.code] {
 			gone = append(gone, t.code)
 		}
 	}
@@ -732,7 +773,12 @@ func (v *view) syncAllTasks(ctx context.Context) error {
 	for _, code := range gone {
 		v.dropTaskLocked(code)
 	}
-	v.mu.Unlock()
+	return changed
+}
+
+// adoptChanged reads again the rows of the tasks whose version changed,
+// all of them when there are many, and adopts them.
+func (v *view) adoptChanged(ctx context.Context, changed []string) error {
 	if len(changed) > 20 {
 		rows, err := v.store.Tasks(ctx, v.app)
 		if err != nil {
