@@ -71,13 +71,12 @@ type view struct {
 	// codesGen counts the changes to which tasks exist and which of them
 	// this replica runs; claimSet caches what claimCodes derived from them.
 	codesGen int
-	// readingVersions is set while syncAllTasks reads every task's
-	// version, and placedDuring names the tasks new to the view placed
-	// meanwhile (an API call's adoption, CreateHTTPTask's): the read may
-	// predate their rows, and they are not to be taken for deleted.
-	readingVersions bool
-	placedDuring    map[string]bool
-	claimSet        claimSet
+	claimSet claimSet
+	// placedDuring is not nil while syncAllTasks reads every task's
+	// version, and names the tasks new to the view placed meanwhile (an
+	// API call's adoption, CreateHTTPTask's): the read may predate their
+	// rows, and they are not to be taken for deleted.
+	placedDuring map[string]bool
 	// handlersGen counts the changes to the handlers registered here, for
 	// the heartbeat, which lists them.
 	handlersGen int
@@ -605,7 +604,7 @@ func (v *view) placeLocked(t, old *taskState) {
 	if old == nil || (old.httpSpec() == nil) != (t.httpSpec() == nil) {
 		v.codesGen++
 	}
-	if old == nil && v.readingVersions {
+	if old == nil && v.placedDuring != nil {
 		v.placedDuring[t.code] = true
 	}
 	if old != nil {
@@ -733,14 +732,14 @@ func (v *view) syncAllTasks(ctx context.Context) error {
 func (v *view) beginVersionsRead() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.readingVersions, v.placedDuring = true, map[string]bool{}
+	v.placedDuring = map[string]bool{}
 }
 
 // endVersionsReadLocked ends the read beginVersionsRead began and returns
 // the tasks placed meanwhile. v.mu is held.
 func (v *view) endVersionsReadLocked() map[string]bool {
 	placed := v.placedDuring
-	v.readingVersions, v.placedDuring = false, nil
+	v.placedDuring = nil
 	return placed
 }
 

@@ -153,7 +153,7 @@ func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim st
 	for i := range items {
 		items[i] = i
 	}
-	order, byShape := groupBy(items, func(i int) Execution {
+	order, groups := groupBy(items, func(i int) Execution {
 		shape := rows[i]
 		shape.TaskCode, shape.RunTime, shape.MaxAttempts, shape.PlannedMs, shape.Shard = "", 0, 0, 0, 0
 		return shape
@@ -163,8 +163,8 @@ func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim st
 		at[fireKey{r.TaskCode, r.RunTime, r.Shard}] = i
 	}
 	mine := make([]Execution, 0, len(rows))
-	for _, shape := range order {
-		idx := byShape[shape]
+	for gi, shape := range order {
+		idx := groups[gi]
 		for from := 0; from < len(idx); from += insertFiresChunk {
 			chunk := idx[from:min(from+insertFiresChunk, len(idx))]
 			codes, runTimes, attempts := make([]string, len(chunk)), make([]int64, len(chunk)), make([]int64, len(chunk))

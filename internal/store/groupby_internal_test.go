@@ -11,17 +11,17 @@ import (
 func TestGroupByKeepsFirstComeOrder(t *testing.T) {
 	items := []int{0, 1, 2, 3, 4, 5, 6, 7}
 	keys := []string{"b", "b", "a", "b", "c", "c", "a", "b"}
-	order, by := groupBy(items, func(i int) string { return keys[i] })
+	order, groups := groupBy(items, func(i int) string { return keys[i] })
 	if want := []string{"b", "a", "c"}; !slices.Equal(order, want) {
 		t.Fatalf("order %v, want %v", order, want)
 	}
-	for k, want := range map[string][]int{"b": {0, 1, 3, 7}, "a": {2, 6}, "c": {4, 5}} {
-		if !slices.Equal(by[k], want) {
-			t.Errorf("group %q: %v, want %v", k, by[k], want)
+	for i, want := range [][]int{{0, 1, 3, 7}, {2, 6}, {4, 5}} {
+		if !slices.Equal(groups[i], want) {
+			t.Errorf("group %q: %v, want %v", order[i], groups[i], want)
 		}
 	}
-	if order, by := groupBy(nil, func(i int) string { return keys[i] }); len(order) != 0 || len(by) != 0 {
-		t.Errorf("no items: %v %v", order, by)
+	if order, groups := groupBy(nil, func(i int) string { return keys[i] }); len(order) != 0 || len(groups) != 0 {
+		t.Errorf("no items: %v %v", order, groups)
 	}
 }
 

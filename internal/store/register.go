@@ -560,7 +560,7 @@ func insertDefs(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, mi
 	// pointer grew by a task each, for tasks of their own specs.)
 	byValue := map[Definition]*Definition{}
 	var last, lastOf *Definition // the last copy, and the definition it was made of
-	order, byGroup := groupBy(missing, func(i int) insertGroup {
+	order, groups := groupBy(missing, func(i int) insertGroup {
 		d := defs[i]
 		if d.Def != lastOf {
 			v := d.Def.withDefaults()
@@ -579,7 +579,7 @@ func insertDefs(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, mi
 		return insertGroup{last, d.Paused, d.Name == d.Code}
 	})
 	dialect := tx.Dialector.Name()
-	for _, g := range order {
+	for gi, g := range order {
 		d := g.def
 		status := TaskActive
 		if g.paused {
@@ -588,7 +588,7 @@ func insertDefs(ctx context.Context, tx *gorm.DB, app string, defs []TaskDef, mi
 		consts := []any{app, d.Description, d.Owner, d.Kind, d.Dialect, d.TimeZone, status,
 			d.TimeoutMs, d.MaxAttempts, d.BackoffBaseMs, d.BackoffMaxMs, d.Misfire, d.MisfireWindowMs, d.Overlap,
 			d.EndAtMs, d.MaxRuns, d.JitterMs, d.PauseAfter, d.Shards, d.Broadcast, d.ExcludeDays, d.Calendar, Params(d.Params), d.targetArg(), now, now}
-		idx := byGroup[g]
+		idx := groups[gi]
 		for from := 0; from < len(idx); from += insertDefsChunk {
 			chunk := idx[from:min(from+insertDefsChunk, len(idx))]
 			rows := insertRows{codes: make([]string, len(chunk)), specs: make([]string, len(chunk))}
@@ -843,10 +843,10 @@ func updateDefs(ctx context.Context, tx *gorm.DB, defs []TaskDef, changed []int,
 	for k := range changed {
 		positions[k] = k
 	}
-	order, byGroup := groupBy(positions, func(k int) group { d := defs[changed[k]]; return group{d.Def, d.Name == d.Code} })
-	for _, g := range order {
+	order, groups := groupBy(positions, func(k int) group { d := defs[changed[k]]; return group{d.Def, d.Name == d.Code} })
+	for gi, g := range order {
 		d := g.def.withDefaults()
-		pos := byGroup[g] // positions in changed
+		pos := groups[gi] // positions in changed
 		for from := 0; from < len(pos); from += insertChunk {
 			chunk := pos[from:min(from+insertChunk, len(pos))]
 			set := "description = ?, owner = ?, kind = ?, spec = ?, dialect = ?, time_zone = ?, timeout_ms = ?, max_attempts = ?, " +
@@ -881,14 +881,13 @@ func updateDefs(ctx context.Context, tx *gorm.DB, defs []TaskDef, changed []int,
 	return nil
 }
 
-// groupBy splits items by key, keeping the order in which keys first come.
+// groupBy splits items by key, keeping the order in which keys first
+// come: groups[i] are the items of key order[i], in their order.
 // Keys come in runs (a second's fires of tasks defined alike, a
 // registration's tasks of one definition): an item of the last item's key
 // is put in its group without a map access, which hashed a fire row's
 // whole shape, strings included, for every row (300 ns a row).
-func groupBy[K comparable](items []int, key func(int) K) ([]K, map[K][]int) {
-	var order []K
-	var groups [][]int
+func groupBy[K comparable](items []int, key func(int) K) (order []K, groups [][]int) {
 	at := map[K]int{} // key → its index in order and groups
 	last := -1
 	var lastKey K
@@ -906,11 +905,7 @@ func groupBy[K comparable](items []int, key func(int) K) ([]K, map[K][]int) {
 		}
 		groups[last] = append(groups[last], it)
 	}
-	by := make(map[K][]int, len(order))
-	for i, k := range order {
-		by[k] = groups[i]
-	}
-	return order, by
+	return order, groups
 }
 
 // targetArg is d's HTTP target as a statement's argument: NULL without one.
