@@ -226,14 +226,18 @@ func (s *Engine) attemptWork(r store.Execution, t *taskState, cfg *registration,
 	if t != nil {
 		timeout = time.Duration(t.def().TimeoutMs) * time.Millisecond
 	}
+	// The closures capture the code, not r: a closure that captured r
+	// moved a copy of the whole row to the heap for every attempt, on
+	// every path (BenchmarkStartInstant).
+	code := r.TaskCode
 	switch {
 	case cfg != nil:
 		return func(ctx context.Context) error { return s.opts.Invoke(ctx, cfg.handler, a) }, s.pool.Submit, timeout
 	case t != nil && t.httpSpec() != nil:
 		spec := t.httpSpec()
-		return s.httpAttempt(spec, r, a.Out, status), func(fn func()) { s.submitHTTP(r.TaskCode, spec.MaxConcurrent, fn) }, timeout
+		return s.httpAttempt(spec, r, a.Out, status), func(fn func()) { s.submitHTTP(code, spec.MaxConcurrent, fn) }, timeout
 	}
 	return func(context.Context) error {
-		return fmt.Errorf("xtimer: task %q deleted before its attempt started", r.TaskCode)
+		return fmt.Errorf("xtimer: task %q deleted before its attempt started", code)
 	}, s.pool.Submit, 0
 }
