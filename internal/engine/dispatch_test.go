@@ -89,24 +89,33 @@ func TestFireDueWhileAClaimedStartIsAwaitedStarts(t *testing.T) {
 // The promise of noteRunning and runningBesides: a task's attempts are
 // counted by fire, the other shards of a fire do not count against it,
 // another fire's attempts do, and once every attempt ended nothing is
-// left behind (a million tasks run here over a day).
+// left behind (a million tasks run here over a day). A fire that is not
+// sharded counts against its task's other fires.
 func TestRunningCountsAttemptsByFire(t *testing.T) {
 	t.Parallel()
 	d := &dispatcher{}
+	shard := func(code string, runTime int64, n int) store.Execution {
+		return store.Execution{TaskCode: code, RunTime: runTime, Shard: n, Shards: 2}
+	}
+	whole := func(code string, runTime int64) store.Execution {
+		return store.Execution{TaskCode: code, RunTime: runTime}
+	}
 	require.Zero(t, d.runningBesides("a", 1000), "nothing ran yet")
-	d.noteRunning("a", 1000, 1)
-	d.noteRunning("a", 1000, 1) // a second shard of the same fire
-	d.noteRunning("b", 1000, 1)
+	d.noteRunning(shard("a", 1000, 0), 1)
+	d.noteRunning(shard("a", 1000, 1), 1) // a second shard of the same fire
+	d.noteRunning(whole("b", 1000), 1)
 	require.Zero(t, d.runningBesides("a", 1000), "its own fire's shards")
 	require.Equal(t, 2, d.runningBesides("a", 2000), "both shards of the fire at 1000")
 	require.Equal(t, 1, d.runningBesides("b", 2000), "another task's attempts are not a's")
-	d.noteRunning("a", 2000, 1)
+	require.Zero(t, d.runningBesides("c", 1000), "nor c's")
+	d.noteRunning(shard("a", 2000, 0), 1)
 	require.Equal(t, 1, d.runningBesides("a", 1000), "the fire at 2000")
-	d.noteRunning("a", 1000, -1)
-	d.noteRunning("a", 1000, -1)
-	d.noteRunning("a", 2000, -1)
-	d.noteRunning("b", 1000, -1)
+	d.noteRunning(shard("a", 1000, 0), -1)
+	d.noteRunning(shard("a", 1000, 1), -1)
+	d.noteRunning(shard("a", 2000, 0), -1)
+	d.noteRunning(whole("b", 1000), -1)
 	require.Zero(t, d.runningBesides("a", 3000))
+	require.Zero(t, d.runningBesides("b", 2000))
 	require.Empty(t, d.running.byTask, "no task left counted")
 	require.Empty(t, d.running.byFire, "no fire left counted")
 }

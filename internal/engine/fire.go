@@ -67,10 +67,13 @@ type dispatcher struct {
 	// and out (noteRunning), and with mu it waited on the dispatcher
 	// starting the rest of its instant.
 	runMu sync.Mutex
-	// running counts the attempts running here, by task and by fire (a
-	// task's run time): the shards of one fire do not overlap each other.
-	// Flat maps: a map per task, made for each fire and dropped when it
-	// ended, cost two allocations a fire.
+	// running counts the attempts running here, by task, and the shards
+	// running here by fire (a task's run time): the shards of one fire do
+	// not overlap each other. A fire that is not sharded is one row, so
+	// none of its attempts runs while it is checked (runningBesides) and
+	// byFire leaves it out: counting it cost every fire two more map
+	// writes. Flat maps: a map per task, made for each fire and dropped
+	// when it ended, cost two allocations a fire.
 	running struct {
 		byTask map[string]int
 		byFire map[fireRun]int
@@ -161,17 +164,18 @@ func (d *dispatcher) poke() {
 // stop its timer for the round: a wake queued, or taken and not acted on.
 func (d *dispatcher) wakePending() bool { return len(d.wake) > 0 || d.woken.Load() }
 
-// noteRunning counts an attempt of a task's fire at runTime starting here
-// (delta 1) or ending (-1): a task that forbids overlap checks the count
-// (dispatch).
-func (d *dispatcher) noteRunning(code string, runTime int64, delta int) {
+// noteRunning counts an attempt of r starting here (delta 1) or ending
+// (-1): a task that forbids overlap checks the count (dispatch).
+func (d *dispatcher) noteRunning(r store.Execution, delta int) {
 	d.runMu.Lock()
 	defer d.runMu.Unlock()
 	if d.running.byTask == nil {
 		d.running.byTask, d.running.byFire = map[string]int{}, map[fireRun]int{}
 	}
-	bump(d.running.byTask, code, delta)
-	bump(d.running.byFire, fireRun{code, runTime}, delta)
+	bump(d.running.byTask, r.TaskCode, delta)
+	if r.Sharded() {
+		bump(d.running.byFire, fireRun{r.TaskCode, r.RunTime}, delta)
+	}
 }
 
 // bump adds delta to m[k], never below zero, and drops k at zero.
@@ -920,7 +924,7 @@ func (s *Engine) startAttempt(r store.Execution, now time.Time) {
 	// checks leave it out.
 	backfill := r.Source == store.SourceBackfill
 	if !backfill {
-		s.dispatcher.noteRunning(r.TaskCode, r.RunTime, 1)
+		s.dispatcher.noteRunning(r, 1)
 	}
 	s.attempts.Add(1)
 	run := &Attempt{
@@ -952,7 +956,7 @@ func (s *Engine) startAttempt(r store.Execution, now time.Time) {
 		}
 		out := executor.Call(ctx, s.clock, timeout, work, late)
 		if !backfill {
-			s.dispatcher.noteRunning(r.TaskCode, r.RunTime, -1)
+			s.dispatcher.noteRunning(r, -1)
 		}
 		reason := ""
 		if cancellable {
