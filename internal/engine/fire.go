@@ -67,13 +67,12 @@ type dispatcher struct {
 	// and out (noteRunning), and with mu it waited on the dispatcher
 	// starting the rest of its instant.
 	runMu sync.Mutex
-	// running counts the attempts running here, by task, and the shards
+	// running counts the attempts running here by task, and the shards
 	// running here by fire (a task's run time): the shards of one fire do
-	// not overlap each other. A fire that is not sharded is one row, so
-	// none of its attempts runs while it is checked (runningBesides) and
-	// byFire leaves it out: counting it cost every fire two more map
-	// writes. Flat maps: a map per task, made for each fire and dropped
-	// when it ended, cost two allocations a fire.
+	// not overlap each other. A fire that is not sharded is one row, none
+	// of whose attempts runs while it is checked (runningBesides), so
+	// byFire leaves it out. Flat maps: a map per task, made for each fire
+	// and dropped when it ended, cost two allocations a fire.
 	running struct {
 		byTask map[string]int
 		byFire map[fireRun]int

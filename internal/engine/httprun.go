@@ -226,10 +226,7 @@ func (s *Engine) attemptWork(r store.Execution, t *taskState, cfg *registration,
 	if t != nil {
 		timeout = time.Duration(t.def().TimeoutMs) * time.Millisecond
 	}
-	// The closures capture the code, not r: a closure that captured r
-	// moved a copy of the whole row to the heap for every attempt, on
-	// every path (BenchmarkStartInstant).
-	code := r.TaskCode
+	code := r.TaskCode // the closures capture it, not r: no heap copy of the row
 	switch {
 	case cfg != nil:
 		return func(ctx context.Context) error { return s.opts.Invoke(ctx, cfg.handler, a) }, s.pool.Submit, timeout
