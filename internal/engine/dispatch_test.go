@@ -116,6 +116,8 @@ func TestRunningCountsAttemptsByFire(t *testing.T) {
 	d.noteRunning(whole("b", 1000), -1)
 	require.Zero(t, d.runningBesides("a", 3000))
 	require.Zero(t, d.runningBesides("b", 2000))
-	require.Empty(t, d.running.byTask, "no task left counted")
-	require.Empty(t, d.running.byFire, "no fire left counted")
+	for i := range d.running {
+		require.Empty(t, d.running[i].byTask, "no task left counted")
+		require.Empty(t, d.running[i].byFire, "no fire left counted")
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"hash/maphash"
 	"log/slog"
 	"math/rand/v2"
 	"runtime"
@@ -63,20 +64,16 @@ type dispatcher struct {
 	// unstarted are the fires claimed ahead and not started when the
 	// dispatcher stopped, for Stop to release.
 	unstarted []int64
-	// runMu guards running, apart from mu: every attempt counts itself in
-	// and out (noteRunning), and with mu it waited on the dispatcher
-	// starting the rest of its instant.
-	runMu sync.Mutex
 	// running counts the attempts running here by task, and the shards
 	// running here by fire (a task's run time): the shards of one fire do
 	// not overlap each other. A fire that is not sharded is one row, none
 	// of whose attempts runs while it is checked (runningBesides), so
-	// byFire leaves it out. Flat maps: a map per task, made for each fire
-	// and dropped when it ended, cost two allocations a fire.
-	running struct {
-		byTask map[string]int
-		byFire map[fireRun]int
-	}
+	// byFire leaves it out. Every attempt counts itself in and out
+	// (noteRunning), so the counts are split by task code into stripes,
+	// each under a lock of its own apart from mu: an attempt ending waits
+	// neither on the dispatcher starting the rest of its instant nor on
+	// the other attempts ending with it.
+	running [runStripes]runStripe
 	// cancellable are the attempts running here of tasks whose overlap
 	// policy is cancel_other, by execution ID: what a later fire of the
 	// task stops (cancelTask, cancelIDs).
@@ -163,17 +160,41 @@ func (d *dispatcher) poke() {
 // stop its timer for the round: a wake queued, or taken and not acted on.
 func (d *dispatcher) wakePending() bool { return len(d.wake) > 0 || d.woken.Load() }
 
+// runStripes is how many stripes dispatcher.running has: enough that
+// the workers of a pool of 64 seldom meet on one.
+const runStripes = 64
+
+// runStripe is one stripe of dispatcher.running: the tasks whose code
+// hashes to it. Flat maps: a map per task, made for each fire and
+// dropped when it ended, cost two allocations a fire. The padding keeps
+// each stripe's lock on a cache line of its own.
+type runStripe struct {
+	mu     sync.Mutex
+	byTask map[string]int
+	byFire map[fireRun]int
+	_      [40]byte
+}
+
+// stripeSeed seeds the hash that picks a task's stripe.
+var stripeSeed = maphash.MakeSeed()
+
+// stripe returns the stripe of dispatcher.running that counts task code.
+func (d *dispatcher) stripe(code string) *runStripe {
+	return &d.running[maphash.String(stripeSeed, code)%runStripes]
+}
+
 // noteRunning counts an attempt of r starting here (delta 1) or ending
 // (-1): a task that forbids overlap checks the count (dispatch).
 func (d *dispatcher) noteRunning(r store.Execution, delta int) {
-	d.runMu.Lock()
-	defer d.runMu.Unlock()
-	if d.running.byTask == nil {
-		d.running.byTask, d.running.byFire = map[string]int{}, map[fireRun]int{}
+	st := d.stripe(r.TaskCode)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.byTask == nil {
+		st.byTask, st.byFire = map[string]int{}, map[fireRun]int{}
 	}
-	bump(d.running.byTask, r.TaskCode, delta)
+	bump(st.byTask, r.TaskCode, delta)
 	if r.Sharded() {
-		bump(d.running.byFire, fireRun{r.TaskCode, r.RunTime}, delta)
+		bump(st.byFire, fireRun{r.TaskCode, r.RunTime}, delta)
 	}
 }
 
@@ -195,9 +216,10 @@ type fireRun struct {
 // runningBesides counts the attempts of task code running here for fires
 // other than the one at runTime (whose other shards do not overlap it).
 func (d *dispatcher) runningBesides(code string, runTime int64) int {
-	d.runMu.Lock()
-	defer d.runMu.Unlock()
-	return d.running.byTask[code] - d.running.byFire[fireRun{code, runTime}]
+	st := d.stripe(code)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.byTask[code] - st.byFire[fireRun{code, runTime}]
 }
 
 // takeUnstarted returns the fires the dispatcher claimed and never
