@@ -121,11 +121,11 @@ func seedIfNeeded(ctx context.Context, db *gorm.DB, p plan) (time.Duration, erro
 	return time.Since(start), nil
 }
 
-// dropStaleIndexes drops the indexes of xtimer_executions that the model
-// no longer declares (Migrate creates new ones but never drops old ones),
-// so that a reused table is measured with exactly the current indexes.
+// dropStaleIndexes drops the indexes of xtimer_executions that Migrate no
+// longer makes (store.ExecutionIndexes names those it makes), so that a
+// reused table is measured with exactly the current indexes.
 func dropStaleIndexes(ctx context.Context, db *gorm.DB) error {
-	want, err := seedrows.ExecutionIndexes(db)
+	want, err := store.ExecutionIndexes(db)
 	if err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func dropStaleIndexes(ctx context.Context, db *gorm.DB) error {
 		if primary, _ := idx.PrimaryKey(); primary || slices.Contains(want, idx.Name()) {
 			continue
 		}
-		logf("dropping index %s, which the model no longer declares", idx.Name())
+		logf("dropping index %s, which Migrate no longer makes", idx.Name())
 		if err := m.DropIndex(&store.Execution{}, idx.Name()); err != nil {
 			return fmt.Errorf("drop index %s: %w", idx.Name(), err)
 		}

@@ -155,7 +155,7 @@ func Seed(ctx context.Context, db *gorm.DB, p Plan, logf func(format string, arg
 				return fmt.Errorf("seedrows: %s: %w", set, err)
 			}
 		}
-		indexes, err := ExecutionIndexes(conn)
+		indexes, err := store.ExecutionIndexes(conn)
 		if err != nil {
 			return err
 		}
@@ -181,8 +181,8 @@ func Seed(ctx context.Context, db *gorm.DB, p Plan, logf func(format string, arg
 		}
 		for _, name := range indexes {
 			t := time.Now()
-			if err := m.CreateIndex(&store.Execution{}, name); err != nil {
-				return fmt.Errorf("seedrows: create index %s: %w", name, err)
+			if err := store.CreateExecutionIndex(conn, name); err != nil {
+				return fmt.Errorf("seedrows: %w", err)
 			}
 			logf("built index %s in %s", name, time.Since(t).Round(time.Second))
 		}
@@ -196,20 +196,6 @@ func Seed(ctx context.Context, db *gorm.DB, p Plan, logf func(format string, arg
 		}
 		return nil
 	})
-}
-
-// ExecutionIndexes returns the names of the indexes store.Execution
-// declares.
-func ExecutionIndexes(db *gorm.DB) ([]string, error) {
-	stmt := &gorm.Statement{DB: db}
-	if err := stmt.Parse(&store.Execution{}); err != nil {
-		return nil, fmt.Errorf("seedrows: parse store.Execution: %w", err)
-	}
-	var names []string
-	for _, idx := range stmt.Schema.ParseIndexes() {
-		names = append(names, idx.Name)
-	}
-	return names, nil
 }
 
 // insertSQL generates rows lo <= n < hi on the server; its two parameters

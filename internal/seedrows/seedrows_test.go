@@ -78,7 +78,7 @@ func TestSeedWritesTheRowsOfThePlan(t *testing.T) {
 				require.True(t, names[r], "replica %q is one of the plan's", r)
 			}
 
-			want, err := seedrows.ExecutionIndexes(db)
+			want, err := store.ExecutionIndexes(db)
 			require.NoError(t, err)
 			for _, name := range want {
 				require.True(t, db.Migrator().HasIndex(&store.Execution{}, name), "index %s built again", name)

@@ -632,7 +632,7 @@ func (s *Store) DueRetries(ctx context.Context, app string, nowMs int64, limit i
 	defer cancel()
 	var out []Execution
 	err := s.db.WithContext(ctx).
-		Where("app = ? AND status = ? AND next_attempt_ms <= ?", app, StatusRetrying, nowMs).
+		Where("app = ? AND "+retryingRows+" AND next_attempt_ms <= ?", app, nowMs).
 		Order("next_attempt_ms, id").Limit(limit).Find(&out).Error
 	if err != nil {
 		return nil, fmt.Errorf("store: read due retries of app %q: %w", app, err)

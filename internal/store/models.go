@@ -194,11 +194,11 @@ func (AppState) TableName() string { return "xtimer_apps" }
 //     one row per fire, or per shard of a sharded fire; the listing of a
 //     task. (It replaced xtimer_executions_fire, the same without shard.)
 //   - xtimer_executions_status (app, status, run_time): the listing of a
-//     status. It and xtimer_executions_retry (app, status,
-//     next_attempt_ms), for DueRetries, share the (app, status) prefix
-//     that finds the live rows the engine looks for, which are few
-//     (scheduled, running: ClaimFires, LostExecutions, PromoteLostStarts,
-//     ReleaseFires, RunningCount).
+//     status. Its (app, status) prefix finds the live rows the engine
+//     looks for, which are few (scheduled, running: ClaimFires,
+//     LostExecutions, PromoteLostStarts, ReleaseFires, RunningCount).
+//   - the retry index, for DueRetries: partial where the database has
+//     partial indexes. The tags below cannot declare it (retryindex.go).
 //   - xtimer_executions_replica_time (app, replica, run_time): the listing
 //     of a replica. Replica IDs are per process, so most replicas have rows
 //     only in some past days, which a scan of the time index would reach
@@ -211,7 +211,7 @@ func (AppState) TableName() string { return "xtimer_apps" }
 // internal/pagingbench measures them on 10 million rows.
 type Execution struct {
 	ID       int64  `gorm:"column:id;primaryKey;autoIncrement"`
-	App      string `gorm:"column:app;size:64;not null;uniqueIndex:xtimer_executions_shard,priority:1;index:xtimer_executions_retry,priority:1;index:xtimer_executions_status,priority:1;index:xtimer_executions_replica_time,priority:1;index:xtimer_executions_time,priority:1"`
+	App      string `gorm:"column:app;size:64;not null;uniqueIndex:xtimer_executions_shard,priority:1;index:xtimer_executions_status,priority:1;index:xtimer_executions_replica_time,priority:1;index:xtimer_executions_time,priority:1"`
 	TaskCode string `gorm:"column:task_code;size:128;not null;uniqueIndex:xtimer_executions_shard,priority:2"`
 	// RunTime is the fire's planned instant, Unix milliseconds UTC.
 	RunTime int64 `gorm:"column:run_time;not null;uniqueIndex:xtimer_executions_shard,priority:3;index:xtimer_executions_status,priority:3;index:xtimer_executions_replica_time,priority:3;index:xtimer_executions_time,priority:2"`
@@ -222,7 +222,7 @@ type Execution struct {
 	// Broadcast marks a shard of a broadcast fire (WithBroadcast): it runs
 	// on its replica or not at all, and is never handed to another.
 	Broadcast bool   `gorm:"column:broadcast;not null;default:false"`
-	Status    string `gorm:"column:status;size:16;not null;index:xtimer_executions_retry,priority:2;index:xtimer_executions_status,priority:2"`
+	Status    string `gorm:"column:status;size:16;not null;index:xtimer_executions_status,priority:2"`
 	Reason    string `gorm:"column:reason;size:64;not null;default:''"`
 	Source    string `gorm:"column:source;size:16;not null;default:'schedule'"`
 	// Attempt is the number of the attempt running or last run: 0 before
@@ -246,7 +246,7 @@ type Execution struct {
 	HTTPStatus    int    `gorm:"column:http_status;not null;default:0"`
 	Output        string `gorm:"column:output;type:text;not null"`
 	Error         string `gorm:"column:error;type:text;not null"`
-	NextAttemptMs int64  `gorm:"column:next_attempt_ms;not null;default:0;index:xtimer_executions_retry,priority:3"`
+	NextAttemptMs int64  `gorm:"column:next_attempt_ms;not null;default:0"`
 	UpdatedMs     int64  `gorm:"column:updated_ms;not null;default:0"`
 	// CancelMs is when a later fire asked this run to stop (overlap policy
 	// cancel_other, RequestCancel); 0 when none did.

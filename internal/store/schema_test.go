@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -75,6 +76,12 @@ func TestHandWrittenSchemaMatchesModels(t *testing.T) {
 					require.True(t, m.HasIndex(model, idx.Name), "index %s on %s", idx.Name, table)
 				}
 			}
+			// The retry index, which no tag declares (it differs by database).
+			indexes, err := store.ExecutionIndexes(b.db)
+			require.NoError(t, err)
+			for _, name := range indexes {
+				require.True(t, m.HasIndex(&store.Execution{}, name), "index %s on xtimer_executions", name)
+			}
 			require.Empty(t, schemaChanges(t, b), "AutoMigrate after %s must change nothing", c.file)
 
 			// And the hand-made tables work for the real queries.
@@ -138,4 +145,112 @@ func TestMigrateLeavesRoomForStartsOnPostgres(t *testing.T) {
 	require.NoError(t, b.db.Exec("ALTER TABLE xtimer_executions RESET (fillfactor)").Error)
 	require.NoError(t, b.store.Migrate(b.ctx))
 	require.Equal(t, "fillfactor=50", options(), "a table from before the fill factor gets it")
+}
+
+// retryIndexDef returns the definition of index name as the database
+// keeps it, or "" on MySQL, which keeps none as text.
+func retryIndexDef(t *testing.T, b *bundle, name string) string {
+	t.Helper()
+	var def []string
+	switch b.db.Dialector.Name() {
+	case "postgres":
+		require.NoError(t, b.db.Raw("SELECT indexdef FROM pg_indexes WHERE indexname = ?", name).Scan(&def).Error)
+	case "sqlite":
+		require.NoError(t, b.db.Raw("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?", name).Scan(&def).Error)
+	default:
+		return ""
+	}
+	require.Len(t, def, 1, "index %s", name)
+	return def[0]
+}
+
+// Where the database has partial indexes, the retry index holds only the
+// rows waiting for a retry, and a database migrated by an earlier version
+// has its whole-table retry index replaced; MySQL keeps the whole one.
+func TestMigrateMakesTheRetryIndexPartialWhereItCan(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		m := b.db.Migrator()
+		if b.db.Dialector.Name() == "mysql" {
+			require.True(t, m.HasIndex(&store.Execution{}, "xtimer_executions_retry"))
+			require.False(t, m.HasIndex(&store.Execution{}, "xtimer_executions_retrying"))
+			return
+		}
+		require.False(t, m.HasIndex(&store.Execution{}, "xtimer_executions_retry"))
+		require.Regexp(t, `\(app, next_attempt_ms\) WHERE \(?\(?status\)?(::text)? = 'retrying'`, retryIndexDef(t, b, "xtimer_executions_retrying"))
+
+		// As an earlier version left it: the whole retry index, no partial one.
+		require.NoError(t, b.db.Exec("DROP INDEX xtimer_executions_retrying").Error)
+		require.NoError(t, b.db.Exec("CREATE INDEX xtimer_executions_retry ON xtimer_executions (app, status, next_attempt_ms)").Error)
+		require.NoError(t, b.store.Migrate(b.ctx))
+		require.False(t, m.HasIndex(&store.Execution{}, "xtimer_executions_retry"), "the whole index is dropped")
+		require.True(t, m.HasIndex(&store.Execution{}, "xtimer_executions_retrying"))
+		require.Empty(t, schemaChanges(t, b), "nothing left to change")
+	})
+}
+
+// DueRetries must find its rows along the partial index in every plan
+// PostgreSQL may pick for it, the generic plan of a prepared statement
+// included (the driver prepares and caches statements): the status in its
+// condition is a literal the planner can match to the index's.
+func TestDueRetriesReadsThePartialIndexInAGenericPlan(t *testing.T) {
+	t.Parallel()
+	b := open(t, testsvc.Postgres(t))
+	require.NoError(t, b.store.Migrate(b.ctx))
+
+	// 20,000 finished fires and 500 waiting for a retry.
+	for i := range 20 {
+		runTimes := make([]int64, 1000)
+		for j := range runTimes {
+			runTimes[j] = t0 + int64(i*1000+j)*1000
+		}
+		_, err := b.store.InsertFires(b.ctx, fires(b.app, fmt.Sprintf("task-%02d", i), runTimes...))
+		require.NoError(t, err)
+	}
+	require.NoError(t, b.db.Exec("UPDATE xtimer_executions SET status = ? WHERE app = ?", store.StatusSucceeded, b.app).Error)
+	require.NoError(t, b.db.Exec("UPDATE xtimer_executions SET status = ?, next_attempt_ms = run_time + 5000 WHERE app = ? AND id % 40 = 0",
+		store.StatusRetrying, b.app).Error)
+	require.NoError(t, b.db.Exec("ANALYZE xtimer_executions").Error)
+
+	// The statement and arguments DueRetries sends, as the driver gets them.
+	var sql string
+	var vars []any
+	require.NoError(t, b.db.Callback().Query().After("gorm:query").Register("test:due_retries", func(tx *gorm.DB) {
+		if strings.Contains(tx.Statement.SQL.String(), "next_attempt_ms <=") {
+			sql, vars = tx.Statement.SQL.String(), append([]any(nil), tx.Statement.Vars...)
+		}
+	}))
+	due, err := b.store.DueRetries(b.ctx, b.app, t0+100_000_000, 100)
+	require.NoError(t, err)
+	require.Len(t, due, 100)
+	require.NotEmpty(t, sql, "DueRetries' statement was not seen")
+	require.Len(t, vars, 3, "the app, the instant and the limit: %q", sql)
+
+	var plan []string
+	require.NoError(t, b.db.Connection(func(conn *gorm.DB) error {
+		for _, stmt := range []string{"SET plan_cache_mode = force_generic_plan", "PREPARE due_retries AS " + sql} {
+			if err := conn.Exec(stmt).Error; err != nil {
+				return fmt.Errorf("%s: %w", stmt, err)
+			}
+		}
+		args := make([]string, len(vars))
+		for i, v := range vars {
+			args[i] = literal(t, v)
+		}
+		return conn.Raw("EXPLAIN EXECUTE due_retries(" + strings.Join(args, ", ") + ")").Scan(&plan).Error
+	}))
+	joined := strings.Join(plan, "\n")
+	require.Contains(t, joined, "xtimer_executions_retrying", "the generic plan of %q:\n%s", sql, joined)
+}
+
+// literal writes v, a string or an integer, as an SQL literal.
+func literal(t *testing.T, v any) string {
+	t.Helper()
+	switch v := v.(type) {
+	case string:
+		return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+	case int, int64:
+		return fmt.Sprint(v)
+	}
+	t.Fatalf("argument %v of type %T", v, v)
+	return ""
 }

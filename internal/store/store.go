@@ -109,6 +109,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err := db.AutoMigrate(models()...); err != nil {
 		return fmt.Errorf("store: migrate: %w", err)
 	}
+	if err := migrateRetryIndex(db); err != nil {
+		return err
+	}
 	// AutoMigrate never drops an index; these were replaced by better ones.
 	for _, old := range retiredIndexes() {
 		if db.Migrator().HasIndex(old.model, old.name) {

@@ -103,7 +103,7 @@ CREATE TABLE IF NOT EXISTS `xtimer_executions` (
   -- Five indexes, no more: every fire writes its row several times. See
   -- store.Execution for which query each serves.
   UNIQUE INDEX `xtimer_executions_shard` (`app`, `task_code`, `run_time`, `shard`), -- one row per fire (per shard)
-  INDEX `xtimer_executions_retry` (`app`, `status`, `next_attempt_ms`),
+  INDEX `xtimer_executions_retry` (`app`, `status`, `next_attempt_ms`), -- whole: MySQL has no partial index
   INDEX `xtimer_executions_status` (`app`, `status`, `run_time`),
   INDEX `xtimer_executions_replica_time` (`app`, `replica`, `run_time`),
   INDEX `xtimer_executions_time` (`app`, `run_time`)

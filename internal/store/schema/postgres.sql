@@ -102,7 +102,7 @@ CREATE TABLE IF NOT EXISTS xtimer_executions (
 -- Five indexes, no more: every fire writes its row several times. See
 -- store.Execution for which query each serves.
 CREATE UNIQUE INDEX IF NOT EXISTS xtimer_executions_shard ON xtimer_executions (app, task_code, run_time, shard); -- one row per fire (per shard)
-CREATE INDEX IF NOT EXISTS xtimer_executions_retry ON xtimer_executions (app, status, next_attempt_ms);
+CREATE INDEX IF NOT EXISTS xtimer_executions_retrying ON xtimer_executions (app, next_attempt_ms) WHERE status = 'retrying'; -- only the rows waiting for a retry
 CREATE INDEX IF NOT EXISTS xtimer_executions_status ON xtimer_executions (app, status, run_time);
 CREATE INDEX IF NOT EXISTS xtimer_executions_replica_time ON xtimer_executions (app, replica, run_time);
 CREATE INDEX IF NOT EXISTS xtimer_executions_time ON xtimer_executions (app, run_time);
