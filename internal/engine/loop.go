@@ -747,9 +747,12 @@ func (p *planner) plan(ctx context.Context, now time.Time) error {
 			st.done = true // watched long enough; ClaimFires covers what is left
 		case !st.done && k.minute > cur && !others && !p.keeper.holds(k) && !p.sharesLocked(k):
 			// Another replica's share of the next minute: left to it for now.
-		case !st.done && k.minute == cur && !p.keeper.holds(k) && now.Sub(st.opened) < startShareWait && !p.sharesLocked(k):
-			// Another replica's share of the minute this one started in:
-			// left to it for startShareWait, then claimed if still free.
+		case !st.done && k.minute >= cur && !p.keeper.holds(k) && now.Sub(st.opened) < startShareWait &&
+			(k.minute == cur || st.opened.Add(startShareWait).Before(time.Unix(k.minute*60, 0))) && !p.sharesLocked(k):
+			// Another replica's share of the minute this one started in,
+			// or of the next one when it started within shareWait of it:
+			// left to it for startShareWait, then claimed if still free
+			// (at once if that wait would reach into the minute).
 			if at := st.opened.Add(startShareWait); p.replanAt.IsZero() || at.Before(p.replanAt) {
 				p.replanAt = at
 			}
@@ -823,7 +826,12 @@ func (p *planner) relockSlots(ctx context.Context, now time.Time, keys []slotKey
 //
 // The minute a fleet starts in is shared out too: a replica claims its
 // share of it at its first tick, and the others' startShareWait later, in
-// a tick of its own (replanAt), if they are still free. Replicas started
+// a tick of its own (replanAt), if they are still free. So is the next
+// minute when the fleet starts within shareWait of it, unless the wait
+// would reach into that minute: its other shares were otherwise due at
+// once, and the replica that ticked first took them (in a fleet started
+// 2 s before a minute, at 10,000 fires a second, one replica ran none of
+// that minute's fires and another four fifths, seconds late). Replicas started
 // together tick a second apart when their Starts straddle a tick instant;
 // without it, the first to tick took every slot of the minute it could:
 // the minute's fires went to the replicas unevenly, or all to one, and the

@@ -151,6 +151,53 @@ func TestTheMinuteAFleetStartsInIsSharedOut(t *testing.T) {
 	require.True(t, e.planner.replanAt.IsZero())
 }
 
+// The promise: a fleet that starts within shareWait of a minute shares
+// that next minute out as it shares the minute it starts in: at its first
+// tick a replica claims its share of each, and the others'
+// startShareWait later if they are still free. (Before, the others'
+// shares of a minute less than shareWait away were claimed at once, by
+// whichever replica ticked first: in a fleet started 2 s before a minute,
+// one replica ran none of its fires, another four fifths.)
+func TestAFleetStartedJustBeforeAMinuteSharesItOut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 30, 10, 0, 57, 500_000_000, time.UTC)
+	this, next := t0.Truncate(time.Minute), t0.Truncate(time.Minute).Add(time.Minute)
+
+	f := newShareFleet(t, t0, "* * * * * *")
+	a, b := f.replica("replica-a"), f.replica("replica-b")
+	require.Less(t, next.Sub(t0), a.planner.shareWait(), "the next minute is within shareWait")
+	require.NoError(t, a.planner.heartbeat(ctx, t0))
+	require.NoError(t, b.planner.heartbeat(ctx, t0))
+	require.NoError(t, a.planner.plan(ctx, t0))
+	for _, m := range []time.Time{this, next} {
+		require.NotEmpty(t, f.share(a, m))
+		require.Equal(t, f.share(a, m), f.held(a, m), "replica-a claims its share of %s only", m.Format(time.TimeOnly))
+	}
+	require.Equal(t, t0.Add(startShareWait), a.planner.replanAt, "and ticks again for the rest")
+	require.NoError(t, b.planner.plan(ctx, t0.Add(time.Second)))
+	a.planner.replanAt = time.Time{}
+	require.NoError(t, a.planner.plan(ctx, t0.Add(startShareWait)))
+	for _, m := range []time.Time{this, next} {
+		require.NotEmpty(t, f.held(b, m))
+		require.Equal(t, f.share(a, m), f.held(a, m), "replica-b holds its share of %s", m.Format(time.TimeOnly))
+		require.Equal(t, f.share(b, m), f.held(b, m))
+		require.Len(t, f.withFires, len(f.held(a, m))+len(f.held(b, m)), "every slot of %s with fires is held once", m.Format(time.TimeOnly))
+	}
+
+	// A share nobody claims (replica-d listed, never planning) is replica-c's
+	// startShareWait after it first saw the minute.
+	f = newShareFleet(t, t0, "* * * * * *")
+	c, d := f.replica("replica-c"), f.replica("replica-d")
+	require.NoError(t, c.planner.heartbeat(ctx, t0))
+	require.NoError(t, d.planner.heartbeat(ctx, t0))
+	require.NoError(t, c.planner.plan(ctx, t0))
+	require.NotEqual(t, f.withFires, f.held(c, next))
+	require.NoError(t, c.planner.plan(ctx, t0.Add(startShareWait)))
+	require.Equal(t, f.withFires, f.held(c, this))
+	require.Equal(t, f.withFires, f.held(c, next), "at +%s, every slot of the next minute too", startShareWait)
+}
+
 // shareFleet is replicas of one app on one SQLite database and one lock,
 // as Redis would be, each with the same 64 tasks of spec, that the share
 // tests plan at chosen instants of the injected clock. They are never
