@@ -73,21 +73,17 @@ func CreateExecutionIndex(db *gorm.DB, name string) error {
 	return nil
 }
 
-// migrateRetryIndex creates the retry index when it is missing and then,
-// where it is the partial one, drops the full index earlier versions made
-// everywhere, so that DueRetries always has one of them.
-func migrateRetryIndex(db *gorm.DB) error {
-	m := db.Migrator()
+// createRetryIndex creates the retry index when it is missing. Where it is
+// the partial one, Migrate then drops the whole index earlier versions
+// made everywhere (retiredIndexes), so that DueRetries always has one of
+// them.
+func createRetryIndex(db *gorm.DB) error {
 	name, _ := retryIndex(db.Dialector.Name())
-	if !m.HasIndex(&Execution{}, name) {
-		if err := CreateExecutionIndex(db, name); err != nil {
-			return fmt.Errorf("store: migrate: %w", err)
-		}
+	if db.Migrator().HasIndex(&Execution{}, name) {
+		return nil
 	}
-	if name != retryIndexFull && m.HasIndex(&Execution{}, retryIndexFull) {
-		if err := m.DropIndex(&Execution{}, retryIndexFull); err != nil {
-			return fmt.Errorf("store: migrate: drop the full retry index %s: %w", retryIndexFull, err)
-		}
+	if err := CreateExecutionIndex(db, name); err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
 	}
 	return nil
 }

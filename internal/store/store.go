@@ -109,11 +109,12 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err := db.AutoMigrate(models()...); err != nil {
 		return fmt.Errorf("store: migrate: %w", err)
 	}
-	if err := migrateRetryIndex(db); err != nil {
+	if err := createRetryIndex(db); err != nil {
 		return err
 	}
-	// AutoMigrate never drops an index; these were replaced by better ones.
-	for _, old := range retiredIndexes() {
+	// AutoMigrate never drops an index; these were replaced by better ones,
+	// which exist by now.
+	for _, old := range retiredIndexes(db.Dialector.Name()) {
 		if db.Migrator().HasIndex(old.model, old.name) {
 			if err := db.Migrator().DropIndex(old.model, old.name); err != nil {
 				return fmt.Errorf("store: migrate: drop retired index %s: %w", old.name, err)
@@ -162,15 +163,16 @@ func leaveRoomForStarts(db *gorm.DB) error {
 	return nil
 }
 
-// retiredIndexes lists indexes earlier versions created and Migrate drops.
-func retiredIndexes() []struct {
+// retiredIndex is an index of model's table that Migrate drops.
+type retiredIndex struct {
 	model any
 	name  string
-} {
-	return []struct {
-		model any
-		name  string
-	}{
+}
+
+// retiredIndexes lists indexes earlier versions created and Migrate drops
+// on dialect.
+func retiredIndexes(dialect string) []retiredIndex {
+	retired := []retiredIndex{
 		// (app, replica, status): replaced by xtimer_executions_replica_time,
 		// which serves the console's replica filter in time order.
 		{&Execution{}, "xtimer_executions_replica"},
@@ -182,6 +184,13 @@ func retiredIndexes() []struct {
 		// of the names that are not the task's code (search.go).
 		{&Task{}, "xtimer_tasks_name_trgm"},
 	}
+	if name, _ := retryIndex(dialect); name != retryIndexFull {
+		// (app, status, next_attempt_ms): replaced by the partial
+		// xtimer_executions_retrying where the database has partial
+		// indexes (retryindex.go); MySQL keeps it.
+		retired = append(retired, retiredIndex{&Execution{}, retryIndexFull})
+	}
+	return retired
 }
 
 // ctx applies the default timeout to a context without a deadline.
