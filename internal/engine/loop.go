@@ -984,7 +984,9 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 	// each armed as soon as it is committed: a slow database delays the
 	// end of the round, not its start. (Missed fires are all in urgent,
 	// so splitting later never separates the missed fires of one task.)
-	sort.Slice(later, func(i, j int) bool { return later[i].at.Before(later[j].at) })
+	// The sort is stable: at each instant, a slot's fires stay together
+	// (fires is made slot by slot), as the chunks' ends need (slotInstantEnd).
+	slices.SortStableFunc(later, func(a, b fire) int { return a.at.Compare(b.at) })
 	// A dead owner's fires due soon are taken over first: they are late
 	// already (its lock ran out seconds after it died). One replica often
 	// wins every slot of the dead one: taken over whole, one after the
@@ -1013,11 +1015,25 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 		p.slots[k].takeOverDue = false
 		p.mu.Unlock()
 	}
+	// The chunks end by the round's next tick instant: what does not fit
+	// before it is left to that tick, which records from the slots' new
+	// upTo to its own frontier (recordAhead from then), at once if the
+	// round ran past it (replanAt). A round that went on with its own
+	// frontier ended with its last fires due within a second, and the
+	// next round's urgent fires were late before it recorded them.
+	tickAt := now.Add(untilTick(now))
 	for len(later) > 0 {
-		n, ok := p.nextChunk(ctx, len(later))
+		n, ok := p.nextChunk(ctx, len(later), tickAt)
 		if !ok {
 			return ctx.Err() // stopping; the slots stay open
 		}
+		if n == 0 {
+			if p.replanAt.IsZero() || tickAt.Before(p.replanAt) {
+				p.replanAt = tickAt
+			}
+			break
+		}
+		n = slotInstantEnd(later, n)
 		began := time.Now()
 		if err := p.record(ctx, now, later[:n]); err != nil {
 			return err
@@ -1025,10 +1041,11 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 		p.noteRecord(time.Since(began), n)
 		later = later[n:]
 	}
+	upTo := recordedUpTo(won, frontier, later)
 	var slots []store.Slot
 	p.mu.Lock()
 	for _, k := range won {
-		if p.slots[k].gen == gens[k] && !frontier.Before(k.end()) {
+		if p.slots[k].gen == gens[k] && !upTo[k].Before(k.end()) {
 			slots = append(slots, store.Slot{App: p.opts.App, Minute: k.minute, Bucket: k.bucket, Done: true,
 				Owner: p.opts.InstanceID, DoneMs: now.UnixMilli()})
 		}
@@ -1046,8 +1063,10 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 		if st.gen != gens[k] {
 			continue // a task changed while this ran: its round is recorded again
 		}
-		if frontier.After(st.upTo) {
-			st.upTo = frontier
+		// A slot with fires left is recorded up to just before them, even
+		// where that is before its upTo: a task in only may have some.
+		if upTo[k].After(st.upTo) || upTo[k].Before(frontier) {
+			st.upTo = upTo[k]
 		}
 		st.only = nil
 		st.done = !st.upTo.Before(k.end())
@@ -1057,6 +1076,38 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 		p.log.Debug("slots recorded", "slots", len(won), "fires", len(fires), "done", len(slots))
 	}
 	return nil
+}
+
+// slotInstantEnd moves n, the end of a chunk of fires (in time order, a
+// slot's fires together at each instant), on to the end of the fires of
+// later[n-1]'s slot at its instant: a chunk records all of a slot's fires
+// at an instant or none, so a round that stops after it knows up to where
+// each slot is recorded (recordedUpTo) and records no fire twice. It adds
+// at most one slot's fires at one instant.
+func slotInstantEnd(later []fire, n int) int {
+	for n > 0 && n < len(later) && later[n].at.Equal(later[n-1].at) && later[n].task.bucket == later[n-1].task.bucket {
+		n++
+	}
+	return n
+}
+
+// recordedUpTo is, for each slot won, the instant up to which a round
+// recorded its fires: frontier, or just before the earliest of its fires
+// left (the fires the round did not record). Fires are recorded in time
+// order, a slot's at an instant all in one chunk (slotInstantEnd), so all
+// of a slot's fires before that instant are recorded and none at it.
+func recordedUpTo(won []slotKey, frontier time.Time, left []fire) map[slotKey]time.Time {
+	upTo := make(map[slotKey]time.Time, len(won))
+	for _, k := range won {
+		upTo[k] = frontier
+	}
+	for _, f := range left {
+		k := slotKey{f.at.Unix() / 60, int(f.task.bucket)}
+		if at := f.at.Add(-time.Nanosecond); at.Before(upTo[k]) {
+			upTo[k] = at
+		}
+	}
+	return upTo
 }
 
 // dueFires picks, of a slot's fires f in time order (firesIn), those a
@@ -1104,13 +1155,19 @@ const (
 
 // nextChunk waits, if need be, until a chunk of fires can be recorded
 // between instants (see quietGap), and returns how many of left it may
-// hold. It measures real time, as the fires' lateness does: under an
-// injected clock it delays a chunk by at most a second. ok is false if
-// ctx ended first.
-func (p *planner) nextChunk(ctx context.Context, left int) (n int, ok bool) {
+// hold: as many as the clock says end by the instant by, and at least
+// minRecordChunk (as chunkAt's); none (n zero) once the clock is past by.
+// It measures real time, as the fires' lateness does: under an injected
+// clock it delays a chunk by at most a second. ok is false if ctx ended
+// first.
+func (p *planner) nextChunk(ctx context.Context, left int, by time.Time) (n int, ok bool) {
+	if !p.clock.Now().Before(by) {
+		return 0, true
+	}
 	wall := time.Now()
 	lead := min(p.fires.lead(), maxQuietLead)
-	wait, n := chunkAt(wall.Sub(wall.Truncate(time.Second)), cmp.Or(p.recordPerFire, assumedRecordPerFire), lead)
+	perFire := cmp.Or(p.recordPerFire, assumedRecordPerFire)
+	wait, n := chunkAt(wall.Sub(wall.Truncate(time.Second)), perFire, lead)
 	if wait > 0 {
 		t := time.NewTimer(wait)
 		defer t.Stop()
@@ -1120,7 +1177,11 @@ func (p *planner) nextChunk(ctx context.Context, left int) (n int, ok bool) {
 		case <-t.C:
 		}
 	}
-	return min(n, left), true
+	room := by.Sub(p.clock.Now())
+	if room <= 0 {
+		return 0, true
+	}
+	return min(n, max(int(min(room/perFire, recordChunk)), minRecordChunk), left), true
 }
 
 // chunkAt is how long a chunk waits, since the time since the last whole

@@ -2,12 +2,14 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xtimer-go/xtimer/internal/fakeclock"
 	"github.com/xtimer-go/xtimer/internal/store"
 	"github.com/xtimer-go/xtimer/internal/testsvc"
 )
@@ -87,4 +89,136 @@ func TestDueFiresPicksTheRoundsSpan(t *testing.T) {
 		"b's fires changed: recorded again before upTo")
 	require.Empty(t, dueFires(f, t0.Add(4*time.Second), t0.Add(3*time.Second), nil), "a clock gone back records nothing")
 	require.Empty(t, dueFires(f, t0.Add(5*time.Second), t0.Add(9*time.Second), nil), "all recorded")
+}
+
+// The promise: a round of plan records in chunks only up to its next tick
+// instant, and leaves the rest of its fires to that tick, at once if the
+// round ran past it; that round records from where this one stopped to
+// its own frontier, so every fire is recorded once and the margin ahead
+// of the fires stays recordAhead. (A round that went on to its own
+// frontier on a slow database ended with its last fires due within a
+// second, and the next round's first fires ran late.)
+func TestARoundPastItsTickLeavesTheRestToIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 30, 10, 0, 0, 500_000_000, time.UTC) // a tick instant
+	f := newShareFleet(t, t0, "* * * * * *")
+	a := f.replica("replica-a") // alone: it claims every slot
+	for i := range 64 {         // it runs them: it arms the fires it records
+		mustRegister(t, a, fmt.Sprintf("report.%02d", i), f.spec, func(context.Context, *Attempt) error { return nil })
+	}
+	slow := &clockArmer{fireArmer: a.planner.fires, clock: f.clock, per: 5 * time.Millisecond}
+	a.planner.fires = slow
+	perSecond := func() map[string]int64 {
+		var rows []struct {
+			RunTime int64
+			N       int64
+		}
+		require.NoError(t, f.db.Model(&store.Execution{}).Where("app = ?", f.app).
+			Select("run_time, COUNT(*) AS n").Group("run_time").Scan(&rows).Error)
+		out := map[string]int64{}
+		for _, r := range rows {
+			out[time.UnixMilli(r.RunTime).UTC().Format(time.TimeOnly)] = r.N
+		}
+		return out
+	}
+
+	// Recording the urgent fires (10:00:00 to 10:00:03, 256 rows) takes
+	// 1.28 s: the round is past its tick instant, 10:00:01.5, and records
+	// nothing more.
+	require.NoError(t, a.planner.plan(ctx, t0))
+	require.Equal(t, map[string]int64{"10:00:00": 64, "10:00:01": 64, "10:00:02": 64, "10:00:03": 64}, perSecond())
+	require.Equal(t, t0.Add(time.Second), a.planner.replanAt, "the tick it ran past comes at once")
+	require.True(t, f.clock.Now().After(a.planner.replanAt))
+
+	// That tick records the rest, up to its own frontier (10:00:06.78).
+	slow.per = 0
+	require.NoError(t, a.planner.plan(ctx, f.clock.Now()))
+	require.Equal(t, map[string]int64{"10:00:00": 64, "10:00:01": 64, "10:00:02": 64, "10:00:03": 64,
+		"10:00:04": 64, "10:00:05": 64, "10:00:06": 64}, perSecond())
+}
+
+// recordedUpTo: a slot with no fire left is recorded up to the frontier,
+// one with fires left up to just before the earliest of them.
+func TestRecordedUpToStopsBeforeEachSlotsFirstFireLeft(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	a, b := &taskState{code: "a", bucket: 1}, &taskState{code: "b", bucket: 2}
+	m := t0.Unix() / 60
+	won := []slotKey{{m, 1}, {m, 2}, {m, 3}}
+	frontier := t0.Add(6 * time.Second)
+	left := []fire{{b, t0.Add(4 * time.Second)}, {a, t0.Add(5 * time.Second)}, {b, t0.Add(5 * time.Second)}}
+	require.Equal(t, map[slotKey]time.Time{
+		{m, 1}: t0.Add(5*time.Second - time.Nanosecond),
+		{m, 2}: t0.Add(4*time.Second - time.Nanosecond),
+		{m, 3}: frontier,
+	}, recordedUpTo(won, frontier, left))
+	require.Equal(t, map[slotKey]time.Time{{m, 1}: frontier}, recordedUpTo(won[:1], frontier, nil), "all recorded")
+}
+
+// clockArmer is the dispatcher whose arming of each recorded fire moves
+// the injected clock on by per: a round whose recording takes time.
+type clockArmer struct {
+	fireArmer
+	clock *fakeclock.Clock
+	per   time.Duration
+}
+
+func (c *clockArmer) arm(r store.Execution) {
+	c.fireArmer.arm(r)
+	c.clock.Advance(c.per)
+}
+
+// A task whose fires changed (its slot's only) has them recorded again
+// before the slot's upTo; a round that stops before those of them in its
+// chunks leaves the slot's upTo before them, so that the next round
+// records them.
+func TestARoundPastItsTickKeepsTheChangedFiresLeft(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 30, 10, 0, 0, 500_000_000, time.UTC)
+	f := newShareFleet(t, t0, "*/2 * * * * *")
+	a := f.replica("replica-a")
+	for i := range 64 {
+		mustRegister(t, a, fmt.Sprintf("report.%02d", i), f.spec, func(context.Context, *Attempt) error { return nil })
+	}
+	slow := &clockArmer{fireArmer: a.planner.fires, clock: f.clock}
+	a.planner.fires = slow
+	recorded := func(at time.Time) bool {
+		var n int64
+		require.NoError(t, f.db.Model(&store.Execution{}).Where("app = ? AND task_code = ? AND run_time = ?", f.app, "report.00",
+			at.UnixMilli()).Count(&n).Error)
+		return n == 1
+	}
+	at := func(s int) time.Time { return t0.Truncate(time.Minute).Add(time.Duration(s) * time.Second) }
+	require.NoError(t, a.planner.plan(ctx, t0)) // 10:00:00, :02, :04
+	require.True(t, recorded(at(4)))
+
+	// report.00 moves to the odd seconds at 10:00:01.5; the round then
+	// records its 10:00:03 (urgent; its fires before the change are not
+	// planned), and stops past its tick with its :05 left.
+	f.clock.Set(t0.Add(time.Second))
+	a.view.adoptTask(store.Task{ID: 1, App: f.app, Code: "report.00", Kind: store.KindFunc, Spec: "1/2 * * * * *",
+		TimeZone: "UTC", Status: store.TaskActive, MaxAttempts: 1, CreatedMs: t0.Add(-time.Hour).UnixMilli(),
+		UpdatedMs: f.clock.Now().UnixMilli(), Version: 2})
+	slow.per = 1500 * time.Millisecond
+	require.NoError(t, a.planner.plan(ctx, f.clock.Now()))
+	require.True(t, recorded(at(3)))
+	require.False(t, recorded(at(5)), "left to the next round")
+
+	slow.per = 0
+	require.NoError(t, a.planner.plan(ctx, f.clock.Now()))
+	require.True(t, recorded(at(5)), "recorded by the next round")
+}
+
+// slotInstantEnd ends a chunk after the last fire of its last slot at its
+// last instant.
+func TestSlotInstantEndKeepsASlotsInstantWhole(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	a, b, c := &taskState{code: "a", bucket: 1}, &taskState{code: "b", bucket: 1}, &taskState{code: "c", bucket: 2}
+	later := []fire{{a, t0}, {b, t0}, {c, t0}, {a, t0.Add(time.Second)}, {b, t0.Add(time.Second)}}
+	for n, want := range map[int]int{0: 0, 1: 2, 2: 2, 3: 3, 4: 5, 5: 5} {
+		require.Equal(t, want, slotInstantEnd(later, n), "a chunk of %d", n)
+	}
 }
