@@ -346,6 +346,14 @@ func (p *planner) tickLoop(ctx context.Context) {
 	}
 }
 
+// replanBy asks the tick loop for a tick at the instant at, unless plan
+// asked for an earlier one (replanAt).
+func (p *planner) replanBy(at time.Time) {
+	if p.replanAt.IsZero() || at.Before(p.replanAt) {
+		p.replanAt = at
+	}
+}
+
 // recheck claims, between ticks, the slots found held by another replica
 // whose locks should have run out by now (claimSlot learned when): a
 // killed, frozen or cut-off owner's slot is recorded or taken over, and
@@ -446,6 +454,9 @@ type slotKey struct {
 	minute int64 // Unix minute
 	bucket int
 }
+
+// start is the instant the slot's minute starts: its first possible fire.
+func (k slotKey) start() time.Time { return time.Unix(k.minute*60, 0) }
 
 // end is the instant the slot's minute ends: its fires are before it.
 func (k slotKey) end() time.Time { return time.Unix((k.minute+1)*60, 0) }
@@ -748,14 +759,12 @@ func (p *planner) plan(ctx context.Context, now time.Time) error {
 		case !st.done && k.minute > cur && !others && !p.keeper.holds(k) && !p.sharesLocked(k):
 			// Another replica's share of the next minute: left to it for now.
 		case !st.done && k.minute >= cur && !p.keeper.holds(k) && now.Sub(st.opened) < startShareWait &&
-			(k.minute == cur || st.opened.Add(startShareWait).Before(time.Unix(k.minute*60, 0))) && !p.sharesLocked(k):
+			(k.minute == cur || st.opened.Add(startShareWait).Before(k.start())) && !p.sharesLocked(k):
 			// Another replica's share of the minute this one started in,
 			// or of the next one when it started within shareWait of it:
 			// left to it for startShareWait, then claimed if still free
 			// (at once if that wait would reach into the minute).
-			if at := st.opened.Add(startShareWait); p.replanAt.IsZero() || at.Before(p.replanAt) {
-				p.replanAt = at
-			}
+			p.replanBy(st.opened.Add(startShareWait))
 		case !st.done && k.minute <= last && !now.Before(st.recheck):
 			keys = append(keys, k)
 		case st.done && st.unlocked && k.minute < cur-1:
@@ -1028,9 +1037,7 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 			return ctx.Err() // stopping; the slots stay open
 		}
 		if n == 0 {
-			if p.replanAt.IsZero() || tickAt.Before(p.replanAt) {
-				p.replanAt = tickAt
-			}
+			p.replanBy(tickAt)
 			break
 		}
 		n = slotInstantEnd(later, n)
@@ -1310,7 +1317,7 @@ func (p *planner) takeOver(ctx context.Context, k slotKey, fromMs, toMs int64, c
 		return err
 	}
 	if len(rows) > 0 {
-		p.log.Info("took over the fires of a slot whose owner stopped refreshing its lock", "minute", time.Unix(k.minute*60, 0).UTC(),
+		p.log.Info("took over the fires of a slot whose owner stopped refreshing its lock", "minute", k.start().UTC(),
 			"bucket", k.bucket, "fires", len(rows), "previous_owners", strings.Join(owners, ","))
 	}
 	for _, r := range rows {

@@ -103,12 +103,8 @@ func TestARoundPastItsTickLeavesTheRestToIt(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 30, 10, 0, 0, 500_000_000, time.UTC) // a tick instant
 	f := newShareFleet(t, t0, "* * * * * *")
-	a := f.replica("replica-a") // alone: it claims every slot
-	for i := range 64 {         // it runs them: it arms the fires it records
-		mustRegister(t, a, fmt.Sprintf("report.%02d", i), f.spec, func(context.Context, *Attempt) error { return nil })
-	}
-	slow := &clockArmer{fireArmer: a.planner.fires, clock: f.clock, per: 5 * time.Millisecond}
-	a.planner.fires = slow
+	a, slow := f.slowRecorder("replica-a") // alone: it claims every slot
+	slow.per = 5 * time.Millisecond
 	perSecond := func() map[string]int64 {
 		var rows []struct {
 			RunTime int64
@@ -169,6 +165,18 @@ func (c *clockArmer) arm(r store.Execution) {
 	c.clock.Advance(c.per)
 }
 
+// slowRecorder is a replica of the fleet that runs its tasks, so that it
+// arms the fires it records, through a clockArmer (per zero until set).
+func (f *shareFleet) slowRecorder(id string) (*Engine, *clockArmer) {
+	s := f.replica(id)
+	for i := range 64 {
+		mustRegister(f.t, s, fmt.Sprintf("report.%02d", i), f.spec, func(context.Context, *Attempt) error { return nil })
+	}
+	slow := &clockArmer{fireArmer: s.planner.fires, clock: f.clock}
+	s.planner.fires = slow
+	return s, slow
+}
+
 // A task whose fires changed (its slot's only) has them recorded again
 // before the slot's upTo; a round that stops before those of them in its
 // chunks leaves the slot's upTo before them, so that the next round
@@ -178,12 +186,7 @@ func TestARoundPastItsTickKeepsTheChangedFiresLeft(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 30, 10, 0, 0, 500_000_000, time.UTC)
 	f := newShareFleet(t, t0, "*/2 * * * * *")
-	a := f.replica("replica-a")
-	for i := range 64 {
-		mustRegister(t, a, fmt.Sprintf("report.%02d", i), f.spec, func(context.Context, *Attempt) error { return nil })
-	}
-	slow := &clockArmer{fireArmer: a.planner.fires, clock: f.clock}
-	a.planner.fires = slow
+	a, slow := f.slowRecorder("replica-a")
 	recorded := func(at time.Time) bool {
 		var n int64
 		require.NoError(t, f.db.Model(&store.Execution{}).Where("app = ? AND task_code = ? AND run_time = ?", f.app, "report.00",
