@@ -115,6 +115,13 @@ type planner struct {
 	// replanAt, if set, is when plan wants a tick before the next regular
 	// one (startShareWait). Tick loop only.
 	replanAt time.Time
+	// settle is the wait of a starting replica's first claims for the
+	// live list to stop changing (settling). Tick loop only.
+	settle struct {
+		from time.Time // the first plan's clock
+		live []string  // the list the last look saw
+		done bool
+	}
 	// recordPerFire is a moving average of what recording a fire takes in
 	// a chunk planSlots records between instants (nextChunk). Tick loop
 	// only.
@@ -728,8 +735,12 @@ func (p *planner) plan(ctx context.Context, now time.Time) error {
 		// The live list it shares the minute out by, and deals its shards
 		// over (refreshHosts), is read again, with the heartbeats of the
 		// replicas that started since the last heartbeat here.
+		before := p.liveList()
 		if err := p.refreshLive(ctx, now); err != nil {
 			return err
+		}
+		if p.settling(now, before) {
+			return nil
 		}
 	}
 	lost := p.keeper.takeLost()
@@ -861,6 +872,49 @@ func (p *planner) shareWait() time.Duration {
 // whose first tick comes a second after this one's claims its share first,
 // and the tick for the rest falls between two instants.
 const startShareWait = 1250 * time.Millisecond
+
+// liveSettleMax bounds the wait of a starting replica's first claims for
+// the live list to stop changing (settling): a fleet whose replicas keep
+// starting, or a list changing for another reason, does not hold them back
+// longer.
+const liveSettleMax = 3 * time.Second
+
+// settling tells whether plan, in the replica's first rounds, should claim
+// nothing yet: the live list it has just read (p.live) differs from the
+// one it read before (before, at Start's heartbeat, for the first round;
+// the last round's after), so replicas started with this one are still
+// writing their first heartbeats. A replica that claimed its share by a
+// list lacking a sibling took part of that sibling's share, which the
+// sibling then found held: at a fleet's start one replica ran half the
+// minute's fires, the others a quarter each (bench/README.md's
+// performance report, the uneven deal at the fleet's start). So the first
+// claims wait, a tick at a time, until two looks agree or liveSettleMax
+// has passed since the first; a replica started alone, or into a running
+// fleet whose list does not change, claims at its first tick. Tick loop
+// only.
+func (p *planner) settling(now time.Time, before []string) bool {
+	if p.settle.done {
+		return false
+	}
+	if p.settle.from.IsZero() {
+		p.settle.from, p.settle.live = now, before
+	}
+	live := p.liveList()
+	if slices.Equal(p.settle.live, live) || now.Sub(p.settle.from) >= liveSettleMax {
+		p.settle.done = true
+		return false
+	}
+	p.settle.live = live
+	return true
+}
+
+// liveList is the live list, which a read replaces and nothing changes in
+// place.
+func (p *planner) liveList() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.live
+}
 
 // sharesLocked tells whether slot k is this replica's share: slots go
 // round the live replicas (sorted by ID) by bucket, starting one further

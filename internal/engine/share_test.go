@@ -39,8 +39,7 @@ func TestNextMinuteIsSharedOutAmongLiveReplicas(t *testing.T) {
 	// Both alive: at ClaimAhead, each takes its share and only that.
 	next := t0.Add(time.Minute)
 	clock.Set(next.Add(-10 * time.Second))
-	require.NoError(t, a.planner.heartbeat(ctx, clock.Now()))
-	require.NoError(t, b.planner.heartbeat(ctx, clock.Now()))
+	f.started(clock.Now(), a, b)
 	require.NoError(t, a.planner.plan(ctx, clock.Now()))
 	require.NoError(t, b.planner.plan(ctx, clock.Now()))
 	a.planner.mu.Lock()
@@ -114,8 +113,7 @@ func TestTheMinuteAFleetStartsInIsSharedOut(t *testing.T) {
 	// Started together: each holds its share of 10:00 after its first plan.
 	f := newShareFleet(t, t0, "* * * * * *")
 	a, b := f.replica("replica-a"), f.replica("replica-b")
-	require.NoError(t, a.planner.heartbeat(ctx, t0)) // Start's heartbeats: replica-a's before replica-b's
-	require.NoError(t, b.planner.heartbeat(ctx, t0))
+	f.started(t0, a, b)
 	require.NoError(t, a.planner.plan(ctx, t0))
 	require.Equal(t, f.share(a, this), f.held(a, this), "replica-a claims its share of the minute it started in")
 	require.Equal(t, t0.Add(startShareWait), a.planner.replanAt, "and ticks again for the rest")
@@ -132,8 +130,7 @@ func TestTheMinuteAFleetStartsInIsSharedOut(t *testing.T) {
 	// replica-d takes c's share of the minute startShareWait later.
 	f = newShareFleet(t, t0, "* * * * * *")
 	c, d := f.replica("replica-c"), f.replica("replica-d")
-	require.NoError(t, c.planner.heartbeat(ctx, t0))
-	require.NoError(t, d.planner.heartbeat(ctx, t0))
+	f.started(t0, c, d)
 	for _, at := range []time.Duration{0, time.Second} {
 		require.NoError(t, d.planner.plan(ctx, t0.Add(at)))
 		require.Equal(t, f.share(d, this), f.held(d, this), "at +%s, replica-d holds its share only", at)
@@ -145,7 +142,7 @@ func TestTheMinuteAFleetStartsInIsSharedOut(t *testing.T) {
 	// Alone in the list: every slot at the first plan.
 	f = newShareFleet(t, t0, "* * * * * *")
 	e := f.replica("replica-e")
-	require.NoError(t, e.planner.heartbeat(ctx, t0))
+	f.started(t0, e)
 	require.NoError(t, e.planner.plan(ctx, t0))
 	require.Equal(t, f.withFires, f.held(e, this))
 	require.True(t, e.planner.replanAt.IsZero())
@@ -167,8 +164,7 @@ func TestAFleetStartedJustBeforeAMinuteSharesItOut(t *testing.T) {
 	f := newShareFleet(t, t0, "* * * * * *")
 	a, b := f.replica("replica-a"), f.replica("replica-b")
 	require.Less(t, next.Sub(t0), a.planner.shareWait(), "the next minute is within shareWait")
-	require.NoError(t, a.planner.heartbeat(ctx, t0))
-	require.NoError(t, b.planner.heartbeat(ctx, t0))
+	f.started(t0, a, b)
 	require.NoError(t, a.planner.plan(ctx, t0))
 	for _, m := range []time.Time{this, next} {
 		require.NotEmpty(t, f.share(a, m))
@@ -189,13 +185,68 @@ func TestAFleetStartedJustBeforeAMinuteSharesItOut(t *testing.T) {
 	// startShareWait after it first saw the minute.
 	f = newShareFleet(t, t0, "* * * * * *")
 	c, d := f.replica("replica-c"), f.replica("replica-d")
-	require.NoError(t, c.planner.heartbeat(ctx, t0))
-	require.NoError(t, d.planner.heartbeat(ctx, t0))
+	f.started(t0, c, d)
 	require.NoError(t, c.planner.plan(ctx, t0))
 	require.NotEqual(t, f.withFires, f.held(c, next))
 	require.NoError(t, c.planner.plan(ctx, t0.Add(startShareWait)))
 	require.Equal(t, f.withFires, f.held(c, this))
 	require.Equal(t, f.withFires, f.held(c, next), "at +%s, every slot of the next minute too", startShareWait)
+}
+
+// The promise: a replica whose siblings are still starting does not deal
+// itself a share by a live list that lacks them. Its first claims wait, a
+// tick at a time, until two reads of the list agree (at most
+// liveSettleMax); then each replica holds its share by the whole list.
+// (Before, replica-a claimed its share by {a, b} at its first tick, half
+// the minute's slots; replica-c found a third of its share held, and the
+// minute's fires went to the replicas one half and two quarters.)
+func TestAStartingReplicaWaitsForTheLiveListToSettle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 30, 10, 0, 20, 500_000_000, time.UTC)
+	this := t0.Truncate(time.Minute)
+	f := newShareFleet(t, t0, "* * * * * *")
+	a, b, c := f.replica("replica-a"), f.replica("replica-b"), f.replica("replica-c")
+	f.started(t0, a)
+	f.started(t0, b)
+	require.NoError(t, a.planner.plan(ctx, t0))
+	require.Empty(t, f.held(a, this), "replica-a's list grew since its Start: it claims nothing yet")
+	f.started(t0.Add(500*time.Millisecond), c)
+	for _, s := range []*Engine{a, b} {
+		require.NoError(t, s.planner.plan(ctx, t0.Add(time.Second)))
+		require.Empty(t, f.held(s, this), "%s's list grew since it last read it", s.opts.InstanceID)
+	}
+	require.NoError(t, c.planner.plan(ctx, t0.Add(time.Second)))
+	require.Equal(t, f.share(c, this), f.held(c, this), "replica-c's list is the one its Start read")
+	for _, s := range []*Engine{a, b} {
+		require.NoError(t, s.planner.plan(ctx, t0.Add(2*time.Second)))
+	}
+	require.NoError(t, c.planner.plan(ctx, t0.Add(time.Second+startShareWait)))
+	for _, s := range []*Engine{a, b, c} {
+		s.planner.mu.Lock()
+		require.Len(t, s.planner.live, 3)
+		s.planner.mu.Unlock()
+		require.NotEmpty(t, f.held(s, this))
+		require.Equal(t, f.share(s, this), f.held(s, this), "%s holds its share by the three", s.opts.InstanceID)
+	}
+	require.Len(t, f.withFires, len(f.held(a, this))+len(f.held(b, this))+len(f.held(c, this)), "every slot with fires is held once")
+
+	// A list that changes at every read holds the first claims back
+	// liveSettleMax at most: replica-d claims its share by the list it has.
+	f = newShareFleet(t, t0, "* * * * * *")
+	d := f.replica("replica-d")
+	f.started(t0, d)
+	var at time.Duration
+	for i := 0; at < liveSettleMax; i++ {
+		f.started(t0.Add(at), f.replica(fmt.Sprintf("replica-e%d", i)))
+		require.NoError(t, d.planner.plan(ctx, t0.Add(at)))
+		require.Empty(t, f.held(d, this), "at +%s", at)
+		at += time.Second
+	}
+	f.started(t0.Add(at), f.replica("replica-f"))
+	require.NoError(t, d.planner.plan(ctx, t0.Add(at)))
+	require.NotEmpty(t, f.held(d, this))
+	require.Equal(t, f.share(d, this), f.held(d, this), "at +%s, replica-d claims its share", at)
 }
 
 // shareFleet is replicas of one app on one SQLite database and one lock,
@@ -209,6 +260,20 @@ type shareFleet struct {
 	clock     *fakeclock.Clock
 	locker    Locker
 	withFires map[int]bool // buckets that have tasks
+}
+
+// started writes the replicas' first heartbeats at at, as their Starts
+// do, and has each read the live list again: the fleet's Starts all
+// wrote theirs before any replica's first tick, so each first plan finds
+// the list its Start read and claims at once (settling).
+func (f *shareFleet) started(at time.Time, replicas ...*Engine) {
+	ctx := context.Background()
+	for _, s := range replicas {
+		require.NoError(f.t, s.planner.heartbeat(ctx, at))
+	}
+	for _, s := range replicas {
+		require.NoError(f.t, s.planner.refreshLive(ctx, at))
+	}
 }
 
 func newShareFleet(t *testing.T, t0 time.Time, spec string) *shareFleet {
