@@ -95,7 +95,7 @@ func TestExecutionPageListsAttemptsAndOffersRetry(t *testing.T) {
 	failed := runNow(t, f, "always.fails", store.StatusFailed)
 	p := pagesGet(t, f, fmt.Sprintf("executions/%d", failed))
 	require.Equal(t, http.StatusOK, p.Status)
-	require.Contains(t, p.Body, `<table id="attempts" class="list">`)
+	require.Contains(t, p.Body, `<table id="attempts" class="list cards">`)
 	require.Contains(t, p.Body, `<tr data-attempt="1" data-status="failed">`)
 	require.Contains(t, p.Body, `<summary>boom: the ledger did not balance</summary>`)
 	require.Contains(t, p.Body, `data-retry="`+fmt.Sprint(failed)+`"`)
