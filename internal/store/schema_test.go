@@ -147,19 +147,16 @@ func TestMigrateLeavesRoomForStartsOnPostgres(t *testing.T) {
 	require.Equal(t, "fillfactor=50", options(), "a table from before the fill factor gets it")
 }
 
-// retryIndexDef returns the definition of index name as the database
-// keeps it, or "" on MySQL, which keeps none as text.
+// retryIndexDef returns the definition of index name as PostgreSQL or
+// SQLite keeps it (MySQL keeps none as text).
 func retryIndexDef(t *testing.T, b *bundle, name string) string {
 	t.Helper()
 	var def []string
-	switch b.db.Dialector.Name() {
-	case "postgres":
-		require.NoError(t, b.db.Raw("SELECT indexdef FROM pg_indexes WHERE indexname = ?", name).Scan(&def).Error)
-	case "sqlite":
-		require.NoError(t, b.db.Raw("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?", name).Scan(&def).Error)
-	default:
-		return ""
+	query := "SELECT indexdef FROM pg_indexes WHERE indexname = ?"
+	if b.db.Dialector.Name() == "sqlite" {
+		query = "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?"
 	}
+	require.NoError(t, b.db.Raw(query, name).Scan(&def).Error)
 	require.Len(t, def, 1, "index %s", name)
 	return def[0]
 }
