@@ -7,17 +7,12 @@ import (
 	"gorm.io/gorm"
 )
 
-// Attempt is how one attempt of an execution ended, or that it runs. The
-// execution's row is its last attempt; a row of xtimer_attempts keeps an
-// attempt that another follows, copied from the execution's row before the
-// next attempt overwrites it: by FinishAttempts (and MarkRunning, for a
-// first attempt that ended before its start was written) for an attempt
-// that goes on to retrying, in the transaction that records it, and by
-// RetryExecution for the final attempt it retries. So every attempt that
-// ended is kept, and a fire that ends at its first attempt, as most do,
-// writes no row here: at 10,000 fires a second that row was a quarter of
-// the rows the database wrote (bench/README.md's performance report).
-// deleteFinal deletes an execution's attempts with it.
+// Attempt is one row of xtimer_attempts: how one attempt of an execution
+// ended. FinishAttempts (and MarkRunning, for a first attempt that ended
+// before its start was written) inserts it in the transaction that records
+// the result on the execution's row, from that row, so every attempt that
+// ended is kept, not only the last. deleteFinal deletes an execution's
+// attempts with it.
 //
 // Status is the attempt's own outcome: succeeded, failed or timed_out (an
 // attempt that was retried ended failed or timed_out, while its row went
@@ -39,12 +34,11 @@ type Attempt struct {
 // TableName is xtimer_attempts, whatever the caller's naming strategy.
 func (Attempt) TableName() string { return "xtimer_attempts" }
 
-// insertAttempts copies, in tx, the last attempt of each execution of ids
-// (rows FinishAttempts or MarkRunning has just moved to retrying, or a
-// final row RetryExecution is about to retry) into xtimer_attempts: one
-// statement for the batch, not one per attempt. timedOut are those of ids
-// whose row went to retrying after an attempt that timed out; the other
-// retrying rows' attempts failed. A row already kept is left as it is.
+// insertAttempts copies, in tx, the attempt that just ended of each
+// execution of ids (rows FinishAttempts or MarkRunning has just updated)
+// into xtimer_attempts: one statement for the batch, not one per attempt.
+// timedOut are those of ids whose row went to retrying after an attempt
+// that timed out; the other retrying rows' attempts failed.
 func insertAttempts(tx *gorm.DB, ids, timedOut []int64) error {
 	if len(ids) == 0 {
 		return nil
@@ -72,10 +66,9 @@ func insertAttempts(tx *gorm.DB, ids, timedOut []int64) error {
 	return nil
 }
 
-// Attempts returns execution id and its attempts, in order: those kept in
-// xtimer_attempts, then the row's own last attempt, when it is not kept
-// there: running, or ended final (finalAttempt). An unknown execution is
-// an error wrapping ErrNotFound.
+// Attempts returns execution id and its attempts that ended, in order,
+// followed by the one running now, if any (Status running, from the
+// execution's row). An unknown execution is an error wrapping ErrNotFound.
 func (s *Store) Attempts(ctx context.Context, id int64) (Execution, []Attempt, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
@@ -94,26 +87,11 @@ func (s *Store) Attempts(ctx context.Context, id int64) (Execution, []Attempt, e
 	if err := db.Where("execution_id = ?", id).Order("attempt").Find(&out).Error; err != nil {
 		return Execution{}, nil, fmt.Errorf("store: read the attempts of execution %d: %w", id, err)
 	}
-	if e.Attempt > 0 && (len(out) == 0 || out[len(out)-1].Attempt < e.Attempt) {
-		switch {
-		case e.Status == StatusRunning:
-			out = append(out, Attempt{App: e.App, ExecutionID: e.ID, Attempt: e.Attempt, Replica: e.Replica,
-				StartedMs: e.StartedMs, Status: StatusRunning})
-		case finalAttempt(e.Status):
-			out = append(out, Attempt{App: e.App, ExecutionID: e.ID, Attempt: e.Attempt, Replica: e.Replica,
-				StartedMs: e.StartedMs, FinishedMs: e.FinishedMs, DurationMs: e.DurationMs, Status: e.Status,
-				Output: e.Output, Error: e.Error, HTTPStatus: e.HTTPStatus})
-		}
+	if e.Status == StatusRunning && (len(out) == 0 || out[len(out)-1].Attempt < e.Attempt) {
+		out = append(out, Attempt{App: e.App, ExecutionID: e.ID, Attempt: e.Attempt, Replica: e.Replica,
+			StartedMs: e.StartedMs, Status: StatusRunning})
 	}
 	return e, out, nil
-}
-
-// finalAttempt tells whether an execution in status ended with its last
-// attempt, whose outcome the status is: succeeded, failed or timed_out.
-// (A row that ends another way, skipped or failed while it waited for a
-// retry, has its last attempt kept in xtimer_attempts, or had none.)
-func finalAttempt(status string) bool {
-	return status == StatusSucceeded || status == StatusFailed || status == StatusTimedOut
 }
 
 // deleteAttempts deletes, in tx, the attempts of the executions ids.
@@ -128,20 +106,18 @@ func deleteAttempts(tx *gorm.DB, ids []int64) error {
 }
 
 // recordAttempts keeps, in tx, the attempts finishes recorded (those whose
-// oks is true; nil oks: all) that go on to retrying, and counts the new
-// final statuses of executions retried by hand in their days' roll-ups.
-// A final attempt stays on its execution's row only (Attempt).
+// oks is true; nil oks: all), and counts the new final statuses of
+// executions retried by hand in their days' roll-ups.
 func (s *Store) recordAttempts(tx *gorm.DB, finishes []Finish, oks []bool) error {
-	var ids, timedOut, retried []int64
+	ids := make([]int64, 0, len(finishes))
+	var timedOut, retried []int64
 	for i, f := range finishes {
 		if oks != nil && !oks[i] {
 			continue
 		}
-		if f.Status == StatusRetrying {
-			ids = append(ids, f.ID)
-			if f.TimedOut {
-				timedOut = append(timedOut, f.ID)
-			}
+		ids = append(ids, f.ID)
+		if f.Status == StatusRetrying && f.TimedOut {
+			timedOut = append(timedOut, f.ID)
 		}
 		if f.Retried && f.Status != StatusRetrying {
 			retried = append(retried, f.ID)

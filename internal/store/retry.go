@@ -59,13 +59,6 @@ func (s *Store) RetryExecution(ctx context.Context, id, nowMs int64) (Execution,
 		case taskStatus[0] != TaskActive:
 			return fmt.Errorf("%w: execution %d: task %q is %s", ErrNotRetryable, id, e.TaskCode, taskStatus[0])
 		}
-		// The attempt retried is on the row only (Attempt): kept before the
-		// next one overwrites it.
-		if e.Attempt > 0 {
-			if err := insertAttempts(tx, []int64{id}, nil); err != nil {
-				return err
-			}
-		}
 		res := tx.Model(&Execution{}).Where("id = ? AND status = ? AND attempt = ?", id, e.Status, e.Attempt).
 			UpdateColumns(map[string]any{"status": StatusRetrying, "reason": ReasonRetried, "next_attempt_ms": nowMs,
 				"max_attempts": e.Attempt + 1, "cancel_ms": 0, "updated_ms": s.nowMs()})
