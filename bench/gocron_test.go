@@ -52,13 +52,7 @@ func runPeerReplicas(t *testing.T, sys System, needPG bool, settle time.Duration
 	}
 	dir := t.TempDir()
 	if needPG {
-		// PostgreSQL runs as the postgres user, which must reach its data
-		// dir under the test's 0700 temp dirs.
-		for _, d := range []string{filepath.Dir(dir), dir} {
-			if err := os.Chmod(d, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
+		openToPostgres(t, dir)
 	}
 	tpl := &templates{root: dir}
 	svc, err := startServices(tpl, dir, needPG, false, false, 0)
@@ -216,6 +210,17 @@ func TestPeerCronLastAtOrBefore(t *testing.T) {
 		want, _ := time.Parse(time.RFC3339Nano, tc.want)
 		if got := c.lastAtOrBefore(at); !got.Equal(want) {
 			t.Errorf("%q at %s: got %s, want %s", tc.spec, tc.at, got, want)
+		}
+	}
+}
+
+// openToPostgres lets the postgres user, which PostgreSQL runs as, reach
+// a data dir under dir, one of the test's 0700 temp dirs.
+func openToPostgres(t *testing.T, dir string) {
+	t.Helper()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

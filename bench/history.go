@@ -21,7 +21,8 @@ import (
 // in place), fills xtimer_executions with server-side generated rows
 // (internal/seedrows, as internal/pagingbench does: it builds the indexes
 // after the rows, vacuums and analyzes, what autovacuum would have done by
-// then), and stops the database cleanly. That cluster is then the
+// then), rolls up the days before the newest row's (rollUpHistory), and
+// stops the database cleanly. That cluster is then the
 // template every run with that history is copied from (cp -a of a few
 // GB: seconds, not the minutes of seeding).
 //
@@ -158,11 +159,31 @@ func seedHistory(kind, dsn string, rows int64, now time.Time) error {
 	if err := seedrows.Seed(ctx, db, h, nil); err != nil {
 		return err
 	}
+	if err := rollUpHistory(ctx, store.New(db, store.WithQueryTimeout(10*time.Minute)), h); err != nil {
+		return err
+	}
 	if kind == "postgres" {
 		// What the clean stop writes then is little: the copies start
 		// sooner.
 		if err := db.Exec("CHECKPOINT").Error; err != nil {
 			return fmt.Errorf("CHECKPOINT: %w", err)
+		}
+	}
+	return nil
+}
+
+// rollUpHistory rolls up every seeded day before the newest row's, as the
+// retention sweep of an app that has run for weeks has, one day at a time
+// (internal/engine/retention.go rolls a day up once CatchUpHorizon, an hour
+// by default, has passed since its end; the newest row is historyGap, an
+// hour, before the seeding). Without it the run's first sweep would roll up
+// four weeks at once inside the measured window, which only the first
+// start of a version with roll-ups on an old table does.
+func rollUpHistory(ctx context.Context, st *store.Store, h seedrows.Plan) error {
+	newest := store.DayOf(h.To.Add(-time.Second).UnixMilli())
+	for day := store.DayOf(h.From.UnixMilli()); day < newest; day++ {
+		if _, err := st.RollupDay(ctx, h.App, day); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -185,7 +206,8 @@ func newHistoryPlan(rows int64, now time.Time) (seedrows.Plan, error) {
 
 // checkHistory verifies that the run's database holds the seeded history
 // (PostgreSQL's estimate or MariaDB's, exact enough to tell N rows from
-// none, and the newest row in the past) without counting N rows.
+// none, the newest row in the past, and the days before it rolled up)
+// without counting N rows.
 func checkHistory(svc *services, rows int64) error {
 	kind, dsn := "postgres", svc.pgURL
 	if dsn == "" {
@@ -213,6 +235,14 @@ func checkHistory(svc *services, rows int64) error {
 	}
 	if estimate < float64(rows)/2 {
 		return fmt.Errorf("want %s seeded rows, the table holds about %.0f", num(rows), estimate)
+	}
+	// A day's marker is its roll-up row with no task (internal/store/rollup.go).
+	var days int64
+	if err := db.Raw("SELECT COUNT(*) FROM xtimer_rollups WHERE app = 'bench' AND task_code = ''").Scan(&days).Error; err != nil {
+		return fmt.Errorf("count the rolled-up days: %w", err)
+	}
+	if want := int64(historySpan/(24*time.Hour)) - 1; days < want {
+		return fmt.Errorf("want at least %d seeded days rolled up, %d are", want, days)
 	}
 	return nil
 }

@@ -189,7 +189,7 @@ func markdown(doc *document, workloads []string) string {
 			}
 		}
 		if len(seeds) > 0 {
-			fmt.Fprintf(&b, "\nHistory: the executions table held earlier runs' rows, all within Retention, seeded once per database and size (server-side generation, indexes built after, vacuumed and analyzed): %s.\n", strings.Join(seeds, "; "))
+			fmt.Fprintf(&b, "\nHistory: the executions table held earlier runs' rows, all within Retention, seeded once per database and size (server-side generation, indexes built after, vacuumed and analyzed, the days before the newest row's rolled up as the retention sweep of a live app leaves them): %s.\n", strings.Join(seeds, "; "))
 		}
 	}
 	return b.String()

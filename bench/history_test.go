@@ -1,0 +1,64 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+// The history condition starts each run from a database whose seeded days
+// are rolled up, as a live app's retention sweep leaves them: the roll-ups
+// count every execution of those days, and the newest row's day is left
+// to the run's sweep.
+func TestSeededHistoryHasItsDaysRolledUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts services and seeds a database")
+	}
+	const rows = 20_000
+	for _, backend := range []string{"postgres", "mariadb"} {
+		t.Run(backend, func(t *testing.T) {
+			dir := t.TempDir()
+			pg := backend == "postgres"
+			if pg {
+				openToPostgres(t, dir)
+			}
+			svc, err := startServices(&templates{root: dir}, dir, pg, !pg, false, rows)
+			if err != nil {
+				t.Fatalf("services with %d rows of history: %v", rows, err)
+			}
+			t.Cleanup(svc.close)
+			if err = checkHistory(svc, rows); err != nil {
+				t.Fatal(err)
+			}
+			kind, dsn := "postgres", svc.pgURL
+			if !pg {
+				kind, dsn = "mysql", svc.myDSN
+			}
+			db, err := openSQL(kind, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeSQL(db)
+			var newest int64
+			if err := db.Raw("SELECT MAX(run_time) FROM xtimer_executions").Scan(&newest).Error; err != nil {
+				t.Fatal(err)
+			}
+			dayStart := time.UnixMilli(newest).UTC().Truncate(24 * time.Hour).UnixMilli()
+			var before, counted, lastDay int64
+			if err := db.Raw("SELECT COUNT(*) FROM xtimer_executions WHERE run_time < ?", dayStart).Scan(&before).Error; err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Raw("SELECT COALESCE(SUM(count), 0) FROM xtimer_rollups WHERE task_code <> ''").Scan(&counted).Error; err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Raw("SELECT COALESCE(MAX(day), 0) FROM xtimer_rollups").Scan(&lastDay).Error; err != nil {
+				t.Fatal(err)
+			}
+			if before == 0 || counted != before {
+				t.Fatalf("roll-ups count %d executions, the days before the newest row's hold %d", counted, before)
+			}
+			if want := dayStart/(24*3600*1000) - 1; lastDay != want {
+				t.Fatalf("last day rolled up %d, want %d, the day before the newest row's", lastDay, want)
+			}
+		})
+	}
+}
