@@ -153,13 +153,14 @@ func seedHistory(kind, dsn string, rows int64, now time.Time) error {
 	}
 	defer closeSQL(db)
 	ctx := context.Background()
-	if err = store.New(db, store.WithQueryTimeout(10*time.Minute)).Migrate(ctx); err != nil {
+	st := store.New(db, store.WithQueryTimeout(10*time.Minute))
+	if err = st.Migrate(ctx); err != nil {
 		return err
 	}
 	if err := seedrows.Seed(ctx, db, h, nil); err != nil {
 		return err
 	}
-	if err := rollUpHistory(ctx, store.New(db, store.WithQueryTimeout(10*time.Minute)), h); err != nil {
+	if err := rollUpHistory(ctx, st, h); err != nil {
 		return err
 	}
 	if kind == "postgres" {
