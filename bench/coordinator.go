@@ -563,13 +563,9 @@ func newCounters(svc *services) (*counters, error) {
 		return nil, err
 	}
 	var err error
-	switch {
-	case svc.pgURL != "":
-		c.kind, c.hasDB = "postgres", true
-		c.db, err = openSQL("postgres", svc.pgURL)
-	case svc.myDSN != "":
-		c.kind, c.hasDB = "mysql", true
-		c.db, err = openSQL("mysql", svc.myDSN)
+	if kind, dsn := svc.database(); kind != "" {
+		c.kind, c.hasDB = kind, true
+		c.db, err = openSQL(kind, dsn)
 	}
 	if err != nil {
 		c.rdb.Close()

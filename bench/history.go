@@ -210,10 +210,7 @@ func newHistoryPlan(rows int64, now time.Time) (seedrows.Plan, error) {
 // none, the newest row in the past, and the days before it rolled up)
 // without counting N rows.
 func checkHistory(svc *services, rows int64) error {
-	kind, dsn := "postgres", svc.pgURL
-	if dsn == "" {
-		kind, dsn = "mysql", svc.myDSN
-	}
+	kind, dsn := svc.database()
 	db, err := openSQL(kind, dsn)
 	if err != nil {
 		return err

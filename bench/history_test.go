@@ -2,7 +2,8 @@ package main
 
 import (
 	"testing"
-	"time"
+
+	"github.com/xtimer-go/xtimer/internal/store"
 )
 
 // The history condition starts each run from a database whose seeded days
@@ -29,11 +30,7 @@ func TestSeededHistoryHasItsDaysRolledUp(t *testing.T) {
 			if err = checkHistory(svc, rows); err != nil {
 				t.Fatal(err)
 			}
-			kind, dsn := "postgres", svc.pgURL
-			if !pg {
-				kind, dsn = "mysql", svc.myDSN
-			}
-			db, err := openSQL(kind, dsn)
+			db, err := openSQL(svc.database())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -42,7 +39,8 @@ func TestSeededHistoryHasItsDaysRolledUp(t *testing.T) {
 			if err := db.Raw("SELECT MAX(run_time) FROM xtimer_executions").Scan(&newest).Error; err != nil {
 				t.Fatal(err)
 			}
-			dayStart := time.UnixMilli(newest).UTC().Truncate(24 * time.Hour).UnixMilli()
+			newestDay := store.DayOf(newest)
+			dayStart := store.DayStartMs(newestDay)
 			var before, counted, lastDay int64
 			if err := db.Raw("SELECT COUNT(*) FROM xtimer_executions WHERE run_time < ?", dayStart).Scan(&before).Error; err != nil {
 				t.Fatal(err)
@@ -56,7 +54,7 @@ func TestSeededHistoryHasItsDaysRolledUp(t *testing.T) {
 			if before == 0 || counted != before {
 				t.Fatalf("roll-ups count %d executions, the days before the newest row's hold %d", counted, before)
 			}
-			if want := dayStart/(24*3600*1000) - 1; lastDay != want {
+			if want := newestDay - 1; lastDay != want {
 				t.Fatalf("last day rolled up %d, want %d, the day before the newest row's", lastDay, want)
 			}
 		})

@@ -126,6 +126,18 @@ type services struct {
 
 func (s *services) env() (redisAddr, pgURL, myDSN string) { return s.redisAdr, s.pgURL, s.myDSN }
 
+// database returns the kind (openSQL's) and address of the run's
+// database, or two empty strings for a run without one.
+func (s *services) database() (kind, dsn string) {
+	switch {
+	case s.pgURL != "":
+		return "postgres", s.pgURL
+	case s.myDSN != "":
+		return "mysql", s.myDSN
+	}
+	return "", ""
+}
+
 // close stops every server; the caller removes dir.
 func (s *services) close() {
 	s.redis.kill()
