@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"regexp"
@@ -108,6 +109,28 @@ func statements(text string) []string {
 		}
 	}
 	return out
+}
+
+// Replicas started together on an empty database migrate at once, each on
+// its own connection: none of them may fail on a table, type or index
+// another one created meanwhile.
+func TestMigratesAtOnceAllSucceed(t *testing.T) {
+	t.Parallel()
+	for _, backend := range testsvc.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			db := backend.Open(t)
+			const replicas = 4
+			errs := make(chan error, replicas)
+			for range replicas {
+				go func() { errs <- store.New(db).Migrate(context.Background()) }()
+			}
+			for range replicas {
+				require.NoError(t, <-errs)
+			}
+			require.Empty(t, schemaChanges(t, open(t, db)), "the migrations left the schema complete")
+		})
+	}
 }
 
 // A database migrated by an earlier version keeps indexes AutoMigrate no

@@ -260,21 +260,18 @@ func (s *Store) migrateSearch(db *gorm.DB) error {
 			return nil
 		}
 		// Without stopwords, so that every word is found, "for" and "the"
-		// too. The setting is read when the index is made; one connection
-		// keeps it, and puts it back for the pool.
-		return db.Connection(func(conn *gorm.DB) error {
-			if err := conn.Exec("SET SESSION innodb_ft_enable_stopword = OFF").Error; err != nil {
-				return fmt.Errorf("store: migrate: turn off stopwords for index %s: %w", fulltextIndex, err)
-			}
-			err := conn.Exec("CREATE FULLTEXT INDEX " + fulltextIndex + " ON xtimer_tasks (code, name)").Error
-			if resetErr := conn.Exec("SET SESSION innodb_ft_enable_stopword = DEFAULT").Error; err == nil && resetErr != nil {
-				err = resetErr
-			}
-			if err != nil {
-				return fmt.Errorf("store: migrate: create index %s: %w", fulltextIndex, err)
-			}
-			return nil
-		})
+		// too. The setting is read when the index is made; the migration's
+		// one connection (Migrate) keeps it, and puts it back for the pool.
+		if err := db.Exec("SET SESSION innodb_ft_enable_stopword = OFF").Error; err != nil {
+			return fmt.Errorf("store: migrate: turn off stopwords for index %s: %w", fulltextIndex, err)
+		}
+		err := db.Exec("CREATE FULLTEXT INDEX " + fulltextIndex + " ON xtimer_tasks (code, name)").Error
+		if resetErr := db.Exec("SET SESSION innodb_ft_enable_stopword = DEFAULT").Error; err == nil && resetErr != nil {
+			err = resetErr
+		}
+		if err != nil {
+			return fmt.Errorf("store: migrate: create index %s: %w", fulltextIndex, err)
+		}
 	}
 	return nil
 }

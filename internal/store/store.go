@@ -101,11 +101,26 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Migrate creates or updates the xtimer_ tables and indexes with GORM's
 // AutoMigrate. Teams that apply schema by hand use schema/mysql.sql or
-// schema/postgres.sql instead; both describe the same tables.
+// schema/postgres.sql instead; both describe the same tables. Replicas
+// that migrate at once take turns (lockMigration).
 func (s *Store) Migrate(ctx context.Context) error {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	db := s.db.WithContext(ctx)
+	return s.db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
+		// Connection's DB keeps one statement for every call; a session
+		// gives each call its own, as s.db does.
+		db := conn.Session(&gorm.Session{})
+		unlock, err := lockMigration(ctx, db)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		return s.migrate(db)
+	})
+}
+
+// migrate is Migrate's work, on db's one connection.
+func (s *Store) migrate(db *gorm.DB) error {
 	if err := db.AutoMigrate(models()...); err != nil {
 		return fmt.Errorf("store: migrate: %w", err)
 	}

@@ -1,0 +1,100 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// migrateLockKey is the PostgreSQL advisory lock Migrate holds: a number
+// no other key of xtimer uses (the bytes of "xtimerMG"). Advisory locks
+// are per database, as the tables are.
+const migrateLockKey int64 = 0x7874696d65724d47
+
+// migrateLockName is the MySQL/MariaDB named lock Migrate holds. Named
+// locks are per server, so the name carries the database's (hashed: a
+// name is at most 64 characters, a database's name alone may be 64).
+const migrateLockName = "CONCAT('xtimer_migrate_', MD5(DATABASE()))"
+
+// sqliteMigrations holds a mutex per SQLite file ("" for a database in
+// memory) that a migration of this process holds.
+var sqliteMigrations sync.Map
+
+// lockMigration takes, on the connection conn is pinned to, the lock that
+// makes the migrations of replicas started together run one after the
+// other: without it, two AutoMigrates on an empty database both see a
+// table missing and the second CREATE fails on the first one's. It waits
+// as long as ctx allows. The lock is the session's; unlock releases it,
+// and if it cannot, makes the pool close conn's connection, which
+// releases it too, rather than keep it locked in the pool. SQLite has no
+// such lock: the migrations of one process on one file take turns on a
+// mutex of the file's (processes that share a file are not served; Start
+// retries a migration that failed).
+func lockMigration(ctx context.Context, conn *gorm.DB) (unlock func(), err error) {
+	// Each statement returns 1 when it took or released the lock.
+	var take, release string
+	var key []any
+	switch conn.Dialector.Name() {
+	case "postgres":
+		take, release = "SELECT 1 FROM pg_advisory_lock(?)", "SELECT pg_advisory_unlock(?)::int"
+		key = []any{migrateLockKey}
+	case "mysql": // GET_LOCK returns 0 when it timed out, NULL when it failed
+		take = "SELECT GET_LOCK(" + migrateLockName + ", " + strconv.FormatInt(lockWaitSeconds(ctx), 10) + ")"
+		release = "SELECT RELEASE_LOCK(" + migrateLockName + ")"
+	default:
+		var file string
+		if err := conn.Raw("SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&file).Error; err != nil {
+			return nil, fmt.Errorf("store: migrate: find the database file: %w", err)
+		}
+		mu, _ := sqliteMigrations.LoadOrStore(file, new(sync.Mutex))
+		mu.(*sync.Mutex).Lock()
+		return mu.(*sync.Mutex).Unlock, nil
+	}
+	if err := returnsOne(conn.Raw(take, key...)); err != nil {
+		return nil, fmt.Errorf("store: migrate: wait for the migration of another replica: %w", err)
+	}
+	return func() {
+		// Released even when ctx has ended: the lock must not outlive Migrate.
+		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultQueryTimeout)
+		defer cancel()
+		if returnsOne(conn.WithContext(bg).Raw(release, key...)) == nil {
+			return
+		}
+		if c, ok := conn.Statement.ConnPool.(*sql.Conn); ok {
+			_ = c.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}, nil
+}
+
+// returnsOne runs q, a statement that returns one number, and fails unless
+// that number is 1.
+func returnsOne(q *gorm.DB) error {
+	var got sql.NullInt64
+	if err := q.Scan(&got).Error; err != nil {
+		return err
+	}
+	if !got.Valid {
+		return fmt.Errorf("%s returned NULL", q.Statement.SQL.String())
+	}
+	if got.Int64 != 1 {
+		return fmt.Errorf("%s returned %d", q.Statement.SQL.String(), got.Int64)
+	}
+	return nil
+}
+
+// lockWaitSeconds is how long GET_LOCK may wait: until ctx's deadline, at
+// least a second; without a deadline, as long as it takes (a year).
+func lockWaitSeconds(ctx context.Context) int64 {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return int64((365 * 24 * time.Hour).Seconds())
+	}
+	return max(1, int64(math.Ceil(time.Until(d).Seconds())))
+}
