@@ -58,8 +58,10 @@ func (x xtimerSystem) Run(ctx context.Context, env ReplicaEnv, tasks []TaskSpec,
 	defer rdb.Close()
 
 	level := slog.LevelWarn
-	if os.Getenv("XTIMER_BENCH_LOG") == "info" {
-		level = slog.LevelInfo
+	if v := os.Getenv("XTIMER_BENCH_LOG"); v != "" {
+		if err := level.UnmarshalText([]byte(v)); err != nil {
+			return fmt.Errorf("XTIMER_BENCH_LOG=%q: want debug, info, warn or error: %w", v, err)
+		}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	s, err := xtimer.New(xtimer.Options{
