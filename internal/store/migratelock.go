@@ -48,7 +48,7 @@ func lockMigration(ctx context.Context, conn *gorm.DB) (unlock func(), err error
 	case "mysql": // GET_LOCK returns 0 when it timed out, NULL when it failed
 		take = "SELECT GET_LOCK(" + migrateLockName + ", " + strconv.FormatInt(lockWaitSeconds(ctx), 10) + ")"
 		release = "SELECT RELEASE_LOCK(" + migrateLockName + ")"
-	default:
+	case "sqlite":
 		var file string
 		if err := conn.Raw("SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&file).Error; err != nil {
 			return nil, fmt.Errorf("store: migrate: find the database file: %w", err)
@@ -56,21 +56,30 @@ func lockMigration(ctx context.Context, conn *gorm.DB) (unlock func(), err error
 		mu, _ := sqliteMigrations.LoadOrStore(file, new(sync.Mutex))
 		mu.(*sync.Mutex).Lock()
 		return mu.(*sync.Mutex).Unlock, nil
+	default: // no dialect xtimer supports
+		return func() {}, nil
 	}
 	if err := returnsOne(conn.Raw(take, key...)); err != nil {
+		// A wait cut short may still have been granted the lock.
+		discard(conn)
 		return nil, fmt.Errorf("store: migrate: wait for the migration of another replica: %w", err)
 	}
 	return func() {
 		// Released even when ctx has ended: the lock must not outlive Migrate.
 		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultQueryTimeout)
 		defer cancel()
-		if returnsOne(conn.WithContext(bg).Raw(release, key...)) == nil {
-			return
-		}
-		if c, ok := conn.Statement.ConnPool.(*sql.Conn); ok {
-			_ = c.Raw(func(any) error { return driver.ErrBadConn })
+		if returnsOne(conn.WithContext(bg).Raw(release, key...)) != nil {
+			discard(conn)
 		}
 	}, nil
+}
+
+// discard makes the pool close the connection conn is pinned to when it
+// is given back, ending its session and the session's locks.
+func discard(conn *gorm.DB) {
+	if c, ok := conn.Statement.ConnPool.(*sql.Conn); ok {
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
+	}
 }
 
 // returnsOne runs q, a statement that returns one number, and fails unless
