@@ -59,7 +59,7 @@ func (x xtimerSystem) Run(ctx context.Context, env ReplicaEnv, tasks []TaskSpec,
 
 	level := slog.LevelWarn
 	if v := os.Getenv("XTIMER_BENCH_LOG"); v != "" {
-		if err := level.UnmarshalText([]byte(v)); err != nil {
+		if err = level.UnmarshalText([]byte(v)); err != nil {
 			return fmt.Errorf("XTIMER_BENCH_LOG=%q: want debug, info, warn or error: %w", v, err)
 		}
 	}
