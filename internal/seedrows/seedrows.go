@@ -144,16 +144,26 @@ func Seed(ctx context.Context, db *gorm.DB, p Plan, logf func(format string, arg
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	// One connection throughout, so that session settings stick.
-	return db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
-		settings := map[string][]string{
-			"postgres": {"SET synchronous_commit = off", "SET maintenance_work_mem = '512MB'"},
-			"mysql":    {"SET SESSION unique_checks = 0, foreign_key_checks = 0"},
+	// One connection throughout, so that session settings stick; they are
+	// put back before the pool hands the connection out again, or the
+	// caller's later writes on it (the bench's roll-ups) would run without
+	// durability or, on MariaDB, without unique checks.
+	return db.WithContext(ctx).Connection(func(conn *gorm.DB) (err error) {
+		settings := map[string][][2]string{
+			"postgres": {{"SET synchronous_commit = off", "RESET synchronous_commit"},
+				{"SET maintenance_work_mem = '512MB'", "RESET maintenance_work_mem"}},
+			"mysql": {{"SET SESSION unique_checks = 0, foreign_key_checks = 0",
+				"SET SESSION unique_checks = DEFAULT, foreign_key_checks = DEFAULT"}},
 		}[dialect]
 		for _, set := range settings {
-			if err := conn.Exec(set).Error; err != nil {
-				return fmt.Errorf("seedrows: %s: %w", set, err)
+			if err = conn.Exec(set[0]).Error; err != nil {
+				return fmt.Errorf("seedrows: %s: %w", set[0], err)
 			}
+			defer func() {
+				if resetErr := conn.WithContext(context.WithoutCancel(ctx)).Exec(set[1]).Error; resetErr != nil && err == nil {
+					err = fmt.Errorf("seedrows: %s: %w", set[1], resetErr)
+				}
+			}()
 		}
 		indexes, err := store.ExecutionIndexes(conn)
 		if err != nil {

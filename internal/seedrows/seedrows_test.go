@@ -27,6 +27,37 @@ func plan() seedrows.Plan {
 		From: from, To: from.Add(5 * 24 * time.Hour)}
 }
 
+// Seed's session settings (no durability, no unique checks) stay on its
+// own connection while it runs: the pool gets the connection back with the
+// server's defaults.
+func TestSeedPutsItsSessionSettingsBack(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		open  func(testing.TB) *gorm.DB
+		query string
+	}{
+		{"postgres", testsvc.Postgres, "SELECT current_setting('synchronous_commit') || ' ' || current_setting('maintenance_work_mem')"},
+		{"mysql", testsvc.MySQL, "SELECT CONCAT(@@SESSION.unique_checks, ' ', @@SESSION.foreign_key_checks)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := c.open(t)
+			sqlDB, err := db.DB()
+			require.NoError(t, err)
+			sqlDB.SetMaxOpenConns(1) // the pool's one connection is Seed's
+			require.NoError(t, store.New(db).Migrate(ctx))
+			var want string // the server's defaults
+			require.NoError(t, db.Raw(c.query).Scan(&want).Error)
+			require.NoError(t, seedrows.Seed(ctx, db, plan(), nil))
+			var got string
+			require.NoError(t, db.Raw(c.query).Scan(&got).Error)
+			require.Equal(t, want, got)
+		})
+	}
+}
+
 func TestSeedWritesTheRowsOfThePlan(t *testing.T) {
 	t.Parallel()
 	for _, backend := range testsvc.Backends() {
