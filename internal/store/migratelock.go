@@ -13,9 +13,9 @@ import (
 	"gorm.io/gorm"
 )
 
-// migrateLockKey is the PostgreSQL advisory lock Migrate holds: a number
-// no other key of xtimer uses (the bytes of "xtimerMG"). Advisory locks
-// are per database, as the tables are.
+// migrateLockKey is the PostgreSQL advisory lock Migrate's transaction
+// holds: a number no other key of xtimer uses (the bytes of "xtimerMG").
+// Advisory locks are per database, as the tables are.
 const migrateLockKey int64 = 0x7874696d65724d47
 
 // migrateLockName is the MySQL/MariaDB named lock Migrate holds. Named
@@ -27,27 +27,20 @@ const migrateLockName = "CONCAT('xtimer_migrate_', MD5(DATABASE()))"
 // memory) that a migration of this process holds.
 var sqliteMigrations sync.Map
 
-// lockMigration takes, on the connection conn is pinned to, the lock that
-// makes the migrations of replicas started together run one after the
-// other: without it, two AutoMigrates on an empty database both see a
-// table missing and the second CREATE fails on the first one's. It waits
-// as long as ctx allows. The lock is the session's; unlock releases it,
-// and if it cannot, makes the pool close conn's connection, which
-// releases it too, rather than keep it locked in the pool. SQLite has no
-// such lock: the migrations of one process on one file take turns on a
-// mutex of the file's (processes that share a file are not served; Start
-// retries a migration that failed).
+// lockMigration takes, on the MySQL/MariaDB or SQLite connection conn is
+// pinned to, the lock that makes the migrations of replicas started
+// together run one after the other: without it, two AutoMigrates on an
+// empty database both see a table missing and the second CREATE fails on
+// the first one's. (PostgreSQL's is taken by Migrate's transaction.) It
+// waits as long as ctx allows. MySQL's DDL commits as it goes, so the
+// lock is the session's: unlock releases it, and a connection whose wait
+// was cut short, or whose release failed, is closed rather than given back
+// to the pool holding it. SQLite has no such lock: the migrations of one
+// process on one file take turns on a mutex of the file's (processes that
+// share a file are not served; Start retries a migration that failed).
 func lockMigration(ctx context.Context, conn *gorm.DB) (unlock func(), err error) {
-	// Each statement returns 1 when it took or released the lock.
-	var take, release string
-	var key []any
 	switch conn.Dialector.Name() {
-	case "postgres":
-		take, release = "SELECT 1 FROM pg_advisory_lock(?)", "SELECT pg_advisory_unlock(?)::int"
-		key = []any{migrateLockKey}
-	case "mysql": // GET_LOCK returns 0 when it timed out, NULL when it failed
-		take = "SELECT GET_LOCK(" + migrateLockName + ", " + strconv.FormatInt(lockWaitSeconds(ctx), 10) + ")"
-		release = "SELECT RELEASE_LOCK(" + migrateLockName + ")"
+	case "mysql":
 	case "sqlite":
 		var file string
 		if err := conn.Raw("SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&file).Error; err != nil {
@@ -56,10 +49,13 @@ func lockMigration(ctx context.Context, conn *gorm.DB) (unlock func(), err error
 		mu, _ := sqliteMigrations.LoadOrStore(file, new(sync.Mutex))
 		mu.(*sync.Mutex).Lock()
 		return mu.(*sync.Mutex).Unlock, nil
-	default: // no dialect xtimer supports
+	default: // PostgreSQL (Migrate's transaction), or no dialect xtimer supports
 		return func() {}, nil
 	}
-	if err := returnsOne(conn.Raw(take, key...)); err != nil {
+	// GET_LOCK returns 1 once it holds the lock, 0 when it timed out and
+	// NULL when it failed; RELEASE_LOCK 1 when it released it.
+	take := "SELECT GET_LOCK(" + migrateLockName + ", " + strconv.FormatInt(lockWaitSeconds(ctx), 10) + ")"
+	if err := returnsOne(conn.Raw(take)); err != nil {
 		// A wait cut short may still have been granted the lock.
 		discard(conn)
 		return nil, fmt.Errorf("store: migrate: wait for the migration of another replica: %w", err)
@@ -68,7 +64,7 @@ func lockMigration(ctx context.Context, conn *gorm.DB) (unlock func(), err error
 		// Released even when ctx has ended: the lock must not outlive Migrate.
 		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultQueryTimeout)
 		defer cancel()
-		if returnsOne(conn.WithContext(bg).Raw(release, key...)) != nil {
+		if returnsOne(conn.WithContext(bg).Raw("SELECT RELEASE_LOCK("+migrateLockName+")")) != nil {
 			discard(conn)
 		}
 	}, nil

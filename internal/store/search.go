@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"unicode"
@@ -287,7 +288,16 @@ func trgmSchema(db *gorm.DB) (string, error) {
 	if schema != "" {
 		return schema, nil
 	}
+	// Migrate's transaction goes on without the extension when a user may
+	// not create it: the failed statement is rolled back to a savepoint,
+	// not the transaction with it.
+	if err := db.SavePoint("xtimer_pg_trgm").Error; err != nil {
+		return "", err
+	}
 	if err := db.Exec("CREATE EXTENSION IF NOT EXISTS pg_trgm").Error; err != nil {
+		if rbErr := db.RollbackTo("xtimer_pg_trgm").Error; rbErr != nil {
+			return "", errors.Join(err, rbErr)
+		}
 		return "", err
 	}
 	if err := db.Raw(find).Scan(&schema).Error; err != nil {
