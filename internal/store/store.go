@@ -112,7 +112,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	if s.db.Dialector.Name() == "postgres" {
-		return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return s.tx(ctx, func(tx *gorm.DB) error { // abandoned by the server if this replica goes silent in it
 			if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", migrateLockKey).Error; err != nil {
 				return fmt.Errorf("store: migrate: wait for the migration of another replica: %w", err)
 			}
