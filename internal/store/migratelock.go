@@ -13,12 +13,12 @@ import (
 	"gorm.io/gorm"
 )
 
-// migrateLockKey is the PostgreSQL advisory lock Migrate's transaction
-// holds: a number no other key of xtimer uses (the bytes of "xtimerMG").
+// migrateLockKey is the PostgreSQL advisory lock a migration's
+// transaction holds: a number no other key of xtimer uses (the bytes of "xtimerMG").
 // Advisory locks are per database, as the tables are.
 const migrateLockKey int64 = 0x7874696d65724d47
 
-// migrateLockName is the MySQL/MariaDB named lock Migrate holds. Named
+// migrateLockName is the MySQL/MariaDB named lock a migration holds. Named
 // locks are per server, so the name carries the database's (hashed: a
 // name is at most 64 characters, a database's name alone may be 64).
 const migrateLockName = "CONCAT('xtimer_migrate_', MD5(DATABASE()))"
@@ -27,31 +27,61 @@ const migrateLockName = "CONCAT('xtimer_migrate_', MD5(DATABASE()))"
 // memory) that a migration of this process holds.
 var sqliteMigrations sync.Map
 
-// lockMigration takes, on the MySQL/MariaDB or SQLite connection conn is
-// pinned to, the lock that makes the migrations of replicas started
-// together run one after the other: without it, two AutoMigrates on an
-// empty database both see a table missing and the second CREATE fails on
-// the first one's. (PostgreSQL's is taken by Migrate's transaction.) It
-// waits as long as ctx allows. MySQL's DDL commits as it goes, so the
-// lock is the session's: unlock releases it, and a connection whose wait
-// was cut short, or whose release failed, is closed rather than given back
-// to the pool holding it. SQLite has no such lock: the migrations of one
-// process on one file take turns on a mutex of the file's (processes that
-// share a file are not served; Start retries a migration that failed).
-func lockMigration(ctx context.Context, conn *gorm.DB) (unlock func(), err error) {
-	switch conn.Dialector.Name() {
+// migrateLocked runs migrate while it holds the lock that makes the
+// migrations of replicas started together run one after the other:
+// without it, two AutoMigrates on an empty database both see a table
+// missing and the second CREATE fails on the first one's. It waits for the
+// lock as long as ctx allows.
+//   - PostgreSQL, whose DDL is transactional: migrate is one transaction
+//     (Store.tx) behind a transaction-level advisory lock, released at its
+//     end whatever happens, through a pooler that hands each transaction
+//     its own server connection too.
+//   - MySQL/MariaDB, whose DDL commits as it goes: migrate runs on one
+//     connection holding a named lock of its session (namedLock).
+//   - SQLite: the migrations of one process on one file take turns on a
+//     mutex of the file's (processes that share a file are not served;
+//     Start retries a migration that failed).
+func (s *Store) migrateLocked(ctx context.Context, migrate func(db *gorm.DB) error) error {
+	switch s.db.Dialector.Name() {
+	case "postgres":
+		return s.tx(ctx, func(tx *gorm.DB) error { // abandoned by the server if this replica goes silent in it
+			if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", migrateLockKey).Error; err != nil {
+				return fmt.Errorf("store: migrate: wait for the migration of another replica: %w", err)
+			}
+			return migrate(tx)
+		})
 	case "mysql":
+		return s.db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
+			// Connection's DB keeps one statement for every call; a
+			// session gives each call its own, as s.db does.
+			db := conn.Session(&gorm.Session{})
+			unlock, err := namedLock(ctx, db)
+			if err != nil {
+				return err
+			}
+			defer unlock()
+			return migrate(db)
+		})
 	case "sqlite":
+		db := s.db.WithContext(ctx)
 		var file string
-		if err := conn.Raw("SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&file).Error; err != nil {
-			return nil, fmt.Errorf("store: migrate: find the database file: %w", err)
+		if err := db.Raw("SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&file).Error; err != nil {
+			return fmt.Errorf("store: migrate: find the database file: %w", err)
 		}
 		mu, _ := sqliteMigrations.LoadOrStore(file, new(sync.Mutex))
 		mu.(*sync.Mutex).Lock()
-		return mu.(*sync.Mutex).Unlock, nil
-	default: // PostgreSQL (Migrate's transaction), or no dialect xtimer supports
-		return func() {}, nil
+		defer mu.(*sync.Mutex).Unlock()
+		return migrate(db)
+	default: // no dialect xtimer supports
+		return migrate(s.db.WithContext(ctx))
 	}
+}
+
+// namedLock takes MySQL's named lock of the migration on the connection
+// conn is pinned to. The lock is the session's: unlock releases it, and a
+// connection whose wait was cut short, or whose release failed, is closed
+// rather than given back to the pool holding it.
+func namedLock(ctx context.Context, conn *gorm.DB) (unlock func(), err error) {
 	// GET_LOCK returns 1 once it holds the lock, 0 when it timed out and
 	// NULL when it failed; RELEASE_LOCK 1 when it released it.
 	take := "SELECT GET_LOCK(" + migrateLockName + ", " + strconv.FormatInt(lockWaitSeconds(ctx), 10) + ")"

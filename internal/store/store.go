@@ -102,38 +102,15 @@ func (s *Store) Ping(ctx context.Context) error {
 // Migrate creates or updates the xtimer_ tables and indexes with GORM's
 // AutoMigrate. Teams that apply schema by hand use schema/mysql.sql or
 // schema/postgres.sql instead; both describe the same tables. Replicas
-// that migrate at once take turns: on PostgreSQL, whose DDL is
-// transactional, the migration is one transaction behind a
-// transaction-level advisory lock, released at its end whatever happens
-// (and through a pooler that hands each transaction its own server
-// connection); on the others, one connection holds a lock of its session
-// (lockMigration).
+// that migrate at once take turns (migrateLocked).
 func (s *Store) Migrate(ctx context.Context) error {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	if s.db.Dialector.Name() == "postgres" {
-		return s.tx(ctx, func(tx *gorm.DB) error { // abandoned by the server if this replica goes silent in it
-			if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", migrateLockKey).Error; err != nil {
-				return fmt.Errorf("store: migrate: wait for the migration of another replica: %w", err)
-			}
-			return s.migrate(tx)
-		})
-	}
-	return s.db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
-		// Connection's DB keeps one statement for every call; a session
-		// gives each call its own, as s.db does.
-		db := conn.Session(&gorm.Session{})
-		unlock, err := lockMigration(ctx, db)
-		if err != nil {
-			return err
-		}
-		defer unlock()
-		return s.migrate(db)
-	})
+	return s.migrateLocked(ctx, s.migrate)
 }
 
-// migrate is Migrate's work, on db's one connection (a transaction on
-// PostgreSQL).
+// migrate is Migrate's work, on db: one transaction on PostgreSQL, one
+// connection on MySQL/MariaDB (migrateLocked).
 func (s *Store) migrate(db *gorm.DB) error {
 	if err := db.AutoMigrate(models()...); err != nil {
 		return fmt.Errorf("store: migrate: %w", err)
