@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -72,13 +73,14 @@ type fireKey struct {
 // scheduled (skipped is allowed too, to record misfires), Source schedule,
 // MaxAttempts 1, ScheduledMs now. ID and Claim are set by the call.
 //
-// How it learns what it inserted: on PostgreSQL, INSERT ... ON CONFLICT DO
-// NOTHING RETURNING answers with exactly the rows it inserted. Elsewhere
-// (MySQL has no RETURNING), all rows of the call carry one fresh random
-// Claim; a row that already existed keeps the claim of the call that
-// created it, so after the INSERT the rows of the call's keys whose claim
-// is ours are exactly ours. It all happens in one transaction, so an error
-// means this call inserted nothing.
+// How it learns what it inserted: all rows of the call carry one fresh
+// random Claim; a row that already existed keeps the claim of the call
+// that created it, so after the INSERT the rows of the call's keys whose
+// claim is ours are exactly ours. PostgreSQL's INSERT ... ON CONFLICT DO
+// NOTHING RETURNING (and SQLite's) answers with exactly those rows,
+// MariaDB's INSERT ... RETURNING with every row of the call's keys; MySQL
+// reads them back. It all happens in one transaction, so an error means this call
+// inserted nothing.
 func (s *Store) InsertFires(ctx context.Context, fires []Execution) ([]Execution, error) {
 	if len(fires) == 0 {
 		return nil, nil
@@ -112,8 +114,11 @@ func (s *Store) InsertFires(ctx context.Context, fires []Execution) ([]Execution
 	}
 	var mine []Execution
 	err = s.rowTx(ctx, func(tx *gorm.DB) error {
-		var insertErr error
-		if mine, insertErr = insertFireRows(ctx, tx, first, claim); insertErr != nil || len(rest) == 0 {
+		returns, insertErr := s.insertReturns(ctx, tx)
+		if insertErr != nil {
+			return insertErr
+		}
+		if mine, insertErr = insertFireRows(ctx, tx, first, claim, returns); insertErr != nil || len(rest) == 0 {
 			return insertErr
 		}
 		won := make(map[fireKey]bool, len(mine))
@@ -124,7 +129,7 @@ func (s *Store) InsertFires(ctx context.Context, fires []Execution) ([]Execution
 		if len(rest) == 0 {
 			return nil
 		}
-		more, insertErr := insertFireRows(ctx, tx, rest, claim)
+		more, insertErr := insertFireRows(ctx, tx, rest, claim, returns)
 		mine = append(mine, more...)
 		return insertErr
 	})
@@ -144,10 +149,11 @@ func (s *Store) InsertFires(ctx context.Context, fires []Execution) ([]Execution
 // or a JSON document (MySQL/MariaDB, SQLite): with GORM's batched INSERT
 // of 20 placeholders a row, a minute of thousands of fires a second took
 // longer to record than the minute lasts (bench/README.md's performance report
-// has BenchmarkInsertFires before and after). PostgreSQL answers with the
-// rows it inserted (RETURNING); on the others, the inserted rows are those
-// of the keys that carry our claim.
-func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim string) ([]Execution, error) {
+// has BenchmarkInsertFires before and after). The inserted rows are those
+// that carry our claim: where the INSERT answers with its rows (returns:
+// all but MySQL, see insertReturns), among those; on MySQL, read back by
+// their keys after the INSERT.
+func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim string, returns bool) ([]Execution, error) {
 	dialect := tx.Dialector.Name()
 	items := make([]int, len(rows))
 	for i := range items {
@@ -200,20 +206,27 @@ func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim st
 			args := append([]any{shape.App, shape.Claim, shape.UpdatedMs, shape.Status, shape.Reason, shape.Source,
 				shape.Attempt, shape.Replica, shape.ScheduledMs, shape.StartedMs, shape.FinishedMs, shape.LatenessMs,
 				shape.DurationMs, shape.HTTPStatus, shape.Output, shape.Error, shape.NextAttemptMs}, source...)
-			if dialect != "postgres" {
+			if !returns {
 				if _, err = tx.Statement.ConnPool.ExecContext(ctx, q, args...); err != nil {
 					return nil, fmt.Errorf("store: insert %d fires from %s at %d: %w", len(chunk), codes[0], runTimes[0], err)
 				}
 				continue
 			}
-			got, err := scanFireKeys(tx.Statement.ConnPool.QueryContext(ctx, q, args...))
+			// PostgreSQL and SQLite answer with the rows they inserted,
+			// MariaDB with those it found too: the rows of our claim are
+			// ours.
+			ours := "true"
+			if dialect == "mysql" {
+				ours, args = "claim = ?", append(args, claim)
+			}
+			got, err := scanFireKeys(tx.Statement.ConnPool.QueryContext(ctx, q+" RETURNING id, task_code, run_time, shard, "+ours, args...))
 			if err != nil {
 				return nil, fmt.Errorf("store: insert %d fires from %s at %d: %w", len(chunk), codes[0], runTimes[0], err)
 			}
 			mine = appendInserted(mine, rows, at, got)
 		}
 	}
-	if dialect == "postgres" {
+	if returns {
 		return mine, nil
 	}
 	// rows are sorted by task: each read takes the keys of insertChunk
@@ -231,7 +244,7 @@ func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim st
 			}
 			minRun, maxRun = min(minRun, rows[to].RunTime), max(maxRun, rows[to].RunTime)
 		}
-		q := "SELECT id, task_code, run_time, shard FROM xtimer_executions WHERE app = ? AND task_code IN (" + placeholders(len(codes)) +
+		q := "SELECT id, task_code, run_time, shard, true FROM xtimer_executions WHERE app = ? AND task_code IN (" + placeholders(len(codes)) +
 			") AND run_time BETWEEN ? AND ? AND claim = ?"
 		args := append(append([]any{rows[from].App}, codes...), minRun, maxRun, claim)
 		got, err := scanFireKeys(tx.Statement.ConnPool.QueryContext(ctx, q, args...))
@@ -244,6 +257,38 @@ func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim st
 	return mine, nil
 }
 
+// Servers of the mysql dialect, as insertReturns learns them.
+const (
+	flavorUnknown int32 = iota
+	flavorMySQL
+	flavorMariaDB
+)
+
+// insertReturns tells whether an INSERT answers with its rows (RETURNING)
+// on the database of tx: PostgreSQL's and SQLite's do (3.35 on), and so
+// does MariaDB's (10.5 on; xtimer needs 10.6 for JSON_TABLE), where
+// reading the rows back after the INSERT slowed replicas recording at
+// once (BenchmarkInsertFiresConcurrent). MySQL has no RETURNING. Which
+// server stands behind the mysql dialect is asked once.
+func (s *Store) insertReturns(ctx context.Context, tx *gorm.DB) (bool, error) {
+	if tx.Dialector.Name() != "mysql" {
+		return true, nil
+	}
+	if f := s.flavor.Load(); f != flavorUnknown {
+		return f == flavorMariaDB, nil
+	}
+	var version string
+	if err := tx.Statement.ConnPool.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return false, fmt.Errorf("store: read the server's version: %w", err)
+	}
+	f := flavorMySQL
+	if strings.Contains(version, "MariaDB") {
+		f = flavorMariaDB
+	}
+	s.flavor.Store(f)
+	return f == flavorMariaDB, nil
+}
+
 // insertFiresChunk is the most fires one statement of insertFireRows
 // inserts.
 const insertFiresChunk = 10_000
@@ -254,7 +299,8 @@ type insertedKey struct {
 	fireKey
 }
 
-// scanFireKeys reads the (id, task_code, run_time, shard) rows of a query.
+// scanFireKeys reads the (id, task_code, run_time, shard, ours) rows of a
+// query, and keeps those it inserted (ours).
 func scanFireKeys(rs *sql.Rows, err error) ([]insertedKey, error) {
 	if err != nil {
 		return nil, err
@@ -263,10 +309,13 @@ func scanFireKeys(rs *sql.Rows, err error) ([]insertedKey, error) {
 	var keys []insertedKey
 	for rs.Next() {
 		var k insertedKey
-		if err := rs.Scan(&k.id, &k.code, &k.runTime, &k.shard); err != nil {
+		var ours bool
+		if err := rs.Scan(&k.id, &k.code, &k.runTime, &k.shard, &ours); err != nil {
 			return nil, err
 		}
-		keys = append(keys, k)
+		if ours {
+			keys = append(keys, k)
+		}
 	}
 	return keys, rs.Err()
 }
@@ -353,7 +402,7 @@ func insertFiresSQL(dialect string, codes []string, runTimes, attempts []int64, 
 			pick += fmt.Sprintf(", $%d::%s", 17+len(source), c.pgType)
 		}
 		return columns + pick + `
-			FROM unnest(` + arrays + `) AS f(` + names + `) ON CONFLICT DO NOTHING RETURNING id, task_code, run_time, shard`, source, nil
+			FROM unnest(` + arrays + `) AS f(` + names + `) ON CONFLICT DO NOTHING`, source, nil
 	}
 	doc, err := jsonFires(codes, runTimes, attempts, perRow)
 	if err != nil {

@@ -51,6 +51,9 @@ type Store struct {
 	// noRollups: deletions leave xtimer_rollups alone (WithRollups).
 	noRollups                         bool
 	analyzedExecutions, analyzedTasks atomic.Bool
+	// flavor is the server behind the mysql dialect, asked once
+	// (insertReturns): flavorUnknown until then.
+	flavor atomic.Int32
 	// log receives Migrate's warnings (search.go).
 	log *slog.Logger
 }
