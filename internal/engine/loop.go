@@ -1065,10 +1065,18 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 			return err
 		}
 	}
-	if len(urgent) > 0 {
-		if err := p.record(ctx, now, urgent); err != nil {
+	// The urgent fires go in time order too, an instant a call (see
+	// urgentCall): MariaDB's bulk insert holds the table's AUTO-INC lock
+	// to its end, so replicas starting together recorded one after the
+	// other, and a replica's first instant waited for the others' three
+	// seconds of fires.
+	slices.SortStableFunc(urgent, func(a, b fire) int { return a.at.Compare(b.at) })
+	for len(urgent) > 0 {
+		n := urgentCall(urgent, now)
+		if err := p.record(ctx, now, urgent[:n]); err != nil {
 			return err // upTo stays: the round is tried again under the lock
 		}
+		urgent = urgent[n:]
 	}
 	for _, k := range takeOver {
 		if err := p.takeOver(ctx, k, max(k.minute*60_000, urgentMs), (k.minute+1)*60_000, firing[k]); err != nil {
@@ -1148,6 +1156,25 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 func slotInstantEnd(later []fire, n int) int {
 	for n > 0 && n < len(later) && later[n].at.Equal(later[n-1].at) && later[n].task.bucket == later[n-1].task.bucket {
 		n++
+	}
+	return n
+}
+
+// urgentCall is how many of urgent (in time order) one call records:
+// every fire due by now (so that all missed fires of a task are recorded
+// together, as its misfire policy needs), or else those of the first
+// instant, and the instants after them while that is fewer than
+// minRecordChunk fires.
+func urgentCall(urgent []fire, now time.Time) int {
+	n := 0
+	for n < len(urgent) && (n == 0 || n < minRecordChunk) {
+		upTo := urgent[n].at
+		if upTo.Before(now) {
+			upTo = now
+		}
+		for n < len(urgent) && !urgent[n].at.After(upTo) {
+			n++
+		}
 	}
 	return n
 }

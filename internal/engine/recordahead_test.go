@@ -225,3 +225,38 @@ func TestSlotInstantEndKeepsASlotsInstantWhole(t *testing.T) {
 		require.Equal(t, want, slotInstantEnd(later, n), "a chunk of %d", n)
 	}
 }
+
+// urgentCall records the fires due by now in one call, with the instant
+// after them while they are few, then an instant a call, joining the
+// instants of fewer than minRecordChunk fires.
+func TestUrgentCallRecordsAnInstantACall(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 30, 10, 0, 0, 300*int(time.Millisecond), time.UTC)
+	sec := now.Truncate(time.Second)
+	task := &taskState{code: "a", bucket: 1}
+	var urgent []fire
+	add := func(at time.Time, n int) {
+		for range n {
+			urgent = append(urgent, fire{task, at})
+		}
+	}
+	add(sec.Add(-20*time.Second), 1) // missed
+	add(sec, 1)                      // due
+	add(sec.Add(time.Second), 300)
+	add(sec.Add(2*time.Second), minRecordChunk)
+	add(sec.Add(3*time.Second), 50)
+	add(sec.Add(4*time.Second), 60)
+	var calls []int
+	for left := urgent; len(left) > 0; {
+		n := urgentCall(left, now)
+		calls = append(calls, n)
+		left = left[n:]
+	}
+	require.Equal(t, []int{302, minRecordChunk, 110}, calls)
+
+	// Due fires alone make a call when they are many.
+	urgent = nil
+	add(sec, minRecordChunk)
+	add(sec.Add(time.Second), 10)
+	require.Equal(t, minRecordChunk, urgentCall(urgent, now))
+}
