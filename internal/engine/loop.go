@@ -1034,22 +1034,21 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 	if len(won) == 0 {
 		return nil
 	}
+	// The round records in time order: the urgent fires (those before
+	// soon) an instant a call (see urgentCall), the rest in chunks
+	// between instants (nextChunk), each armed as soon as it is
+	// committed, so that a slow database delays the end of the round, not
+	// its start. (Missed fires are all in urgent, so splitting later never
+	// separates the missed fires of one task.) The sort is stable: at each
+	// instant, a slot's fires stay together (fires is made slot by slot),
+	// as the chunks' ends need (slotInstantEnd).
+	slices.SortStableFunc(fires, func(a, b fire) int { return a.at.Compare(b.at) })
 	soon := now.Add(urgentHorizon)
-	var urgent, later []fire
-	for _, f := range fires {
-		if f.at.Before(soon) {
-			urgent = append(urgent, f)
-		} else {
-			later = append(later, f)
-		}
+	split := slices.IndexFunc(fires, func(f fire) bool { return !f.at.Before(soon) })
+	if split < 0 {
+		split = len(fires)
 	}
-	// The rest goes in time order, in chunks between instants (nextChunk),
-	// each armed as soon as it is committed: a slow database delays the
-	// end of the round, not its start. (Missed fires are all in urgent,
-	// so splitting later never separates the missed fires of one task.)
-	// The sort is stable: at each instant, a slot's fires stay together
-	// (fires is made slot by slot), as the chunks' ends need (slotInstantEnd).
-	slices.SortStableFunc(later, func(a, b fire) int { return a.at.Compare(b.at) })
+	urgent, later := fires[:split], fires[split:]
 	// A dead owner's fires due soon are taken over first: they are late
 	// already (its lock ran out seconds after it died). One replica often
 	// wins every slot of the dead one: taken over whole, one after the
@@ -1065,12 +1064,6 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 			return err
 		}
 	}
-	// The urgent fires go in time order too, an instant a call (see
-	// urgentCall): MariaDB's bulk insert holds the table's AUTO-INC lock
-	// to its end, so replicas starting together recorded one after the
-	// other, and a replica's first instant waited for the others' three
-	// seconds of fires.
-	slices.SortStableFunc(urgent, func(a, b fire) int { return a.at.Compare(b.at) })
 	for len(urgent) > 0 {
 		n := urgentCall(urgent, now)
 		if err := p.record(ctx, now, urgent[:n]); err != nil {
@@ -1164,10 +1157,13 @@ func slotInstantEnd(later []fire, n int) int {
 // every fire due by now (so that all missed fires of a task are recorded
 // together, as its misfire policy needs), or else those of the first
 // instant, and the instants after them while that is fewer than
-// minRecordChunk fires.
+// minRecordChunk fires. One call, not one for all: MariaDB's bulk insert
+// holds the table's AUTO-INC lock to its end, so replicas starting
+// together recorded one after the other, and a replica's first instant
+// waited for the others' three seconds of fires.
 func urgentCall(urgent []fire, now time.Time) int {
 	n := 0
-	for n < len(urgent) && (n == 0 || n < minRecordChunk) {
+	for n < len(urgent) && n < minRecordChunk {
 		upTo := urgent[n].at
 		if upTo.Before(now) {
 			upTo = now

@@ -79,8 +79,8 @@ type fireKey struct {
 // claim is ours are exactly ours. PostgreSQL's INSERT ... ON CONFLICT DO
 // NOTHING RETURNING (and SQLite's) answers with exactly those rows,
 // MariaDB's INSERT ... RETURNING with every row of the call's keys; MySQL
-// reads them back. It all happens in one transaction, so an error means this call
-// inserted nothing.
+// reads them back. It all happens in one transaction, so an error means
+// this call inserted nothing.
 func (s *Store) InsertFires(ctx context.Context, fires []Execution) ([]Execution, error) {
 	if len(fires) == 0 {
 		return nil, nil
