@@ -83,7 +83,7 @@ func TestKeeperLetsGoWhenItsProbeGoesUnanswered(t *testing.T) {
 	var k *lockKeeper
 	k = &lockKeeper{locker: NewLocalLocker(clock), clock: clock, log: slog.New(slog.DiscardHandler), metrics: m,
 		health: &healthState{}, app: "probe", replica: "r1", held: map[slotKey]Lock{}, lost: map[slotKey]time.Time{},
-		noteDB: func(err error) {
+		noteRedis: func(error) {}, noteDB: func(err error) {
 			noted.Add(1)
 			if err == nil {
 				k.health.answered(clock.Now()) // as Engine.noteDB does

@@ -748,6 +748,34 @@ func (d *downLocker) RefreshAll(ctx context.Context, locks []Lock, ttl time.Dura
 	return d.localLocker.RefreshAll(ctx, locks, ttl)
 }
 
+// A lock backend away between two claims is noted by the lock keeper,
+// whose refresh is the one call to it every lockRefreshEvery: a replica
+// holding every slot of its minute claims nothing then, and a Sentinel
+// promotion over within the minute went unseen (no fallback in Health,
+// the metric or the alerts) when only claims noted it.
+func TestAnOutageBetweenClaimsIsNotedByTheLockKeeper(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testsvc.SQLite(t)
+	start := time.Date(2026, 12, 1, 10, 0, 15, 100_000_000, time.UTC)
+	f := newPairClock(t, db, start)
+	locker := &downLocker{localLocker: f.locker}
+	f.a = f.start(t, "replica-a", db, locker)
+	f.advance(ctx, t, start.Add(5*time.Second))
+	require.Len(t, f.a.keeper.heldKeys(), 1, "the replica holds its minute's slot")
+	require.False(t, f.a.health.redisDown.Load())
+
+	locker.down.Store(true)
+	down := f.clock.Now()
+	f.advance(ctx, t, down.Add(lockRefreshEvery))
+	require.True(t, f.a.health.redisDown.Load(), "the keeper's refresh noted the backend down")
+
+	locker.down.Store(false)
+	up := f.clock.Now()
+	f.advance(ctx, t, up.Add(lockRefreshEvery))
+	require.False(t, f.a.health.redisDown.Load(), "the keeper's refresh noted the backend back")
+}
+
 // Slots recorded while the lock backend did not answer are claimed again
 // once it answers (relockSlots): one replica wins each and takes over its
 // unstarted fires, the other watches its lock. When the winner is then

@@ -349,6 +349,7 @@ func (k *lockKeeper) keepSelf(ctx context.Context, self Lock, refreshed error) {
 		k.log.Info("liveness lock lost; taking it again", "err", refreshed)
 	}
 	lock, err := k.locker.Obtain(ctx, k.replicaKey(k.replica), slotLockTTL)
+	k.noteAnswer(ctx, err)
 	if err != nil {
 		if ctx.Err() == nil {
 			k.log.Debug("liveness lock not obtained; next round tries again", "err", err)

@@ -49,7 +49,11 @@ type lockKeeper struct {
 	// that no link cuts off. noteDB notes its answer (health.go).
 	ping   func(context.Context) error
 	noteDB func(error)
-	probes sync.WaitGroup // the probe's goroutine, waited for at Stop
+	// noteRedis notes whether the lock backend answered the keeper's
+	// refresh (health.go): the one call to it every lockRefreshEvery,
+	// whatever the planner claims.
+	noteRedis func(error)
+	probes    sync.WaitGroup // the probe's goroutine, waited for at Stop
 
 	mu   sync.Mutex
 	held map[slotKey]Lock
@@ -82,7 +86,7 @@ const (
 
 func newLockKeeper(s *Engine) *lockKeeper {
 	k := &lockKeeper{locker: s.locker, clock: s.clock, log: s.log, metrics: s.metrics, health: &s.health, app: s.opts.App,
-		replica: s.opts.InstanceID, noteDB: s.noteDB, held: map[slotKey]Lock{}, lost: map[slotKey]time.Time{}}
+		replica: s.opts.InstanceID, noteDB: s.noteDB, noteRedis: s.noteRedis, held: map[slotKey]Lock{}, lost: map[slotKey]time.Time{}}
 	if s.store.Networked() {
 		k.ping = s.store.Ping
 	}
@@ -288,6 +292,9 @@ func (k *lockKeeper) keep(ctx context.Context, now time.Time) {
 		// (shard.go). letGo releases it with the rest.
 		errs = append(errs, refreshAll(ctx, k.locker, []Lock{self}, slotLockTTL)...)
 	}
+	if len(errs) > 0 {
+		k.noteAnswer(ctx, errs...)
+	}
 	for i, s := range keys {
 		err := errs[i]
 		if err == nil {
@@ -306,6 +313,22 @@ func (k *lockKeeper) keep(ctx context.Context, now time.Time) {
 		selfErr = errs[len(keys)]
 	}
 	k.keepSelf(ctx, self, selfErr)
+}
+
+// noteAnswer notes the lock backend down if it left one of errs
+// unanswered (ErrLockUnavailable), up otherwise: a lock found lost was
+// an answer. A call cut short by Stop says nothing of the backend.
+func (k *lockKeeper) noteAnswer(ctx context.Context, errs ...error) {
+	if ctx.Err() != nil {
+		return
+	}
+	for _, err := range errs {
+		if errors.Is(err, ErrLockUnavailable) {
+			k.noteRedis(err)
+			return
+		}
+	}
+	k.noteRedis(nil)
 }
 
 // refreshTTL is the TTL the slot locks are refreshed to at now:
