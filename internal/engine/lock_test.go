@@ -586,9 +586,16 @@ func (f *failoverPair) advance(ctx context.Context, t *testing.T, at time.Time) 
 // row reads the fire of "pay" at run time at.
 func (f *failoverPair) row(t *testing.T, at time.Time) store.Execution {
 	t.Helper()
-	var r store.Execution
-	require.NoError(t, f.db.Where("app = ? AND task_code = ? AND run_time = ?", f.app, "pay", at.UnixMilli()).First(&r).Error)
+	r, err := f.row2(at)
+	require.NoError(t, err)
 	return r
+}
+
+// row2 is row's read, with its error (gorm.ErrRecordNotFound: no row).
+func (f *failoverPair) row2(at time.Time) (store.Execution, error) {
+	var r store.Execution
+	err := f.db.Where("app = ? AND task_code = ? AND run_time = ?", f.app, "pay", at.UnixMilli()).First(&r).Error
+	return r, err
 }
 
 // lockExpiry is when the lock a holds on its one slot runs out.
@@ -774,6 +781,44 @@ func TestAnOutageBetweenClaimsIsNotedByTheLockKeeper(t *testing.T) {
 	up := f.clock.Now()
 	f.advance(ctx, t, up.Add(lockRefreshEvery))
 	require.False(t, f.a.health.redisDown.Load(), "the keeper's refresh noted the backend back")
+}
+
+// Redis forgets a held slot's lock (FLUSHALL, a failover that lost it),
+// another replica wins the slot and takes its fires over, and the old
+// holder, whose keeper learns of the loss only at its next refresh,
+// records a fire past the winner's frontier as its own meanwhile. That
+// fire is the slot holder's to run: it takes it over when its own round
+// finds it recorded, so that the old holder dying then does not leave it
+// to the orphan claims after its heartbeat times out. (A chaos run froze
+// the old holder 3.5 s after a FLUSHALL: such a fire started 11 s late,
+// when the old holder woke.) The old holder's belated insert is written
+// here as its round writes it, after the winner's takeover: which of two
+// rounds at one tick instant inserts first is up to the scheduler.
+func TestAFireTheOldHolderRecordsAfterATakeoverIsTheHolders(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testsvc.SQLite(t)
+	start := time.Date(2026, 12, 1, 10, 0, 5, 100_000_000, time.UTC)
+	f := newFailoverPair(t, db, db, start)
+	f.a.crash()
+	crashed := f.clock.Now()
+	for len(f.b.keeper.heldKeys()) == 0 && f.clock.Now().Before(crashed.Add(3*time.Second)) {
+		f.advance(ctx, t, f.clock.Now().Add(10*time.Millisecond))
+	}
+	require.Len(t, f.b.keeper.heldKeys(), 1, "b took the slot over")
+	late := f.clock.Now().Add(recordAhead).Truncate(time.Second).Add(time.Second) // past b's frontier
+	_, err := f.row2(late)
+	require.ErrorIs(t, err, gorm.ErrRecordNotFound, "b has not recorded the fire at %v yet", late)
+	inserted, err := f.a.store.InsertFires(ctx, []store.Execution{{App: f.app, TaskCode: "pay", RunTime: late.UnixMilli(),
+		Status: store.StatusScheduled, Replica: "replica-a", MaxAttempts: 1}})
+	require.NoError(t, err)
+	require.Len(t, inserted, 1)
+
+	f.advance(ctx, t, late.Add(500*time.Millisecond))
+	r := f.row(t, late)
+	require.Equal(t, "replica-b", r.Replica, "the slot holder took the fire over")
+	require.Eventually(t, func() bool { return f.row(t, late).StartedMs != 0 }, 10*time.Second, 5*time.Millisecond, "and started it")
+	require.Less(t, time.UnixMilli(f.row(t, late).StartedMs).Sub(late), time.Second, "on time, not at the orphan claims")
 }
 
 // Slots recorded while the lock backend did not answer are claimed again

@@ -1066,7 +1066,11 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 	}
 	for len(urgent) > 0 {
 		n := urgentCall(urgent, now)
-		if err := p.record(ctx, now, urgent[:n]); err != nil {
+		found, err := p.record(ctx, now, urgent[:n])
+		if err == nil {
+			err = p.takeOverFound(ctx, found, unlocked)
+		}
+		if err != nil {
 			return err // upTo stays: the round is tried again under the lock
 		}
 		urgent = urgent[n:]
@@ -1097,10 +1101,14 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 		}
 		n = slotInstantEnd(later, n)
 		began := time.Now()
-		if err := p.record(ctx, now, later[:n]); err != nil {
+		found, err := p.record(ctx, now, later[:n])
+		if err != nil {
 			return err
 		}
 		p.noteRecord(time.Since(began), n)
+		if err := p.takeOverFound(ctx, found, unlocked); err != nil {
+			return err
+		}
 		later = later[n:]
 	}
 	upTo := recordedUpTo(won, frontier, later)
@@ -1416,8 +1424,9 @@ func firingCodes(fires []fire) []string {
 
 // record writes the rows of fires (record-then-run) and arms those this
 // replica inserted and can run. Fires already past go through their
-// task's misfire policy.
-func (p *planner) record(ctx context.Context, now time.Time, fires []fire) error {
+// task's misfire policy. It returns the fires it meant to own (scheduled,
+// not sharded: alreadyThere) whose rows were there already.
+func (p *planner) record(ctx context.Context, now time.Time, fires []fire) (found []fire, err error) {
 	byTask := map[*taskState][]time.Time{}
 	for _, f := range fires {
 		byTask[f.task] = append(byTask[f.task], f.at)
@@ -1427,13 +1436,16 @@ func (p *planner) record(ctx context.Context, now time.Time, fires []fire) error
 		sort.Slice(ats, func(i, j int) bool { return ats[i].Before(ats[j]) })
 		taskRows, err := p.rowsFor(ctx, now, t, ats)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rows = append(rows, taskRows...)
 	}
 	inserted, err := p.store.InsertFires(ctx, rows)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if len(inserted) < len(rows) {
+		found = p.alreadyThere(rows, inserted, byTask)
 	}
 	skipped := map[[2]string]int{} // task code and reason → fires
 	for _, r := range inserted {
@@ -1454,6 +1466,58 @@ func (p *planner) record(ctx context.Context, now time.Time, fires []fire) error
 			continue
 		}
 		p.log.Info("missed fires recorded skipped", "task", k[0], "fires", n, "reason", k[1])
+	}
+	return found, nil
+}
+
+// alreadyThere lists the fires of rows that this replica meant to own
+// (scheduled, not sharded: a shard is its dealt replica's) and that
+// InsertFires did not insert, as inserted tells: their rows were there.
+func (p *planner) alreadyThere(rows, inserted []store.Execution, byTask map[*taskState][]time.Time) []fire {
+	type key struct {
+		code string
+		at   int64
+	}
+	got := make(map[key]bool, len(inserted))
+	for _, r := range inserted {
+		got[key{r.TaskCode, r.RunTime}] = true
+	}
+	tasks := make(map[string]*taskState, len(byTask))
+	for t := range byTask {
+		tasks[t.code] = t
+	}
+	var found []fire
+	for _, r := range rows {
+		if r.Status == store.StatusScheduled && r.Replica == p.opts.InstanceID && !r.Sharded() && !got[key{r.TaskCode, r.RunTime}] {
+			found = append(found, fire{tasks[r.TaskCode], time.UnixMilli(r.RunTime)})
+		}
+	}
+	return found
+}
+
+// takeOverFound takes over the fires a round meant to record and found
+// recorded (record's found) in the slots it holds the lock of. Another
+// replica recorded them as its own after it lost the slot's lock (Redis
+// forgot it: a FLUSHALL, a failover) and before its keeper learned of
+// the loss, and after this replica won the slot and took it over. That
+// replica would start them if it lives, but if it dies nothing else takes
+// them over before the orphan claims, once its heartbeat times out.
+// Slots recorded without the lock (unlocked) are every replica's alike.
+func (p *planner) takeOverFound(ctx context.Context, found []fire, unlocked map[slotKey]bool) error {
+	bySlot := map[slotKey][]fire{}
+	for _, f := range found {
+		if k := (slotKey{f.at.Unix() / 60, int(f.task.bucket)}); !unlocked[k] {
+			bySlot[k] = append(bySlot[k], f)
+		}
+	}
+	for k, fs := range bySlot {
+		from, to := fs[0].at.UnixMilli(), fs[0].at.UnixMilli()
+		for _, f := range fs[1:] {
+			from, to = min(from, f.at.UnixMilli()), max(to, f.at.UnixMilli())
+		}
+		if err := p.takeOver(ctx, k, from, to+1, firingCodes(fs)); err != nil {
+			return err
+		}
 	}
 	return nil
 }
