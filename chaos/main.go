@@ -164,7 +164,7 @@ const bufferTail = 10 * time.Second
 func main() {
 	prof := flag.String("profile", "short", "one of "+profileNames()+" (short: ~85 s, CI; long: 10 min, 500 tasks)")
 	seed := flag.Uint64("seed", 1, "seed of the fault schedule")
-	keep := flag.Bool("keep", false, "keep the temp dir (server data, replica logs, invocation files)")
+	keep := flag.Bool("keep", false, "keep the temp dir (server data, replica logs, invocation files); a broken run keeps it anyway")
 	strict := flag.Bool("strict", false, "count fires recorded skipped outside a database outage as missed")
 	flag.Parse()
 	p, ok := profiles[*prof]
@@ -249,9 +249,16 @@ func (h *harness) main() int {
 	if err := h.run(); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		h.tails(nil)
+		h.keep = true
 		return 2
 	}
-	return h.check()
+	code := h.check()
+	if code != 0 {
+		// A broken run's replica logs are what explain it: a CI run on
+		// this machine leaves them in the temp dir, which cleanup names.
+		h.keep = true
+	}
+	return code
 }
 
 // setup builds the replica binary and starts Redis and PostgreSQL.
