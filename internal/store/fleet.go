@@ -106,13 +106,13 @@ var errNoReplica = errors.New("store: no such replica")
 
 // SetReplicaHandlers writes the handler list of a replica, apart from its
 // heartbeats (a replica of a million tasks writes them so), as rows of
-// xtimer_handler_chunks of at most handlerChunkBytes each, and their
+// xtimer_handler_chunks of at most handlerChunkBytes each (WithHandlerChunkBytes), and their
 // count into the replica's row, in one transaction: a reader sees the
 // old list or the new one, whole. It reports whether the row was there: a
 // replica whose first heartbeat has not landed yet, or whose row was
 // pruned, writes them again later.
 func (s *Store) SetReplicaHandlers(ctx context.Context, app, id string, codes Codes) (bool, error) {
-	chunks := chunkCodes(codes, handlerChunkBytes)
+	chunks := chunkCodes(codes, s.handlerChunk)
 	// Each chunk's JSON is made before the transaction begins: inside it,
 	// a list of a million codes took the client longer than abandonAfter
 	// between two statements on a loaded machine, and PostgreSQL ended the

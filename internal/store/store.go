@@ -56,6 +56,9 @@ type Store struct {
 	flavor atomic.Int32
 	// log receives Migrate's warnings (search.go).
 	log *slog.Logger
+	// handlerChunk bounds a chunk of a replica's handler list
+	// (SetReplicaHandlers): handlerChunkBytes unless WithHandlerChunkBytes.
+	handlerChunk int
 }
 
 // Option changes a Store made by New.
@@ -64,6 +67,12 @@ type Option func(*Store)
 // WithNow sets the clock used for created_ms, updated_ms and the like.
 // Defaults to time.Now.
 func WithNow(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
+// WithHandlerChunkBytes bounds the JSON of one chunk of a replica's
+// handler list (SetReplicaHandlers) to n bytes instead of
+// handlerChunkBytes: a test writes lists of many chunks in kilobytes
+// rather than megabytes.
+func WithHandlerChunkBytes(n int) Option { return func(s *Store) { s.handlerChunk = n } }
 
 // WithLogger sets the logger of Migrate's warnings. Defaults to
 // slog.Default().
@@ -76,7 +85,7 @@ func WithQueryTimeout(d time.Duration) Option { return func(s *Store) { s.timeou
 // New returns a Store on db. It does not touch the database; call Migrate
 // to create or update the tables.
 func New(db *gorm.DB, opts ...Option) *Store {
-	s := &Store{db: db, now: time.Now, timeout: DefaultQueryTimeout, log: slog.Default()}
+	s := &Store{db: db, now: time.Now, timeout: DefaultQueryTimeout, log: slog.Default(), handlerChunk: handlerChunkBytes}
 	for _, o := range opts {
 		o(s)
 	}
