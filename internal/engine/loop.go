@@ -1426,7 +1426,7 @@ func firingCodes(fires []fire) []string {
 // replica inserted and can run. Fires already past go through their
 // task's misfire policy. It returns the fires it meant to own (scheduled,
 // not sharded: alreadyThere) whose rows were there already.
-func (p *planner) record(ctx context.Context, now time.Time, fires []fire) (found []fire, err error) {
+func (p *planner) record(ctx context.Context, now time.Time, fires []fire) ([]fire, error) {
 	byTask := map[*taskState][]time.Time{}
 	for _, f := range fires {
 		byTask[f.task] = append(byTask[f.task], f.at)
@@ -1444,6 +1444,7 @@ func (p *planner) record(ctx context.Context, now time.Time, fires []fire) (foun
 	if err != nil {
 		return nil, err
 	}
+	var found []fire
 	if len(inserted) < len(rows) {
 		found = p.alreadyThere(rows, inserted, byTask)
 	}
