@@ -755,6 +755,15 @@ func (d *downLocker) RefreshAll(ctx context.Context, locks []Lock, ttl time.Dura
 	return d.localLocker.RefreshAll(ctx, locks, ttl)
 }
 
+// newDownPair is a pair of no replica yet on SQLite (newPairClock), and
+// a downLocker over its locker.
+func newDownPair(t *testing.T, start time.Time) (*failoverPair, *downLocker, *gorm.DB) {
+	t.Helper()
+	db := testsvc.SQLite(t)
+	f := newPairClock(t, db, start)
+	return f, &downLocker{localLocker: f.locker}, db
+}
+
 // A lock backend away between two claims is noted by the lock keeper,
 // whose refresh is the one call to it every lockRefreshEvery: a replica
 // holding every slot of its minute claims nothing then, and a Sentinel
@@ -763,10 +772,8 @@ func (d *downLocker) RefreshAll(ctx context.Context, locks []Lock, ttl time.Dura
 func TestAnOutageBetweenClaimsIsNotedByTheLockKeeper(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := testsvc.SQLite(t)
 	start := time.Date(2026, 12, 1, 10, 0, 15, 100_000_000, time.UTC)
-	f := newPairClock(t, db, start)
-	locker := &downLocker{localLocker: f.locker}
+	f, locker, db := newDownPair(t, start)
 	f.a = f.start(t, "replica-a", db, locker)
 	f.advance(ctx, t, start.Add(5*time.Second))
 	require.Len(t, f.a.keeper.heldKeys(), 1, "the replica holds its minute's slot")
@@ -831,10 +838,8 @@ func TestAFireTheOldHolderRecordsAfterATakeoverIsTheHolders(t *testing.T) {
 func TestSlotsRecordedWithoutTheLockAreLockedOnceItAnswers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := testsvc.SQLite(t)
 	start := time.Date(2026, 12, 1, 10, 0, 5, 100_000_000, time.UTC)
-	f := newPairClock(t, db, start)
-	locker := &downLocker{localLocker: f.locker}
+	f, locker, db := newDownPair(t, start)
 	locker.down.Store(true)
 	f.a = f.start(t, "replica-a", db, locker)
 	f.b = f.start(t, "replica-b", db, locker)
