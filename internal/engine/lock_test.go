@@ -586,13 +586,13 @@ func (f *failoverPair) advance(ctx context.Context, t *testing.T, at time.Time) 
 // row reads the fire of "pay" at run time at.
 func (f *failoverPair) row(t *testing.T, at time.Time) store.Execution {
 	t.Helper()
-	r, err := f.row2(at)
+	r, err := f.findRow(at)
 	require.NoError(t, err)
 	return r
 }
 
-// row2 is row's read, with its error (gorm.ErrRecordNotFound: no row).
-func (f *failoverPair) row2(at time.Time) (store.Execution, error) {
+// findRow is row's read, with its error (gorm.ErrRecordNotFound: no row).
+func (f *failoverPair) findRow(at time.Time) (store.Execution, error) {
 	var r store.Execution
 	err := f.db.Where("app = ? AND task_code = ? AND run_time = ?", f.app, "pay", at.UnixMilli()).First(&r).Error
 	return r, err
@@ -814,7 +814,7 @@ func TestAFireTheOldHolderRecordsAfterATakeoverIsTheHolders(t *testing.T) {
 	}
 	require.Len(t, f.b.keeper.heldKeys(), 1, "b took the slot over")
 	late := f.clock.Now().Add(recordAhead).Truncate(time.Second).Add(time.Second) // past b's frontier
-	_, err := f.row2(late)
+	_, err := f.findRow(late)
 	require.ErrorIs(t, err, gorm.ErrRecordNotFound, "b has not recorded the fire at %v yet", late)
 	inserted, err := f.a.store.InsertFires(ctx, []store.Execution{{App: f.app, TaskCode: "pay", RunTime: late.UnixMilli(),
 		Status: store.StatusScheduled, Replica: "replica-a", MaxAttempts: 1}})
