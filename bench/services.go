@@ -228,11 +228,11 @@ func (t *templates) mariadb() error {
 }
 
 // copyDir copies a server's data dir and flushes it to disk before the
-// server starts on it. Left in the page cache, the copy of a 10M-row
-// history (6.5 GB) was written back by the kernel 30-40 s later, in the
-// measured window, all at once: every commit's WAL flush waited behind
-// it (three commits of 390 ms at the one instant, its fires 51-57 ms late
-// on every replica): a stall of the harness's own making.
+// server starts on it. Left in the page cache, a large copy (the 10M-row
+// history's cluster) is written back by the kernel later, inside the
+// measured window, and every commit's flush waits behind it: a stall of
+// the harness's own making, which no user's database has (bench/README.md,
+// "The history's tail was the harness's own copy").
 func copyDir(from, to string) error {
 	if out, err := exec.Command("cp", "-a", from, to).CombinedOutput(); err != nil {
 		return fmt.Errorf("cp -a %s %s: %w\n%s", from, to, err, out)
