@@ -308,6 +308,151 @@ func TestLargeFirstInsertAnalyzesTheExecutionsTable(t *testing.T) {
 		}
 		_, err = b.store.InsertFires(b.ctx, fires(b.app, "large", runs...))
 		require.NoError(t, err)
-		require.True(t, analyzed(), "1,500 fires into a table never analyzed")
+		require.Eventually(t, analyzed, 30*time.Second, 10*time.Millisecond, "1,500 fires into a table never analyzed")
+	})
+}
+
+// On PostgreSQL the tick's reads of the scheduled rows (OwnedFires,
+// PromoteLostStarts) go along the status index in a plain index scan,
+// which marks the dead entries it finds: a fire leaves one there when it
+// settles, and the reads after it step over the marked ones without
+// reading their rows again. A bitmap or sequential scan marks none.
+func TestTickReadsMarkTheStatusIndexsDeadEntries(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		if b.db.Dialector.Name() != "postgres" {
+			t.Skip("PostgreSQL's index entries")
+		}
+		// VACUUM would remove the dead entries instead.
+		require.NoError(t, b.db.Exec("ALTER TABLE xtimer_executions SET (autovacuum_enabled = false)").Error)
+		require.NoError(t, b.db.Exec("CREATE EXTENSION IF NOT EXISTS pageinspect").Error)
+		// dead counts the rows whose entries are marked dead: an entry of
+		// a key many rows share lists them all (a posting list).
+		dead := func() (n int64) {
+			require.NoError(t, b.db.Raw(`SELECT coalesce(sum(coalesce(cardinality(tids), 1)), 0)
+				FROM generate_series(1, pg_relation_size('xtimer_executions_status') / 8192 - 1) blk,
+				LATERAL bt_page_items('xtimer_executions_status', blk::int) WHERE dead`).Scan(&n).Error)
+			return n
+		}
+		const second = int64(1000)
+		var rows []store.Execution
+		for i := range 3000 { // 30 s of 100 fires a second, by three replicas
+			rows = append(rows, store.Execution{App: b.app, TaskCode: fmt.Sprintf("task-%03d", i%100), RunTime: t0 + int64(i/100)*second,
+				Replica: fmt.Sprintf("r%d", i%3)})
+		}
+		_, err := b.store.InsertFires(b.ctx, rows)
+		require.NoError(t, err)
+		// The insert has the table analyzed in the background: until that
+		// ends, its snapshot keeps the rows the update below leaves behind.
+		require.Eventually(t, func() bool {
+			var n int64
+			require.NoError(t, b.db.Raw(`SELECT analyze_count FROM pg_stat_user_tables WHERE relid = 'xtimer_executions'::regclass`).Scan(&n).Error)
+			return n == 1
+		}, 30*time.Second, 10*time.Millisecond)
+		// They ran: each row's scheduled entry is dead.
+		require.NoError(t, b.db.Exec(`UPDATE xtimer_executions SET status = 'succeeded', attempt = 1, started_ms = run_time, finished_ms = run_time + 1`).Error)
+		require.Zero(t, dead())
+		now := t0 + 15*second
+		b.set(now)
+		_, err = b.store.OwnedFires(b.ctx, b.app, "r1", now-5*second, 200)
+		require.NoError(t, err)
+		// Up to now-5 s: the first 11 seconds' fires.
+		afterOwned := dead()
+		require.GreaterOrEqual(t, afterOwned, int64(1100), "OwnedFires marked the entries it read")
+		_, err = b.store.PromoteLostStarts(b.ctx, b.app, []string{"r0", "r1", "r2"}, now-60*second)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, dead(), int64(2600), "PromoteLostStarts marked those up to now+10 s")
+	})
+}
+
+// On PostgreSQL the executions table is analyzed again by a large insert
+// once more of its rows changed than its last ANALYZE counted. A young
+// table's first statistics, taken at its first insert, say every row is
+// scheduled, and plan the tick's reads of the few scheduled rows
+// (OwnedFires, PromoteLostStarts) as scans of the whole table; those of
+// the table as it has become plan them along an index.
+func TestChangedExecutionsTableIsAnalyzedAgain(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		if b.db.Dialector.Name() != "postgres" {
+			t.Skip("the statistics of PostgreSQL")
+		}
+		// Autovacuum would analyze it too, in its own time.
+		require.NoError(t, b.db.Exec("ALTER TABLE xtimer_executions SET (autovacuum_enabled = false)").Error)
+		analyses := func() (n int64) {
+			require.NoError(t, b.db.Raw(`SELECT analyze_count FROM pg_stat_user_tables WHERE relid = 'xtimer_executions'::regclass`).Scan(&n).Error)
+			return n
+		}
+		const second = int64(1000)
+		record := func(code string, from int64) {
+			runs := make([]int64, 1500)
+			for i := range runs {
+				runs[i] = from + int64(i)*second/300 // 300 fires a second
+			}
+			rows := fires(b.app, code, runs...)
+			for i := range rows {
+				rows[i].Replica = fmt.Sprintf("r%d", i%3) // three replicas
+			}
+			_, err := b.store.InsertFires(b.ctx, rows)
+			require.NoError(t, err)
+		}
+		record("first", t0)
+		require.Eventually(t, func() bool { return analyses() == 1 }, 30*time.Second, 10*time.Millisecond, "the first large insert")
+		// The fires that ran since: the first ones, and 100,000 more.
+		require.NoError(t, b.db.Exec(`UPDATE xtimer_executions SET status = 'succeeded', attempt = 1, started_ms = run_time, finished_ms = run_time + 1`).Error)
+		require.NoError(t, b.db.Exec(`INSERT INTO xtimer_executions (app, task_code, run_time, status, replica, attempt, max_attempts,
+				started_ms, finished_ms, output, error)
+			SELECT ?, 'ran', ?::bigint + g * 2, 'succeeded', 'r' || g % 3, 1, 1, ?::bigint + g * 2, ?::bigint + g * 2 + 1, '', ''
+			FROM generate_series(1, 100000) g`, b.app, t0+5*second, t0+5*second, t0+5*second).Error)
+		now := t0 + 205*second
+		b.set(now)
+		// offStatus lists the tick's reads not planned along the status
+		// index, whose conditions (app, status, run_time) find the few
+		// scheduled rows: a scan of the table, or of one replica's rows.
+		offStatus := func() (off []string) {
+			rec := &recorder{}
+			s := store.New(b.db.Session(&gorm.Session{Logger: rec}), store.WithNow(func() time.Time { return time.UnixMilli(b.clock.Load()) }))
+			_, err := s.OwnedFires(b.ctx, b.app, "r1", now-5*second, 200)
+			require.NoError(t, err)
+			_, err = s.PromoteLostStarts(b.ctx, b.app, []string{"r0", "r1", "r2"}, now-60*second)
+			require.NoError(t, err)
+			reads := 0
+			for _, q := range rec.statements() {
+				if q = strings.TrimSpace(q); !strings.HasPrefix(q, "SELECT") || strings.HasPrefix(q, "SELECT set_config") {
+					continue // not a read of rows
+				}
+				reads++
+				var plan []string
+				require.NoError(t, b.db.Raw("EXPLAIN "+q).Scan(&plan).Error)
+				if joined := strings.Join(plan, "\n"); !regexp.MustCompile(`Index Scan (using|on) xtimer_executions_status`).MatchString(joined) {
+					off = append(off, fmt.Sprintf("%.90s:\n%.500s", q, joined))
+				}
+			}
+			require.Equal(t, 2, reads, "the tick's two reads")
+			return off
+		}
+		require.Len(t, offStatus(), 2, "planned by the first statistics")
+		// The server counts the changes once their sessions report them.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			var counted bool
+			require.NoError(t, b.db.Raw(`SELECT st.n_mod_since_analyze >= c.reltuples FROM pg_stat_user_tables st
+				JOIN pg_class c ON c.oid = st.relid WHERE st.relid = 'xtimer_executions'::regclass`).Scan(&counted).Error)
+			if counted {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "the server never counted the changes")
+		}
+		// A large insert looks, unless this store is still looking after
+		// the first one: the next one does.
+		for i, deadline := 0, time.Now().Add(30*time.Second); ; i++ {
+			record(fmt.Sprintf("next-%d", i), now)
+			analyzed := false
+			for wait := time.Now().Add(time.Second); !analyzed && time.Now().Before(wait); time.Sleep(10 * time.Millisecond) {
+				analyzed = analyses() == 2
+			}
+			if analyzed {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "a large insert into a table that changed")
+		}
+		require.Empty(t, offStatus(), "planned by the statistics of the table as it is")
 	})
 }

@@ -136,7 +136,7 @@ func (s *Store) InsertFires(ctx context.Context, fires []Execution) ([]Execution
 	if err != nil {
 		return nil, err
 	}
-	analyzeFresh(ctx, s.db, "xtimer_executions", &s.analyzedExecutions, len(mine))
+	s.analyzeChanged(ctx, len(mine))
 	slices.SortFunc(mine, compareFires)
 	return mine, nil
 }

@@ -311,3 +311,48 @@ func BenchmarkRegisterTasks(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkTakeOverFires takes over one slot's fires in a table where
+// other slots' fires fill the slot's time range, as at a fleet's start:
+// 10,000 tasks in 16 buckets firing every second, 5 s of them recorded,
+// and a slot won with nothing in it to take over (its own replica holds
+// them). One op is one TakeOverFires call for the bucket's 625 codes.
+// stats=young plans on the statistics of the table's first 2,000 rows,
+// as PostgreSQL does until its table is analyzed again; stats=fresh on
+// those of the whole table. PostgreSQL only: the others plan each
+// statement anew.
+func BenchmarkTakeOverFires(b *testing.B) {
+	eachBenchDB(b, func(b *testing.B, d *benchDB) {
+		db := d.store.DB().WithContext(d.ctx)
+		if db.Dialector.Name() != "postgres" {
+			b.Skip("PostgreSQL's cached plans")
+		}
+		require.NoError(b, db.Exec("ALTER TABLE xtimer_executions SET (autovacuum_enabled = false)").Error)
+		const tasks, buckets, seconds = 10_000, 16, 5
+		fill := func(from, to int) { // rows from..to-1 of tasks × seconds, each task's seconds in a row
+			require.NoError(b, db.Exec(`INSERT INTO xtimer_executions (app, task_code, run_time, status, replica, output, error, max_attempts)
+				SELECT ?, 'task-' || lpad((g / ?)::text, 5, '0'), ?::bigint + (g % ?) * 1000, 'scheduled', ?, '', '', 1
+				FROM generate_series(?::int, ?::int) g`, d.app, seconds, t0, seconds, benchReplica, from, to-1).Error)
+		}
+		codes := make([]string, 0, tasks/buckets)
+		for i := 0; i < tasks; i += buckets {
+			codes = append(codes, fmt.Sprintf("task-%05d", i))
+		}
+		fill(0, 2000)
+		d.analyze(b)
+		fill(2000, tasks*seconds)
+		for _, stats := range []string{"young", "fresh"} {
+			if stats == "fresh" {
+				d.analyze(b)
+			}
+			b.Run("stats="+stats, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					rows, _, err := d.store.TakeOverFires(d.ctx, d.app, codes, t0, t0+60_000, benchReplica)
+					require.NoError(b, err)
+					require.Empty(b, rows)
+				}
+			})
+		}
+	})
+}
