@@ -333,34 +333,58 @@ func TestTickReadsMarkTheStatusIndexsDeadEntries(t *testing.T) {
 				LATERAL bt_page_items('xtimer_executions_status', blk::int) WHERE dead`).Scan(&n).Error)
 			return n
 		}
+		analyses := func() (n int64) {
+			require.NoError(t, b.db.Raw(`SELECT analyze_count FROM pg_stat_user_tables WHERE relid = 'xtimer_executions'::regclass`).Scan(&n).Error)
+			return n
+		}
 		const second = int64(1000)
 		var rows []store.Execution
-		for i := range 3000 { // 30 s of 100 fires a second, by three replicas
+		for i := range 6000 { // a minute of 100 fires a second, by three replicas
 			rows = append(rows, store.Execution{App: b.app, TaskCode: fmt.Sprintf("task-%03d", i%100), RunTime: t0 + int64(i/100)*second,
 				Replica: fmt.Sprintf("r%d", i%3)})
 		}
 		_, err := b.store.InsertFires(b.ctx, rows)
 		require.NoError(t, err)
-		// The insert has the table analyzed in the background: until that
-		// ends, its snapshot keeps the rows the update below leaves behind.
-		require.Eventually(t, func() bool {
-			var n int64
-			require.NoError(t, b.db.Raw(`SELECT analyze_count FROM pg_stat_user_tables WHERE relid = 'xtimer_executions'::regclass`).Scan(&n).Error)
-			return n == 1
-		}, 30*time.Second, 10*time.Millisecond)
-		// They ran: each row's scheduled entry is dead.
-		require.NoError(t, b.db.Exec(`UPDATE xtimer_executions SET status = 'succeeded', attempt = 1, started_ms = run_time, finished_ms = run_time + 1`).Error)
+		require.Eventually(t, func() bool { return analyses() == 1 }, 30*time.Second, 10*time.Millisecond)
+		// settle has the fires of [from, to) run: each row's scheduled
+		// entry is dead.
+		settle := func(from, to int64) {
+			require.NoError(t, b.db.Exec(`UPDATE xtimer_executions SET status = 'succeeded', attempt = 1, started_ms = run_time,
+				finished_ms = run_time + 1 WHERE run_time >= ? AND run_time < ?`, from, to).Error)
+		}
+		// Statistics a little behind the table, as between two of
+		// analyzeChanged's.
+		settle(t0, t0+10*second)
+		require.NoError(t, b.db.Exec("ANALYZE xtimer_executions").Error)
+		settle(t0+10*second, t0+20*second)
 		require.Zero(t, dead())
-		now := t0 + 15*second
+		now := t0 + 25*second
 		b.set(now)
-		_, err = b.store.OwnedFires(b.ctx, b.app, "r1", now-5*second, 200)
-		require.NoError(t, err)
-		// Up to now-5 s: the first 11 seconds' fires.
-		afterOwned := dead()
-		require.GreaterOrEqual(t, afterOwned, int64(1100), "OwnedFires marked the entries it read")
-		_, err = b.store.PromoteLostStarts(b.ctx, b.app, []string{"r0", "r1", "r2"}, now-60*second)
-		require.NoError(t, err)
-		require.GreaterOrEqual(t, dead(), int64(2600), "PromoteLostStarts marked those up to now+10 s")
+		// A scan marks an entry once its row is dead to every transaction
+		// of the server: a snapshot older than the update (another
+		// session's, the background ANALYZE's) holds it back a while.
+		// So each read is made again until the entries it reads are
+		// marked; a scan that marks none never gets there.
+		marks := func(read func() error, rows int64, msg string) {
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				require.NoError(t, read())
+				if dead() >= rows {
+					return
+				}
+				require.True(t, time.Now().Before(deadline), "%s: %d rows marked dead, want %d", msg, dead(), rows)
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		marks(func() error {
+			_, err := b.store.OwnedFires(b.ctx, b.app, "r1", now-5*second, 200)
+			return err
+		}, 2000, "OwnedFires, up to now-5 s")
+		settle(t0+20*second, t0+30*second)
+		marks(func() error {
+			_, err := b.store.PromoteLostStarts(b.ctx, b.app, []string{"r0", "r1", "r2"}, now-60*second)
+			return err
+		}, 3000, "PromoteLostStarts, up to now+10 s")
 	})
 }
 
