@@ -83,46 +83,19 @@ func (s *Store) ClaimFires(ctx context.Context, app, replica string, codes CodeS
 // that committed although its answer never came back, among others), and
 // which nobody else will claim, since its owner lives. It reads the
 // (app, status, run_time) index up to plannedBeforeMs, where the rows
-// still scheduled are few (alongStatusIndex); the replica's condition is
-// left to the rows found, so that no statistics plan it along the
-// replica's index, every row it ever owned.
+// still scheduled are few.
 func (s *Store) OwnedFires(ctx context.Context, app, replica string, plannedBeforeMs int64, limit int) ([]Execution, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	var rows []Execution
-	err := s.alongStatusIndex(ctx, func(db *gorm.DB) error {
-		return db.Where("app = ? AND status = ? AND run_time <= ? AND ("+plannedStart+" <= ? AND attempt = 0 AND started_ms = 0 AND replica = ? AND shards = 0 AND broadcast = ?) IS TRUE",
+	err := s.db.WithContext(ctx).
+		Where("app = ? AND status = ? AND run_time <= ? AND "+plannedStart+" <= ? AND attempt = 0 AND started_ms = 0 AND replica = ? AND shards = 0 AND broadcast = ?",
 			app, StatusScheduled, plannedBeforeMs, plannedBeforeMs, replica, false).
-			Order("run_time, id").Limit(limit).Find(&rows).Error
-	})
+		Order("run_time, id").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("store: read the unstarted fires of replica %q planned by %d: %w", replica, plannedBeforeMs, err)
 	}
 	return rows, nil
-}
-
-// alongStatusIndex runs read, a read of the scheduled rows up to a run
-// time, along the (app, status, run_time) index in a plain index scan on
-// PostgreSQL (no sequential or bitmap scan, for its transaction). An
-// executions row leaves a dead entry in that index each time its status
-// changes, and it keeps them until VACUUM, which autovacuum runs on a
-// young table only once it has changed by a fifth, and once a minute at
-// most: at thousands of fires a second, the 'scheduled' entries of the
-// table's first minute are nearly all dead. A plain index scan marks each
-// entry it finds dead, and the scans after it step over it without
-// reading its row; a bitmap scan reads every one of them again, each
-// time, and a sequential scan the whole table. Run once a tick, it keeps
-// the index clean for the tick's other reads.
-func (s *Store) alongStatusIndex(ctx context.Context, read func(db *gorm.DB) error) error {
-	if s.db.Dialector.Name() != "postgres" {
-		return read(s.db.WithContext(ctx))
-	}
-	return s.tx(ctx, func(tx *gorm.DB) error {
-		if err := tx.Exec("SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)").Error; err != nil {
-			return err
-		}
-		return read(tx)
-	})
 }
 
 // ReleaseFires gives up the scheduled first attempts replica recorded but
@@ -498,15 +471,12 @@ func (s *Store) PromoteLostStarts(ctx context.Context, app string, live []string
 	// MariaDB (every fire due in the next lostStartSkew, thousands), once
 	// a second on every replica, against the starts of those same rows.
 	var ids []int64
-	if err = s.alongStatusIndex(ctx, func(db *gorm.DB) error {
-		return lost(db).Order("run_time").Pluck("id", &ids).Error
-	}); err != nil {
+	if err = lost(s.db.WithContext(ctx)).Order("id").Pluck("id", &ids).Error; err != nil {
 		return nil, fmt.Errorf("store: read lost starts of app %q: %w", app, err)
 	}
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	slices.Sort(ids) // the updates below lock them in ID order, as every claim does
 	var rows []Execution
 	err = s.rowTx(ctx, func(tx *gorm.DB) error {
 		rows = nil

@@ -136,7 +136,7 @@ func (s *Store) InsertFires(ctx context.Context, fires []Execution) ([]Execution
 	if err != nil {
 		return nil, err
 	}
-	s.analyzeChanged(ctx, len(mine))
+	analyzeFresh(ctx, s.db, "xtimer_executions", &s.analyzedExecutions, len(mine))
 	slices.SortFunc(mine, compareFires)
 	return mine, nil
 }

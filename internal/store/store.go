@@ -42,16 +42,15 @@ const insertChunk = 500
 const maxTxRetries = 5
 
 // Store runs xtimer's queries on one GORM database. It is safe for
-// concurrent use; it holds no state besides its options, whether it saw
-// its tasks table analyzed (analyzeFresh) and whether it is looking at
-// its executions table's statistics in the background (analyzeChanged).
+// concurrent use; it holds no state besides its options and whether it
+// saw its busiest tables analyzed (analyzeFresh).
 type Store struct {
 	db      *gorm.DB
 	now     func() time.Time
 	timeout time.Duration
 	// noRollups: deletions leave xtimer_rollups alone (WithRollups).
-	noRollups                          bool
-	analyzedTasks, analyzingExecutions atomic.Bool
+	noRollups                         bool
+	analyzedExecutions, analyzedTasks atomic.Bool
 	// flavor is the server behind the mysql dialect, asked once
 	// (insertReturns): flavorUnknown until then.
 	flavor atomic.Int32
