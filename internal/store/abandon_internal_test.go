@@ -40,3 +40,29 @@ func TestTransactionsAreAbandonedByTheServerWhenTheirClientGoesSilent(t *testing
 		return nil
 	}))
 }
+
+// A transaction of customPlanTx is abandoned as rowTx's is, and has its
+// statements planned for their own values; both settings are its own.
+func TestCustomPlanTransactionsSetBothForThemselvesOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testsvc.Postgres(t)
+	sqlDB, err := db.DB()
+	require.NoError(t, err)
+	sqlDB.SetMaxOpenConns(1) // the transaction and the reads after it share one session
+	s := New(db)
+	show := func(tx *gorm.DB, name string) string {
+		var v string
+		require.NoError(t, tx.Raw("SHOW "+name).Scan(&v).Error)
+		return v
+	}
+	beforeIdle, beforePlans := show(db.WithContext(ctx), "idle_in_transaction_session_timeout"), show(db.WithContext(ctx), "plan_cache_mode")
+	require.NotEqual(t, "force_custom_plan", beforePlans)
+	require.NoError(t, s.customPlanTx(ctx, func(tx *gorm.DB) error {
+		require.Equal(t, "2s", show(tx, "idle_in_transaction_session_timeout"))
+		require.Equal(t, "force_custom_plan", show(tx, "plan_cache_mode"))
+		return nil
+	}))
+	require.Equal(t, beforeIdle, show(db.WithContext(ctx), "idle_in_transaction_session_timeout"))
+	require.Equal(t, beforePlans, show(db.WithContext(ctx), "plan_cache_mode"))
+}

@@ -282,22 +282,16 @@ func (s *Store) TakeOverFires(ctx context.Context, app string, codes []string, f
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	err = s.rowTx(ctx, func(tx *gorm.DB) error {
+	// On PostgreSQL each statement is planned for its own values
+	// (customPlanTx): a chunk's codes are then one constant list, which a
+	// row's code is looked up in by hash. The plan cached for parameters
+	// compared each row of the time range with every code of the chunk,
+	// one after the other; at a fleet's start, the range holds the fires
+	// of the next seconds of every slot, thousands of rows for each
+	// statement of each slot won.
+	err = s.customPlanTx(ctx, func(tx *gorm.DB) error {
 		rows, from = nil, nil
 		var taken int64
-		// On PostgreSQL each statement is planned for its own values, not
-		// once for any (a statement run five times gets a plan cached
-		// for its parameters): planned for its values, a chunk's codes
-		// are one constant list, which a row's code is looked up in by
-		// hash; the cached plan compared each row of the time range with
-		// every code of the chunk, one after the other. At a fleet's
-		// start, the range holds the fires of the next seconds of every
-		// slot, thousands of rows for each statement of each slot won.
-		if tx.Dialector.Name() == "postgres" {
-			if err = tx.Exec("SET LOCAL plan_cache_mode = force_custom_plan").Error; err != nil {
-				return err
-			}
-		}
 		// A bucket of a million tasks has tens of thousands of codes:
 		// insertChunk of them per statement keeps within every database's
 		// limit on bound parameters.

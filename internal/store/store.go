@@ -263,11 +263,34 @@ const abandonAfter = 2 * time.Second
 // abandonSQL sets abandonAfter for the transaction it runs in.
 var abandonSQL = fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d", abandonAfter.Milliseconds())
 
+// customPlansSQL sets abandonAfter too, and has PostgreSQL plan each
+// statement of the transaction for its own values rather than once for
+// any (customPlanTx): one round trip for both.
+var customPlansSQL = fmt.Sprintf("SELECT set_config('idle_in_transaction_session_timeout', '%d', true), set_config('plan_cache_mode', 'force_custom_plan', true)",
+	abandonAfter.Milliseconds())
+
+// customPlanTx is rowTx for a transaction whose statements PostgreSQL is
+// to plan for their own values: a statement run five times otherwise
+// gets a plan cached for its parameters, which knows nothing of their
+// values (TakeOverFires).
+func (s *Store) customPlanTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	if s.db.Dialector.Name() != "postgres" {
+		return s.rowTx(ctx, fn)
+	}
+	return s.txSetUp(ctx, nil, customPlansSQL, fn)
+}
+
 func (s *Store) txWith(ctx context.Context, opts *sql.TxOptions, fn func(tx *gorm.DB) error) error {
+	return s.txSetUp(ctx, opts, abandonSQL, fn)
+}
+
+// txSetUp is txWith, with setup run first in each try of the
+// transaction on PostgreSQL.
+func (s *Store) txSetUp(ctx context.Context, opts *sql.TxOptions, setup string, fn func(tx *gorm.DB) error) error {
 	if s.db.Dialector.Name() == "postgres" {
 		inner := fn
 		fn = func(tx *gorm.DB) error {
-			if err := tx.Exec(abandonSQL).Error; err != nil {
+			if err := tx.Exec(setup).Error; err != nil {
 				return err
 			}
 			return inner(tx)
