@@ -16,17 +16,8 @@ import (
 // the server's default for the application's own transactions.
 func TestTransactionsAreAbandonedByTheServerWhenTheirClientGoesSilent(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db := testsvc.Postgres(t)
-	sqlDB, err := db.DB()
-	require.NoError(t, err)
-	sqlDB.SetMaxOpenConns(1) // the transaction and the reads after it share one session
-	s := New(db)
-	show := func(tx *gorm.DB) string {
-		var v string
-		require.NoError(t, tx.Raw("SHOW idle_in_transaction_session_timeout").Scan(&v).Error)
-		return v
-	}
+	ctx, db, s, showSetting := oneSession(t)
+	show := func(tx *gorm.DB) string { return showSetting(tx, "idle_in_transaction_session_timeout") }
 	before := show(db.WithContext(ctx))
 	var inside string
 	require.NoError(t, s.rowTx(ctx, func(tx *gorm.DB) error {
@@ -45,17 +36,7 @@ func TestTransactionsAreAbandonedByTheServerWhenTheirClientGoesSilent(t *testing
 // statements planned for their own values; both settings are its own.
 func TestCustomPlanTransactionsSetBothForThemselvesOnly(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db := testsvc.Postgres(t)
-	sqlDB, err := db.DB()
-	require.NoError(t, err)
-	sqlDB.SetMaxOpenConns(1) // the transaction and the reads after it share one session
-	s := New(db)
-	show := func(tx *gorm.DB, name string) string {
-		var v string
-		require.NoError(t, tx.Raw("SHOW "+name).Scan(&v).Error)
-		return v
-	}
+	ctx, db, s, show := oneSession(t)
 	beforeIdle, beforePlans := show(db.WithContext(ctx), "idle_in_transaction_session_timeout"), show(db.WithContext(ctx), "plan_cache_mode")
 	require.NotEqual(t, "force_custom_plan", beforePlans)
 	require.NoError(t, s.customPlanTx(ctx, func(tx *gorm.DB) error {
@@ -65,4 +46,21 @@ func TestCustomPlanTransactionsSetBothForThemselvesOnly(t *testing.T) {
 	}))
 	require.Equal(t, beforeIdle, show(db.WithContext(ctx), "idle_in_transaction_session_timeout"))
 	require.Equal(t, beforePlans, show(db.WithContext(ctx), "plan_cache_mode"))
+}
+
+// oneSession opens a Store on a PostgreSQL pool of one connection, so
+// that a transaction and the reads after it share one session, and a
+// function that reads a setting of the session (or of tx's transaction).
+func oneSession(t *testing.T) (context.Context, *gorm.DB, *Store, func(tx *gorm.DB, name string) string) {
+	t.Helper()
+	db := testsvc.Postgres(t)
+	sqlDB, err := db.DB()
+	require.NoError(t, err)
+	sqlDB.SetMaxOpenConns(1)
+	show := func(tx *gorm.DB, name string) string {
+		var v string
+		require.NoError(t, tx.Raw("SHOW "+name).Scan(&v).Error)
+		return v
+	}
+	return context.Background(), db, New(db), show
 }
