@@ -260,14 +260,14 @@ func (s *Store) rowTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 // on its client for anything but its own next statement.
 const abandonAfter = 2 * time.Second
 
-// abandonSQL sets abandonAfter for the transaction it runs in.
-var abandonSQL = fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d", abandonAfter.Milliseconds())
+// abandonSQL sets abandonAfter for the transaction it runs in (a
+// set_config local to it, as SET LOCAL).
+var abandonSQL = fmt.Sprintf("SELECT set_config('idle_in_transaction_session_timeout', '%d', true)", abandonAfter.Milliseconds())
 
-// customPlansSQL sets abandonAfter too, and has PostgreSQL plan each
+// customPlansSQL is abandonSQL that also has PostgreSQL plan each
 // statement of the transaction for its own values rather than once for
 // any (customPlanTx): one round trip for both.
-var customPlansSQL = fmt.Sprintf("SELECT set_config('idle_in_transaction_session_timeout', '%d', true), set_config('plan_cache_mode', 'force_custom_plan', true)",
-	abandonAfter.Milliseconds())
+var customPlansSQL = abandonSQL + ", set_config('plan_cache_mode', 'force_custom_plan', true)"
 
 // customPlanTx is rowTx for a transaction whose statements PostgreSQL is
 // to plan for their own values: a statement run five times otherwise
