@@ -7,12 +7,19 @@ import (
 	"gorm.io/gorm"
 )
 
-// Attempt is one row of xtimer_attempts: how one attempt of an execution
-// ended. FinishAttempts (and MarkRunning, for a first attempt that ended
-// before its start was written) inserts it in the transaction that records
-// the result on the execution's row, from that row, so every attempt that
-// ended is kept, not only the last. deleteFinal deletes an execution's
-// attempts with it.
+// Attempt is one attempt of an execution and how it ended.
+//
+// An execution's row holds its last attempt: the one running, or the one
+// whose result made it final. xtimer_attempts holds the attempts before
+// it, copied from the row when another is to take its place there:
+// FinishAttempts (and MarkRunning, for a first attempt that ended before
+// its start was written) copies an attempt whose row goes on to retrying,
+// in the transaction that records its result; RetryExecution copies the
+// final attempt of the row it retries by hand. Attempts reads the table
+// and then the row, so every attempt that ended is kept, not only the
+// last, and a fire that ends at its first attempt (almost every fire)
+// writes no row here. deleteFinal deletes an execution's attempts with
+// it. A row of the table never changes after it is written.
 //
 // Status is the attempt's own outcome: succeeded, failed or timed_out (an
 // attempt that was retried ended failed or timed_out, while its row went
@@ -34,11 +41,13 @@ type Attempt struct {
 // TableName is xtimer_attempts, whatever the caller's naming strategy.
 func (Attempt) TableName() string { return "xtimer_attempts" }
 
-// insertAttempts copies, in tx, the attempt that just ended of each
-// execution of ids (rows FinishAttempts or MarkRunning has just updated)
-// into xtimer_attempts: one statement for the batch, not one per attempt.
-// timedOut are those of ids whose row went to retrying after an attempt
-// that timed out; the other retrying rows' attempts failed.
+// insertAttempts copies, in tx, the attempt that last ended of each
+// execution of ids (rows FinishAttempts or MarkRunning has just moved to
+// retrying, or RetryExecution is retrying) into xtimer_attempts: one
+// statement for the batch, not one per attempt. timedOut are those of ids
+// whose row is retrying after an attempt that timed out; the other
+// retrying rows' attempts failed. An attempt already there (copied by an
+// earlier version, which kept every attempt) is left as it is.
 func insertAttempts(tx *gorm.DB, ids, timedOut []int64) error {
 	if len(ids) == 0 {
 		return nil
@@ -87,9 +96,19 @@ func (s *Store) Attempts(ctx context.Context, id int64) (Execution, []Attempt, e
 	if err := db.Where("execution_id = ?", id).Order("attempt").Find(&out).Error; err != nil {
 		return Execution{}, nil, fmt.Errorf("store: read the attempts of execution %d: %w", id, err)
 	}
-	if e.Status == StatusRunning && (len(out) == 0 || out[len(out)-1].Attempt < e.Attempt) {
+	if len(out) > 0 && out[len(out)-1].Attempt >= e.Attempt {
+		return e, out, nil // the row's attempt was copied: retrying, or cancelled while it waited
+	}
+	switch e.Status {
+	case StatusRunning:
 		out = append(out, Attempt{App: e.App, ExecutionID: e.ID, Attempt: e.Attempt, Replica: e.Replica,
 			StartedMs: e.StartedMs, Status: StatusRunning})
+	case StatusSucceeded, StatusFailed, StatusTimedOut:
+		if e.Attempt > 0 {
+			out = append(out, Attempt{App: e.App, ExecutionID: e.ID, Attempt: e.Attempt, Replica: e.Replica,
+				StartedMs: e.StartedMs, FinishedMs: e.FinishedMs, DurationMs: e.DurationMs, Status: e.Status,
+				Output: e.Output, Error: e.Error, HTTPStatus: e.HTTPStatus})
+		}
 	}
 	return e, out, nil
 }
@@ -105,19 +124,21 @@ func deleteAttempts(tx *gorm.DB, ids []int64) error {
 	return nil
 }
 
-// recordAttempts keeps, in tx, the attempts finishes recorded (those whose
-// oks is true; nil oks: all), and counts the new final statuses of
-// executions retried by hand in their days' roll-ups.
+// recordAttempts keeps, in tx, the attempts of the finishes recorded
+// (those whose oks is true; nil oks: all) that their rows went on to
+// retrying from, and counts the new final statuses of executions retried
+// by hand in their days' roll-ups. A final attempt stays on its row.
 func (s *Store) recordAttempts(tx *gorm.DB, finishes []Finish, oks []bool) error {
-	ids := make([]int64, 0, len(finishes))
-	var timedOut, retried []int64
+	var ids, timedOut, retried []int64
 	for i, f := range finishes {
 		if oks != nil && !oks[i] {
 			continue
 		}
-		ids = append(ids, f.ID)
-		if f.Status == StatusRetrying && f.TimedOut {
-			timedOut = append(timedOut, f.ID)
+		if f.Status == StatusRetrying {
+			ids = append(ids, f.ID)
+			if f.TimedOut {
+				timedOut = append(timedOut, f.ID)
+			}
 		}
 		if f.Retried && f.Status != StatusRetrying {
 			retried = append(retried, f.ID)

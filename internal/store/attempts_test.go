@@ -29,7 +29,7 @@ func addTask(t *testing.T, b *bundle, code, status string) {
 	require.NoError(t, b.db.Create(&store.Task{App: b.app, Code: code, Spec: "* * * * *", Status: status}).Error)
 }
 
-func TestEveryAttemptIsKeptWithItsFinishAndDeletedWithItsExecution(t *testing.T) {
+func TestEveryAttemptIsKeptAndDeletedWithItsExecution(t *testing.T) {
 	eachDB(t, func(t *testing.T, b *bundle) {
 		// Attempt 1 times out and is retried, attempt 2 fails.
 		e := insertOne(t, b, "a", t0)
@@ -56,18 +56,21 @@ func TestEveryAttemptIsKeptWithItsFinishAndDeletedWithItsExecution(t *testing.T)
 		require.NoError(t, err)
 		require.False(t, ok)
 		want := []store.Attempt{
-			{ExecutionID: e.ID, Attempt: 1, Replica: "r1", StartedMs: t0 + 5, FinishedMs: t0 + 105, DurationMs: 100,
+			{App: b.app, ExecutionID: e.ID, Attempt: 1, Replica: "r1", StartedMs: t0 + 5, FinishedMs: t0 + 105, DurationMs: 100,
 				Status: store.StatusTimedOut, Output: "half", Error: "deadline"},
-			{ExecutionID: e.ID, Attempt: 2, Replica: "r2", StartedMs: t0 + 1010, FinishedMs: t0 + 1060, DurationMs: 50,
+			{App: b.app, ExecutionID: e.ID, Attempt: 2, Replica: "r2", StartedMs: t0 + 1010, FinishedMs: t0 + 1060, DurationMs: 50,
 				Status: store.StatusFailed, Output: "again", Error: "boom", HTTPStatus: 502},
 		}
-		require.Equal(t, want, attemptRows(t, b, e.ID))
 		row, rows, err := b.store.Attempts(b.ctx, e.ID)
 		require.NoError(t, err)
 		require.Equal(t, e.ID, row.ID)
-		require.Len(t, rows, 2)
+		require.Equal(t, want, rows)
+		retried := want[0]
+		retried.App = ""
+		require.Equal(t, []store.Attempt{retried}, attemptRows(t, b, e.ID), "the final attempt stays on its row")
 
-		// A first attempt whose start and result are one write is kept too.
+		// A first attempt whose start and result are one write is kept on
+		// its row.
 		quick := insertOne(t, b, "a", t0+60_000)
 		started, err := b.store.StartFires(b.ctx, b.app, []int64{quick.ID}, "", t0+60_000)
 		require.NoError(t, err)
@@ -76,8 +79,20 @@ func TestEveryAttemptIsKeptWithItsFinishAndDeletedWithItsExecution(t *testing.T)
 			Finish: &store.Result{Status: store.StatusSucceeded, Output: "ok", FinishedMs: t0 + 60_025}}})
 		require.NoError(t, err)
 		require.Equal(t, []bool{true}, oks)
-		require.Equal(t, []store.Attempt{{ExecutionID: quick.ID, Attempt: 1, StartedMs: t0 + 60_000, FinishedMs: t0 + 60_025,
-			DurationMs: 25, Status: store.StatusSucceeded, Output: "ok"}}, attemptRows(t, b, quick.ID))
+		_, rows, err = b.store.Attempts(b.ctx, quick.ID)
+		require.NoError(t, err)
+		require.Equal(t, []store.Attempt{{App: b.app, ExecutionID: quick.ID, Attempt: 1, StartedMs: t0 + 60_000, FinishedMs: t0 + 60_025,
+			DurationMs: 25, Status: store.StatusSucceeded, Output: "ok"}}, rows)
+		require.Empty(t, attemptRows(t, b, quick.ID))
+
+		// A final attempt that an earlier version copied into the table
+		// is listed once.
+		copied := store.Attempt{App: b.app, ExecutionID: quick.ID, Attempt: 1, StartedMs: t0 + 60_000, FinishedMs: t0 + 60_025,
+			DurationMs: 25, Status: store.StatusSucceeded, Output: "ok"}
+		require.NoError(t, b.db.Create(&copied).Error)
+		_, again, err := b.store.Attempts(b.ctx, quick.ID)
+		require.NoError(t, err)
+		require.Equal(t, rows, again)
 
 		_, _, err = b.store.Attempts(b.ctx, quick.ID+1000)
 		require.ErrorIs(t, err, store.ErrNotFound)
@@ -146,11 +161,21 @@ func TestRetryExecutionGivesAFailedRowOneMoreAttemptOnce(t *testing.T) {
 		ok, err := b.store.StartAttempt(b.ctx, failed.ID, 3, "r2", t0+10_500)
 		require.NoError(t, err)
 		require.True(t, ok)
+		// The attempt that made it final was kept as the next one took
+		// its place on the row.
+		_, attempts, err := b.store.Attempts(b.ctx, failed.ID)
+		require.NoError(t, err)
+		require.Equal(t, []store.Attempt{
+			{App: b.app, ExecutionID: failed.ID, Attempt: 2, Status: store.StatusFailed, Error: "boom"},
+			{App: b.app, ExecutionID: failed.ID, Attempt: 3, Replica: "r2", StartedMs: t0 + 10_500, Status: store.StatusRunning},
+		}, attempts)
 
 		retried, err := b.store.RetryExecution(b.ctx, timedOut.ID, t0+10_000)
 		require.NoError(t, err)
 		require.Equal(t, store.StatusRetrying, retried.Status)
 		require.Equal(t, 2, retried.MaxAttempts)
+		require.Equal(t, []store.Attempt{{ExecutionID: timedOut.ID, Attempt: 1, Status: store.StatusTimedOut}},
+			attemptRows(t, b, timedOut.ID), "kept timed_out while its row is retrying")
 
 		for _, r := range rows[2:] {
 			_, err = b.store.RetryExecution(b.ctx, r.ID, t0+10_000)

@@ -22,7 +22,8 @@ var ErrNotRetryable = errors.New("store: execution not retryable")
 // read, moves it to retrying with reason ReasonRetried, next_attempt_ms
 // nowMs and max_attempts its attempt + 1, so that DueRetries on any replica
 // with the handler starts it at its next tick, and no automatic retry
-// follows. Of callers racing (another RetryExecution, a console click
+// follows. The attempt that made it final is copied into xtimer_attempts
+// in the same transaction, as the next one takes its place on the row. Of callers racing (another RetryExecution, a console click
 // twice) exactly one wins; the others get ErrNotRetryable. The task must
 // exist and be active.
 //
@@ -67,6 +68,15 @@ func (s *Store) RetryExecution(ctx context.Context, id, nowMs int64) (Execution,
 		}
 		if res.RowsAffected != 1 {
 			return fmt.Errorf("%w: execution %d changed meanwhile: retried or deleted elsewhere", ErrNotRetryable, id)
+		}
+		// Its final attempt is on the row, which the next attempt takes:
+		// it is kept in xtimer_attempts (attempts.go).
+		var timedOut []int64
+		if e.Status == StatusTimedOut {
+			timedOut = []int64{id}
+		}
+		if err := insertAttempts(tx, []int64{id}, timedOut); err != nil {
+			return err
 		}
 		old := e.Status
 		e.Status, e.Reason, e.NextAttemptMs, e.MaxAttempts, e.CancelMs = StatusRetrying, ReasonRetried, nowMs, e.Attempt+1, 0
