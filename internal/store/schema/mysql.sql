@@ -207,9 +207,10 @@ CREATE TABLE IF NOT EXISTS `xtimer_calendars` (
   PRIMARY KEY (`app`, `name`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
--- Every attempt of an execution that ended (attempts.go), written in the
--- transaction that records the result on the execution's row; deleted
--- with the execution by retention.
+-- The attempts of an execution that another attempt followed (a retry),
+-- copied from the execution's row before the next one overwrites it;
+-- the last attempt is the row's own (attempts.go). Deleted with the
+-- execution by retention.
 CREATE TABLE IF NOT EXISTS `xtimer_attempts` (
   `app`          varchar(64)  NOT NULL,
   `execution_id` bigint       NOT NULL,                       -- xtimer_executions.id
