@@ -87,8 +87,7 @@ func TestEveryAttemptIsKeptAndDeletedWithItsExecution(t *testing.T) {
 
 		// A final attempt that an earlier version copied into the table
 		// is listed once.
-		copied := store.Attempt{App: b.app, ExecutionID: quick.ID, Attempt: 1, StartedMs: t0 + 60_000, FinishedMs: t0 + 60_025,
-			DurationMs: 25, Status: store.StatusSucceeded, Output: "ok"}
+		copied := rows[0]
 		require.NoError(t, b.db.Create(&copied).Error)
 		_, again, err := b.store.Attempts(b.ctx, quick.ID)
 		require.NoError(t, err)
