@@ -113,7 +113,7 @@ type planner struct {
 	shardArmed map[int64]int64
 
 	// replanAt, if set, is when plan wants a tick before the next regular
-	// one (startShareWait). Tick loop only.
+	// one (startShareWait, liveSettleLook). Tick loop only.
 	replanAt time.Time
 	// settle is the wait of a starting replica's first claims for the
 	// live list to stop changing (settling). Tick loop only.
@@ -121,6 +121,8 @@ type planner struct {
 		from time.Time // the first plan's clock
 		live []string  // the list the last look saw
 		done bool
+		// dealt: the first claims' slots are open (slotState.atStart).
+		dealt bool
 	}
 	// recordPerFire is a moving average of what recording a fire takes in
 	// a chunk planSlots records between instants (nextChunk). Tick loop
@@ -472,6 +474,9 @@ type slotState struct {
 	done    bool
 	recheck time.Time // lost to another replica: look again at this instant
 	opened  time.Time // when plan first saw the slot
+	// atStart: plan first saw the slot in the replica's first claims,
+	// where the others' shares wait startShareWait (plan).
+	atStart bool
 	// upTo: this replica recorded every fire of the slot up to upTo, as
 	// its tasks were then, and the slot has stayed this replica's since
 	// (held, or recorded while the lock backend did not answer); zero
@@ -754,11 +759,13 @@ func (p *planner) plan(ctx context.Context, now time.Time) error {
 	for m := cur; m <= last; m++ {
 		for b := range p.opts.Buckets {
 			if _, ok := p.slots[slotKey{m, b}]; !ok {
-				p.slots[slotKey{m, b}] = &slotState{opened: now}
+				p.slots[slotKey{m, b}] = &slotState{opened: now, atStart: !p.settle.dealt}
 			}
 		}
 	}
-	var keys, relock []slotKey
+	p.settle.dealt = true
+	var keys, relock, watched []slotKey
+	lookAt := false // a slot held elsewhere is due for a look
 	horizon := now.Add(-p.opts.CatchUpHorizon).Unix() / 60
 	others := now.Add(p.opts.ClaimAhead-p.shareWait()).Unix()/60 > cur // the next minute's other slots are due too
 	for k, st := range p.slots {
@@ -769,15 +776,17 @@ func (p *planner) plan(ctx context.Context, now time.Time) error {
 			st.done = true // watched long enough; ClaimFires covers what is left
 		case !st.done && k.minute > cur && !others && !p.keeper.holds(k) && !p.sharesLocked(k):
 			// Another replica's share of the next minute: left to it for now.
-		case !st.done && k.minute >= cur && !p.keeper.holds(k) && now.Sub(st.opened) < startShareWait &&
-			(k.minute == cur || st.opened.Add(startShareWait).Before(k.start())) && !p.sharesLocked(k):
+		case !st.done && st.atStart && !p.keeper.holds(k) && now.Sub(st.opened) < startShareWait && !p.sharesLocked(k):
 			// Another replica's share of the minute this one started in,
 			// or of the next one when it started within shareWait of it:
-			// left to it for startShareWait, then claimed if still free
-			// (at once if that wait would reach into the minute).
+			// left to it for startShareWait, then claimed if still free,
+			// even where that wait reaches into the minute.
 			p.replanBy(st.opened.Add(startShareWait))
 		case !st.done && k.minute <= last && !now.Before(st.recheck):
 			keys = append(keys, k)
+			lookAt = lookAt || !st.recheck.IsZero()
+		case !st.done && k.minute <= last:
+			watched = append(watched, k) // held elsewhere, its recheck to come
 		case st.done && st.unlocked && k.minute < cur-1:
 			st.unlocked = false // its fires are due: ClaimFires covers what is left
 		case st.done && st.unlocked && !now.Before(st.recheck):
@@ -790,13 +799,25 @@ func (p *planner) plan(ctx context.Context, now time.Time) error {
 			return cmp.Or(cmp.Compare(a.minute, b.minute), cmp.Compare(a.bucket, b.bucket))
 		})
 	}
+	// The slots held elsewhere whose rechecks are still to come are looked
+	// at with the one due, in the same peek (planSlots): their locks, found
+	// at claims a startShareWait apart, would otherwise run out at two
+	// phases, and each be looked at in a call of its own.
+	var early map[slotKey]bool
+	if lookAt && len(watched) > 0 {
+		early = make(map[slotKey]bool, len(watched))
+		for _, k := range watched {
+			early[k] = true
+		}
+		keys = append(keys, watched...)
+	}
 	bySlot(keys)
 	bySlot(relock)
 	lockDown := false // after one unavailable answer this tick, do not wait on the lock again
 	if err := p.relockSlots(ctx, now, relock, &lockDown); err != nil {
 		return err
 	}
-	return p.planSlots(ctx, now, keys, &lockDown)
+	return p.planSlots(ctx, now, keys, early, &lockDown)
 }
 
 // relockSlots claims the locks of slots recorded without them, while the
@@ -847,19 +868,22 @@ func (p *planner) relockSlots(ctx context.Context, now time.Time, keys []slotKey
 // The minute a fleet starts in is shared out too: a replica claims its
 // share of it at its first tick, and the others' startShareWait later, in
 // a tick of its own (replanAt), if they are still free. So is the next
-// minute when the fleet starts within shareWait of it, unless the wait
-// would reach into that minute: its other shares were otherwise due at
-// once, and the replica that ticked first took them (in a fleet started
-// 2 s before a minute, at 10,000 fires a second, one replica ran none of
-// that minute's fires and another four fifths, seconds late). Replicas started
+// minute when the fleet starts within shareWait of it, even where the wait
+// reaches into that minute: its other shares were otherwise due at once,
+// and the replica that ticked first took them (in a fleet started 2 s
+// before a minute, at 10,000 fires a second, one replica ran none of that
+// minute's fires and another four fifths, seconds late; and where the
+// wait reached into the minute, the first of two replicas settling at one
+// tick took the other's share). Replicas started
 // together tick a second apart when their Starts straddle a tick instant;
 // without it, the first to tick took every slot of the minute it could:
 // the minute's fires went to the replicas unevenly, or all to one, and the
 // heaviest share started late (bench/README.md's performance report has the
 // shares measured). A share whose replica never claims it (listed live,
 // but dead) has the fires of its first second or so recorded that much
-// late, at a fleet's start only: in a running fleet the current minute's
-// slots were claimed at ClaimAhead, as the next minute's.
+// late, at a fleet's start only (slotState.atStart): in a running fleet the
+// current minute's slots were claimed at ClaimAhead, and the next minute's
+// others' shares come due shareWait after it, whatever ClaimAhead is.
 //
 // shareWait is half the claim-ahead time, in whole ticks (the loop ticks
 // once a second), so that the other replicas still have half of it to
@@ -868,16 +892,26 @@ func (p *planner) shareWait() time.Duration {
 	return min(p.opts.ClaimAhead/2, p.opts.ClaimAhead-time.Second).Truncate(time.Second)
 }
 
-// startShareWait: see above. A second and a quarter, so that a replica
-// whose first tick comes a second after this one's claims its share first,
-// and the tick for the rest falls between two instants.
-const startShareWait = 1250 * time.Millisecond
+// startShareWait: see above. A second and three quarters, so that a
+// replica whose first tick comes a second after this one's, and whose
+// list changed there (a second look liveSettleLook later, settling),
+// claims its share first, and the tick for the rest falls between two
+// instants.
+const startShareWait = 1750 * time.Millisecond
 
 // liveSettleMax bounds the wait of a starting replica's first claims for
 // the live list to stop changing (settling): a fleet whose replicas keep
 // starting, or a list changing for another reason, does not hold them back
 // longer.
 const liveSettleMax = 3 * time.Second
+
+// liveSettleLook is how soon after a look at the live list that found it
+// changed the next look comes (settling). A tick later, as it was, the
+// replicas that saw their siblings' first heartbeats come in after their
+// Starts claimed a second after the one whose Start had seen them all, and
+// their first fires started seconds after its (bench/README.md, the start
+// of a 10,000 step traced).
+const liveSettleLook = 250 * time.Millisecond
 
 // settling tells whether plan, in the replica's first rounds, should claim
 // nothing yet: the live list it has just read (p.live) differs from the
@@ -888,10 +922,10 @@ const liveSettleMax = 3 * time.Second
 // sibling then found held: at a fleet's start one replica ran half the
 // minute's fires, the others a quarter each (bench/README.md's
 // performance report, the uneven deal at the fleet's start). So the first
-// claims wait, a tick at a time, until two looks agree or liveSettleMax
-// has passed since the first; a replica started alone, or into a running
-// fleet whose list does not change, claims at its first tick. Tick loop
-// only.
+// claims wait, liveSettleLook at a time (a tick of its own, replanAt),
+// until two looks agree or liveSettleMax has passed since the first; a
+// replica started alone, or into a running fleet whose list does not
+// change, claims at its first tick. Tick loop only.
 func (p *planner) settling(now time.Time, before []string) bool {
 	if p.settle.done {
 		return false
@@ -905,6 +939,7 @@ func (p *planner) settling(now time.Time, before []string) bool {
 		return false
 	}
 	p.settle.live = live
+	p.replanBy(now.Add(liveSettleLook))
 	return true
 }
 
@@ -937,7 +972,7 @@ func (p *planner) sharesLocked(k slotKey) bool {
 // slow database does not make the imminent fires wait behind the rest.
 // All missed fires of a task in a round are recorded together, so its
 // misfire policy sees them all.
-func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, lockDown *bool) error {
+func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, early map[slotKey]bool, lockDown *bool) error {
 	frontier := now.Add(recordAhead)
 	var fires []fire
 	var won, takeOver []slotKey
@@ -1006,6 +1041,9 @@ func (p *planner) planSlots(ctx context.Context, now time.Time, keys []slotKey, 
 		}
 	}
 	for _, o := range opens {
+		if _, seen := peeked[o.k]; early[o.k] && (!seen || *lockDown) {
+			continue // not due, and the peek did not see it: left to its recheck
+		}
 		if !p.claimSlot(ctx, now, o.k, o.st, lockDown, peeked) {
 			continue
 		}

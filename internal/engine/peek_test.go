@@ -74,7 +74,9 @@ func TestSlotsHeldElsewhereAreLookedAtInOneRoundTrip(t *testing.T) {
 	lb := &countingLocker{localLocker: f.locker}
 	held := startHolder(ctx, t, f, db, &countingLocker{localLocker: f.locker})
 	f.b = startPayTasks(t, f, "replica-b", db, lb)
-	f.advance(ctx, t, start.Add(4*time.Second)) // b's ticks find the slots held: it watches them
+	// b's first claims, its share and the others' startShareWait later,
+	// find the slots held: it watches them.
+	f.advance(ctx, t, start.Add(4500*time.Millisecond))
 	require.Empty(t, f.b.keeper.heldKeys())
 
 	lb.reset()

@@ -193,6 +193,107 @@ func TestAFleetStartedJustBeforeAMinuteSharesItOut(t *testing.T) {
 	require.Equal(t, f.withFires, f.held(c, next), "at +%s, every slot of the next minute too", startShareWait)
 }
 
+// The promise: replicas that settle so close to a minute that
+// startShareWait reaches into it still share it out: each claims its own
+// share, and the others' only startShareWait later. (Before, the others'
+// shares were claimed at once there: a 10,000 step whose fleet started
+// 2-3 s before a minute, two of its replicas settling a tick after the
+// third, ran that minute on two replicas, one of them with two thirds of
+// its fires, up to 284 ms late.) A listed replica that never claims loses
+// its share startShareWait after the others first saw the minute, inside
+// it.
+func TestAFleetSettlingWithinStartShareWaitOfAMinuteSharesItOut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 30, 10, 0, 59, 500_000_000, time.UTC)
+	next := t0.Truncate(time.Minute).Add(time.Minute)
+
+	f := newShareFleet(t, t0, "* * * * * *")
+	a, b := f.replica("replica-a"), f.replica("replica-b")
+	require.True(t, t0.Add(startShareWait).After(next), "the wait reaches into the minute")
+	f.started(t0.Add(-time.Second), a, b)
+	require.NoError(t, a.planner.plan(ctx, t0))
+	require.NotEmpty(t, f.share(a, next))
+	require.Equal(t, f.share(a, next), f.held(a, next), "replica-a claims its share of 10:01 only")
+	require.Equal(t, t0.Add(startShareWait), a.planner.replanAt, "and ticks again for the rest")
+	require.NoError(t, b.planner.plan(ctx, t0.Add(10*time.Millisecond)))
+	require.NotEmpty(t, f.held(b, next), "replica-b, settling at the same tick, finds its share free")
+	a.planner.replanAt = time.Time{}
+	require.NoError(t, a.planner.plan(ctx, t0.Add(startShareWait)))
+	require.Equal(t, f.share(a, next), f.held(a, next))
+	require.Equal(t, f.share(b, next), f.held(b, next))
+	require.Len(t, f.withFires, len(f.held(a, next))+len(f.held(b, next)), "every slot of 10:01 with fires is held once")
+
+	// A share nobody claims (replica-d listed, never planning) is replica-c's
+	// startShareWait after it first saw the minute, a second into it.
+	f = newShareFleet(t, t0, "* * * * * *")
+	c, d := f.replica("replica-c"), f.replica("replica-d")
+	f.started(t0.Add(-time.Second), c, d)
+	require.NoError(t, c.planner.plan(ctx, t0))
+	require.NotEqual(t, f.withFires, f.held(c, next))
+	require.NoError(t, c.planner.plan(ctx, next.Add(time.Second)))
+	require.NotEqual(t, f.withFires, f.held(c, next), "at 10:01:01, replica-d's share is still left to it")
+	require.NoError(t, c.planner.plan(ctx, t0.Add(startShareWait)))
+	require.Equal(t, f.withFires, f.held(c, next), "at +%s, every slot of 10:01", startShareWait)
+
+	// A running fleet is not held back by the start's wait: a replica
+	// that saw 10:01 first at ClaimAhead claims the others' free shares
+	// shareWait later, at once.
+	f = newShareFleet(t, t0, "* * * * * *")
+	e, g := f.replica("replica-e"), f.replica("replica-g")
+	f.started(t0.Add(-time.Minute), e, g)
+	require.NoError(t, e.planner.plan(ctx, t0.Add(-time.Minute)))
+	require.NoError(t, e.planner.plan(ctx, next.Add(-10*time.Second)))
+	require.Equal(t, f.share(e, next), f.held(e, next))
+	require.NoError(t, e.planner.heartbeat(ctx, next.Add(-5*time.Second)))
+	require.NoError(t, g.planner.heartbeat(ctx, next.Add(-5*time.Second)))
+	require.NoError(t, e.planner.plan(ctx, next.Add(-5*time.Second)))
+	require.Equal(t, f.withFires, f.held(e, next), "shareWait before 10:01, every slot")
+}
+
+// The promise: a replica whose look at the live list finds it changed
+// looks again liveSettleLook later, not a tick later, so that replicas
+// whose Starts straddle a tick instant, the later one seeing its sibling's
+// heartbeat only at its first tick, each claim their share: the earlier
+// one takes the others' shares startShareWait after its first tick, after
+// that second look. (Before, the later one looked again a tick later, a
+// quarter of a second after the earlier one had taken its share.) The
+// replicas plan at the instants their tick loops would: each tick, and
+// the replanAt each asked for.
+func TestASiblingThatSeesTheListChangeLooksAgainSoon(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 30, 10, 0, 20, 500_000_000, time.UTC)
+	this := t0.Truncate(time.Minute)
+	f := newShareFleet(t, t0, "* * * * * *")
+	a, b := f.replica("replica-a"), f.replica("replica-b")
+	f.started(t0.Add(-700*time.Millisecond), b) // b's Start reads {b}
+	f.started(t0.Add(-600*time.Millisecond), a) // a's reads {a, b}
+
+	next := map[*Engine]time.Time{a: t0, b: t0.Add(time.Second)} // b's first tick is a second later
+	for range 8 {
+		s := a
+		if next[b].Before(next[a]) {
+			s = b
+		}
+		now := next[s]
+		s.planner.replanAt = time.Time{}
+		require.NoError(t, s.planner.plan(ctx, now))
+		next[s] = now.Add(untilTick(now))
+		if at := s.planner.replanAt; !at.IsZero() && at.Before(next[s]) {
+			next[s] = at
+		}
+		if s == b && now.Equal(t0.Add(time.Second)) {
+			require.Empty(t, f.held(b, this), "b's list changed since its Start: it claims nothing yet")
+			require.Equal(t, now.Add(liveSettleLook), next[b], "and looks again liveSettleLook later")
+		}
+	}
+	require.NotEmpty(t, f.held(b, this))
+	require.Equal(t, f.share(a, this), f.held(a, this))
+	require.Equal(t, f.share(b, this), f.held(b, this), "replica-b holds its share")
+	require.Len(t, f.withFires, len(f.held(a, this))+len(f.held(b, this)), "every slot with fires is held once")
+}
+
 // The promise: a replica whose siblings are still starting does not deal
 // itself a share by a live list that lacks them. Its first claims wait, a
 // tick at a time, until two reads of the list agree (at most
@@ -211,6 +312,7 @@ func TestAStartingReplicaWaitsForTheLiveListToSettle(t *testing.T) {
 	f.started(t0, b)
 	require.NoError(t, a.planner.plan(ctx, t0))
 	require.Empty(t, f.held(a, this), "replica-a's list grew since its Start: it claims nothing yet")
+	require.Equal(t, t0.Add(liveSettleLook), a.planner.replanAt, "and looks again liveSettleLook later")
 	f.started(t0.Add(500*time.Millisecond), c)
 	for _, s := range []*Engine{a, b} {
 		require.NoError(t, s.planner.plan(ctx, t0.Add(time.Second)))
