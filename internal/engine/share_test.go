@@ -174,12 +174,8 @@ func TestAFleetStartedJustBeforeAMinuteSharesItOut(t *testing.T) {
 	require.NoError(t, b.planner.plan(ctx, t0.Add(time.Second)))
 	a.planner.replanAt = time.Time{}
 	require.NoError(t, a.planner.plan(ctx, t0.Add(startShareWait)))
-	for _, m := range []time.Time{this, next} {
-		require.NotEmpty(t, f.held(b, m))
-		require.Equal(t, f.share(a, m), f.held(a, m), "replica-b holds its share of %s", m.Format(time.TimeOnly))
-		require.Equal(t, f.share(b, m), f.held(b, m))
-		require.Len(t, f.withFires, len(f.held(a, m))+len(f.held(b, m)), "every slot of %s with fires is held once", m.Format(time.TimeOnly))
-	}
+	f.requireDealt(this, a, b)
+	f.requireDealt(next, a, b)
 
 	// A share nobody claims (replica-d listed, never planning) is replica-c's
 	// startShareWait after it first saw the minute.
@@ -220,9 +216,7 @@ func TestAFleetSettlingWithinStartShareWaitOfAMinuteSharesItOut(t *testing.T) {
 	require.NotEmpty(t, f.held(b, next), "replica-b, settling at the same tick, finds its share free")
 	a.planner.replanAt = time.Time{}
 	require.NoError(t, a.planner.plan(ctx, t0.Add(startShareWait)))
-	require.Equal(t, f.share(a, next), f.held(a, next))
-	require.Equal(t, f.share(b, next), f.held(b, next))
-	require.Len(t, f.withFires, len(f.held(a, next))+len(f.held(b, next)), "every slot of 10:01 with fires is held once")
+	f.requireDealt(next, a, b)
 
 	// A share nobody claims (replica-d listed, never planning) is replica-c's
 	// startShareWait after it first saw the minute, a second into it.
@@ -262,13 +256,13 @@ func TestAFleetSettlingWithinStartShareWaitOfAMinuteSharesItOut(t *testing.T) {
 // the replanAt each asked for.
 func TestASiblingThatSeesTheListChangeLooksAgainSoon(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	t0 := time.Date(2026, 11, 30, 10, 0, 20, 500_000_000, time.UTC)
-	this := t0.Truncate(time.Minute)
 	f := newShareFleet(t, t0, "* * * * * *")
-	a, b := f.replica("replica-a"), f.replica("replica-b")
+	b := f.replica("replica-b")
 	f.started(t0.Add(-700*time.Millisecond), b) // b's Start reads {b}
+	a := f.replica("replica-a")
 	f.started(t0.Add(-600*time.Millisecond), a) // a's reads {a, b}
+	ctx, this := context.Background(), t0.Truncate(time.Minute)
 
 	next := map[*Engine]time.Time{a: t0, b: t0.Add(time.Second)} // b's first tick is a second later
 	for range 8 {
@@ -288,10 +282,7 @@ func TestASiblingThatSeesTheListChangeLooksAgainSoon(t *testing.T) {
 			require.Equal(t, now.Add(liveSettleLook), next[b], "and looks again liveSettleLook later")
 		}
 	}
-	require.NotEmpty(t, f.held(b, this))
-	require.Equal(t, f.share(a, this), f.held(a, this))
-	require.Equal(t, f.share(b, this), f.held(b, this), "replica-b holds its share")
-	require.Len(t, f.withFires, len(f.held(a, this))+len(f.held(b, this)), "every slot with fires is held once")
+	f.requireDealt(this, a, b)
 }
 
 // The promise: a replica whose siblings are still starting does not deal
@@ -326,12 +317,10 @@ func TestAStartingReplicaWaitsForTheLiveListToSettle(t *testing.T) {
 	require.NoError(t, c.planner.plan(ctx, t0.Add(time.Second+startShareWait)))
 	for _, s := range []*Engine{a, b, c} {
 		s.planner.mu.Lock()
-		require.Len(t, s.planner.live, 3)
+		require.Len(t, s.planner.live, 3, "%s deals by the three", s.opts.InstanceID)
 		s.planner.mu.Unlock()
-		require.NotEmpty(t, f.held(s, this))
-		require.Equal(t, f.share(s, this), f.held(s, this), "%s holds its share by the three", s.opts.InstanceID)
 	}
-	require.Len(t, f.withFires, len(f.held(a, this))+len(f.held(b, this))+len(f.held(c, this)), "every slot with fires is held once")
+	f.requireDealt(this, a, b, c)
 
 	// A list that changes at every read holds the first claims back
 	// liveSettleMax at most: replica-d claims its share by the list it has.
@@ -408,6 +397,20 @@ func (f *shareFleet) held(s *Engine, m time.Time) map[int]bool {
 		}
 	}
 	return out
+}
+
+// requireDealt checks that each of replicas holds its share of minute m,
+// and only that, and that every slot of m with fires is held by one of
+// them.
+func (f *shareFleet) requireDealt(m time.Time, replicas ...*Engine) {
+	f.t.Helper()
+	held := 0
+	for _, s := range replicas {
+		require.NotEmpty(f.t, f.held(s, m), "%s holds slots of %s", s.opts.InstanceID, m.Format(time.TimeOnly))
+		require.Equal(f.t, f.share(s, m), f.held(s, m), "%s holds its share of %s", s.opts.InstanceID, m.Format(time.TimeOnly))
+		held += len(f.held(s, m))
+	}
+	require.Len(f.t, f.withFires, held, "every slot of %s with fires is held once", m.Format(time.TimeOnly))
 }
 
 // share returns the buckets with fires of minute m that are s's share.
