@@ -250,8 +250,8 @@ func TestAFleetSettlingWithinStartShareWaitOfAMinuteSharesItOut(t *testing.T) {
 // whose Starts straddle a tick instant, the later one seeing its sibling's
 // heartbeat only at its first tick, each claim their share: the earlier
 // one takes the others' shares startShareWait after its first tick, after
-// that second look. (Before, the later one looked again a tick later, a
-// quarter of a second after the earlier one had taken its share.) The
+// that second look. (Before, the later one looked again a tick later,
+// three quarters of a second after the earlier one had taken its share.) The
 // replicas plan at the instants their tick loops would: each tick, and
 // the replanAt each asked for.
 func TestASiblingThatSeesTheListChangeLooksAgainSoon(t *testing.T) {
@@ -286,8 +286,8 @@ func TestASiblingThatSeesTheListChangeLooksAgainSoon(t *testing.T) {
 }
 
 // The promise: a replica whose siblings are still starting does not deal
-// itself a share by a live list that lacks them. Its first claims wait, a
-// tick at a time, until two reads of the list agree (at most
+// itself a share by a live list that lacks them. Its first claims wait,
+// liveSettleLook at a time, until two reads of the list agree (at most
 // liveSettleMax); then each replica holds its share by the whole list.
 // (Before, replica-a claimed its share by {a, b} at its first tick, half
 // the minute's slots; replica-c found a third of its share held, and the
