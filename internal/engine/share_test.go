@@ -195,7 +195,7 @@ func TestAFleetStartedJustBeforeAMinuteSharesItOut(t *testing.T) {
 // shares were claimed at once there: a 10,000 step whose fleet started
 // 2-3 s before a minute, two of its replicas settling a tick after the
 // third, ran that minute on two replicas, one of them with two thirds of
-// its fires, up to 284 ms late.) A listed replica that never claims loses
+// its fires, late every second.) A listed replica that never claims loses
 // its share startShareWait after the others first saw the minute, inside
 // it.
 func TestAFleetSettlingWithinStartShareWaitOfAMinuteSharesItOut(t *testing.T) {
