@@ -99,15 +99,17 @@ func (s *Store) Attempts(ctx context.Context, id int64) (Execution, []Attempt, e
 	if len(out) > 0 && out[len(out)-1].Attempt >= e.Attempt {
 		return e, out, nil // the row's attempt was copied: retrying, or cancelled while it waited
 	}
+	// The row's own attempt: the one running, or the final one.
+	own := Attempt{App: e.App, ExecutionID: e.ID, Attempt: e.Attempt, Replica: e.Replica,
+		StartedMs: e.StartedMs, Status: e.Status}
 	switch e.Status {
 	case StatusRunning:
-		out = append(out, Attempt{App: e.App, ExecutionID: e.ID, Attempt: e.Attempt, Replica: e.Replica,
-			StartedMs: e.StartedMs, Status: StatusRunning})
+		out = append(out, own)
 	case StatusSucceeded, StatusFailed, StatusTimedOut:
 		if e.Attempt > 0 {
-			out = append(out, Attempt{App: e.App, ExecutionID: e.ID, Attempt: e.Attempt, Replica: e.Replica,
-				StartedMs: e.StartedMs, FinishedMs: e.FinishedMs, DurationMs: e.DurationMs, Status: e.Status,
-				Output: e.Output, Error: e.Error, HTTPStatus: e.HTTPStatus})
+			own.FinishedMs, own.DurationMs, own.Output, own.Error, own.HTTPStatus =
+				e.FinishedMs, e.DurationMs, e.Output, e.Error, e.HTTPStatus
+			out = append(out, own)
 		}
 	}
 	return e, out, nil
