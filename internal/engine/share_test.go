@@ -406,9 +406,10 @@ func (f *shareFleet) requireDealt(m time.Time, replicas ...*Engine) {
 	f.t.Helper()
 	held := 0
 	for _, s := range replicas {
-		require.NotEmpty(f.t, f.held(s, m), "%s holds slots of %s", s.opts.InstanceID, m.Format(time.TimeOnly))
-		require.Equal(f.t, f.share(s, m), f.held(s, m), "%s holds its share of %s", s.opts.InstanceID, m.Format(time.TimeOnly))
-		held += len(f.held(s, m))
+		h := f.held(s, m)
+		require.NotEmpty(f.t, h, "%s holds slots of %s", s.opts.InstanceID, m.Format(time.TimeOnly))
+		require.Equal(f.t, f.share(s, m), h, "%s holds its share of %s", s.opts.InstanceID, m.Format(time.TimeOnly))
+		held += len(h)
 	}
 	require.Len(f.t, f.withFires, held, "every slot of %s with fires is held once", m.Format(time.TimeOnly))
 }
