@@ -122,6 +122,9 @@ func (s *Engine) Backfill(ctx context.Context, code string, from, to time.Time) 
 	}
 	inserted, err := s.store.InsertFires(ctx, rows)
 	if err != nil {
+		if owner != "" {
+			s.planner.doubtOwned() // the rows may be there, ours and not armed
+		}
 		return 0, fmt.Errorf("xtimer: Backfill of %q: %w", code, err)
 	}
 	recorded := 0 // fires, not shards

@@ -523,6 +523,9 @@ func (s *Engine) TriggerWith(ctx context.Context, code string, m Manual) (store.
 		}
 		rows, err := s.store.InsertFires(ctx, fire)
 		if err != nil {
+			if owner != "" {
+				s.planner.doubtOwned() // the row may be there, ours and not armed
+			}
 			return store.Execution{}, nil, fmt.Errorf("xtimer: trigger %q: %w", code, err)
 		}
 		if len(rows) > 0 {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/xtimer-go/xtimer/executor"
@@ -131,6 +132,13 @@ type planner struct {
 	// reseedAt is when the tick loop reads the app's recent run times
 	// again if the pool has still run nothing (reseed).
 	reseedAt time.Time
+	// ownedReadAt is when rearmOwned reads this replica's unstarted fires
+	// again while no write is in doubt. Tick loop only.
+	ownedReadAt time.Time
+	// writeFailedAt is when, in Unix nanoseconds of the engine's clock, a
+	// write that makes this replica a fire's owner outside the tick loop
+	// (Trigger, Backfill) last failed; 0 if none did (doubtOwned).
+	writeFailedAt atomic.Int64
 }
 
 // fireArmer is what the planner asks of the dispatcher (fire.go): arm a
@@ -1677,6 +1685,35 @@ func (p *planner) claimFires(ctx context.Context, now time.Time) error {
 // runs rather than being skipped as missed.
 const ownedGrace = 5 * time.Second
 
+// ownedEvery is how often rearmOwned reads this replica's unstarted fires
+// while no write is in doubt. Only a write that failed leaves a fire this
+// replica owns and does not hold, so the read every tick is for the
+// minutes after one; this read catches anything else, well within a
+// misfire window, at a fraction of the cost: on a table whose statistics
+// are older than its rows, the read is a scan of the whole table.
+const ownedEvery = 15 * time.Second
+
+// ownedDoubt is how long after a failed call to the database (noteDB) or
+// a failed write of Trigger or Backfill (doubtOwned) rearmOwned reads
+// every tick: until every fire such a write can have recorded, up to the
+// end of a slot's minute (a take-over) and ownedGrace after, has been
+// read.
+const ownedDoubt = 2 * time.Minute
+
+// doubtOwned notes that a write which would have made this replica the
+// owner of fires failed outside the tick loop: it may have committed.
+func (p *planner) doubtOwned() { p.writeFailedAt.Store(p.clock.Now().UnixNano()) }
+
+// ownedReadDue reports whether rearmOwned reads at now: every tick within
+// ownedDoubt of a failed call or write, every ownedEvery otherwise.
+func (p *planner) ownedReadDue(now time.Time) bool {
+	back, _ := p.health.lastOutage(now)
+	if failed := time.Unix(0, p.writeFailedAt.Load()); failed.After(back) {
+		back = failed
+	}
+	return now.Sub(back) < ownedDoubt || !now.Before(p.ownedReadAt)
+}
+
 // rearmOwned arms again the fires this replica owns, has not started, and
 // planned to start ownedGrace ago or more. Nothing else would ever run
 // them: ClaimFires takes only fires nobody owns or whose owner is gone,
@@ -1689,12 +1726,18 @@ const ownedGrace = 5 * time.Second
 // dispatcher still holds (armed, waiting for a worker or for an earlier
 // run of its task, being claimed) is left where it is (armOwned); one it
 // lets go of between the read and the arm (started, skipped) is claimed
-// once (StartFires, SkipFire) and started once (dispatch).
+// once (StartFires, SkipFire) and started once (dispatch). It reads every
+// tick for ownedDoubt after a failed call or write, and every ownedEvery
+// otherwise (ownedReadDue).
 func (p *planner) rearmOwned(ctx context.Context, now time.Time) error {
+	if !p.ownedReadDue(now) {
+		return nil
+	}
 	rows, err := p.store.OwnedFires(ctx, p.opts.App, p.opts.InstanceID, now.Add(-ownedGrace).UnixMilli(), claimBatch)
 	if err != nil {
 		return err
 	}
+	p.ownedReadAt = now.Add(ownedEvery)
 	// One line a round, naming the earliest: after a database outage a
 	// replica may find thousands (a chunk of fires whose insert committed
 	// as the connection dropped), and a line each drowned the log.
