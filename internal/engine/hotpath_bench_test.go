@@ -327,13 +327,46 @@ func BenchmarkTakeOver(b *testing.B) {
 // BenchmarkClaimFires is the tick's look for the fires it holds no timer
 // for (claimFires): scheduled fires nobody runs (ClaimFires), then this
 // replica's own that it does not hold (rearmOwned), each op a tick one
-// second after the last. The table is young, as a new fleet's first
-// minutes leave it: 100,000 fires of this replica recorded, analyzed
-// while all of them were scheduled (InsertFires does so on a table never
-// analyzed), then settled, and no autovacuum since. PostgreSQL plans the
-// reads by those statistics.
+// second after the last, on a young table (youngTable).
 func BenchmarkClaimFires(b *testing.B) {
-	const codes, instants = 100, 1000
+	ctx := context.Background()
+	s, now := youngTable(b, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(time.Second)
+		if err := s.planner.claimFires(ctx, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRescueLost is the heartbeat's look for the runs and the claimed
+// starts of replicas gone (rescueLost), each op a heartbeat interval after
+// the last, with no replica gone, on a young table (youngTable) with the
+// fires of the next 10 seconds recorded.
+func BenchmarkRescueLost(b *testing.B) {
+	ctx := context.Background()
+	s, now := youngTable(b, 10)
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(s.opts.HeartbeatInterval)
+		if err := s.planner.rescueLost(ctx, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// youngTable returns an engine, never started, of 100 tasks on
+// PostgreSQL, and the instant its benchmarks start at. Its executions
+// table is young, as a new fleet's first minutes leave it: the tasks'
+// fires of the last 1,000 seconds, this replica's, recorded, analyzed
+// while all of them were scheduled (InsertFires does so on a table never
+// analyzed), then settled, with no autovacuum since; the fires of the
+// next ahead seconds are recorded and scheduled. PostgreSQL plans the
+// reads by those statistics. The replica is the only one alive.
+func youngTable(b *testing.B, ahead int) (*Engine, time.Time) {
+	b.Helper()
+	const codes, past = 100, 1000
 	ctx := context.Background()
 	db := testsvc.Postgres(b)
 	require.NoError(b, store.New(db).Migrate(ctx))
@@ -344,25 +377,24 @@ func BenchmarkClaimFires(b *testing.B) {
 			Kind: store.KindFunc, Spec: "* * * * * *", TimeZone: "UTC", Status: store.TaskActive, MaxAttempts: 1, Version: 1})
 	}
 	now := time.Now().Truncate(time.Second)
-	var rows []store.Execution
-	for at := range instants {
-		for i := range codes {
-			rows = append(rows, store.Execution{App: s.opts.App, TaskCode: fmt.Sprintf("task-%03d", i),
-				RunTime: now.Add(time.Duration(at-instants) * time.Second).UnixMilli(), Status: store.StatusScheduled,
-				Source: store.SourceSchedule, MaxAttempts: 1, Replica: s.opts.InstanceID})
+	record := func(from, to int) {
+		var rows []store.Execution
+		for at := from; at < to; at++ {
+			for i := range codes {
+				rows = append(rows, store.Execution{App: s.opts.App, TaskCode: fmt.Sprintf("task-%03d", i),
+					RunTime: now.Add(time.Duration(at) * time.Second).UnixMilli(), Status: store.StatusScheduled,
+					Source: store.SourceSchedule, MaxAttempts: 1, Replica: s.opts.InstanceID})
+			}
+		}
+		for chunk := range slices.Chunk(rows, 5000) {
+			_, err := s.store.InsertFires(ctx, chunk)
+			require.NoError(b, err)
 		}
 	}
-	for chunk := range slices.Chunk(rows, 5000) {
-		_, err := s.store.InsertFires(ctx, chunk)
-		require.NoError(b, err)
-	}
+	record(-past, 0)
 	require.NoError(b, db.Exec("UPDATE xtimer_executions SET status = ?, attempt = 1, started_ms = run_time, finished_ms = run_time WHERE app = ?",
 		store.StatusSucceeded, s.opts.App).Error)
-	b.ReportAllocs()
-	for b.Loop() {
-		now = now.Add(time.Second)
-		if err := s.planner.claimFires(ctx, now); err != nil {
-			b.Fatal(err)
-		}
-	}
+	record(0, ahead)
+	s.planner.live, s.planner.alive = []string{s.opts.InstanceID}, []string{s.opts.InstanceID}
+	return s, now
 }

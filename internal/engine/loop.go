@@ -135,6 +135,11 @@ type planner struct {
 	// ownedReadAt is when rearmOwned reads this replica's unstarted fires
 	// again while no write is in doubt. Tick loop only.
 	ownedReadAt time.Time
+	// promoteAt is when rescueLost reads the lost starts again while no
+	// replica of promoteAlive, the replicas alive at its last call, has
+	// gone (promoteDue). Tick loop only.
+	promoteAt    time.Time
+	promoteAlive []string
 	// writeFailedAt is when, in Unix nanoseconds of the engine's clock, a
 	// write that makes this replica a fire's owner outside the tick loop
 	// (Trigger, Backfill) last failed; 0 if none did (doubtOwned).
@@ -1801,10 +1806,15 @@ func (p *planner) rescueLost(ctx context.Context, now time.Time) error {
 	if len(live) == 0 {
 		return nil // not even ourselves: our own heartbeat has not landed
 	}
-	promoted, err := p.store.PromoteLostStarts(ctx, p.opts.App, live, now.Add(-time.Minute).UnixMilli())
-	if err != nil {
-		return err
+	var promoted []store.Execution
+	if p.promoteDue(now, live) {
+		var err error
+		if promoted, err = p.store.PromoteLostStarts(ctx, p.opts.App, live, now.Add(-staleClaim).UnixMilli()); err != nil {
+			return err // the replicas gone since promoteAlive still are at the next call
+		}
+		p.promoteAt = now.Add(promoteEvery)
 	}
+	p.promoteAlive = live
 	lost, err := p.store.LostExecutions(ctx, p.opts.App, live, claimBatch)
 	if err != nil {
 		return err
@@ -1838,6 +1848,36 @@ func (p *planner) rescueLost(ctx context.Context, now time.Time) error {
 // outageRescueWait is how many heartbeat intervals rescueLost waits after
 // the database came back from a long outage.
 const outageRescueWait = 2
+
+// staleClaim is how old a claim (StartFires) of a replica still alive
+// must be for PromoteLostStarts to take it for lost: its replica never
+// learned that it committed, or it would have been marked running.
+const staleClaim = time.Minute
+
+// promoteEvery is how often rescueLost reads the lost starts while every
+// replica alive at the last read still is. A start is lost when its
+// replica died after the claim, which that replica's leaving the alive
+// list tells (promoteDue reads at the first heartbeat after), or when
+// the claim is staleClaim old, which this read finds within promoteEvery
+// after. The read walks every scheduled row due within a few seconds, on
+// every replica.
+const promoteEvery = 30 * time.Second
+
+// promoteDue reports whether rescueLost reads the lost starts at now,
+// alive being the replicas that heart-beat: at its first call, when a
+// replica alive at its last call is not any more, and every
+// promoteEvery.
+func (p *planner) promoteDue(now time.Time, alive []string) bool {
+	if !now.Before(p.promoteAt) {
+		return true
+	}
+	for _, id := range p.promoteAlive {
+		if !slices.Contains(alive, id) {
+			return true
+		}
+	}
+	return false
+}
 
 // recentRuns is how many of the app's last attempts seed the pool's mean
 // run time at Start.
