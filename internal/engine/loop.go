@@ -1716,7 +1716,15 @@ func (p *planner) ownedReadDue(now time.Time) bool {
 	if failed := time.Unix(0, p.writeFailedAt.Load()); failed.After(back) {
 		back = failed
 	}
-	return now.Sub(back) < ownedDoubt || !now.Before(p.ownedReadAt)
+	return now.Sub(back) < ownedDoubt || readDue(now, p.ownedReadAt, ownedEvery)
+}
+
+// readDue reports whether a read made every interval and due next at is
+// due at now: at or after at, or before the last read (at less interval),
+// the clock having gone back, so that a clock set back does not put the
+// read off by as much.
+func readDue(now, at time.Time, interval time.Duration) bool {
+	return !now.Before(at) || now.Before(at.Add(-interval))
 }
 
 // rearmOwned arms again the fires this replica owns, has not started, and
@@ -1868,7 +1876,7 @@ const promoteEvery = 30 * time.Second
 // replica alive at its last call is not any more, and every
 // promoteEvery.
 func (p *planner) promoteDue(now time.Time, alive []string) bool {
-	if !now.Before(p.promoteAt) {
+	if readDue(now, p.promoteAt, promoteEvery) {
 		return true
 	}
 	for _, id := range p.promoteAlive {

@@ -177,3 +177,26 @@ func TestFailedTriggerReadsOwnedFiresEveryTick(t *testing.T) {
 		})
 	}
 }
+
+// A read made every interval is due at its instant and after, and again
+// at once when the clock went back past the last one, not an interval
+// and the step back later.
+func TestReadDue(t *testing.T) {
+	t.Parallel()
+	last := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	next := last.Add(ownedEvery)
+	for _, c := range []struct {
+		now  time.Time
+		want bool
+	}{
+		{last, false},
+		{next.Add(-time.Millisecond), false},
+		{next, true},
+		{next.Add(time.Hour), true},
+		{last.Add(-time.Millisecond), true}, // the clock went back
+		{last.Add(-time.Hour), true},
+	} {
+		require.Equal(t, c.want, readDue(c.now, next, ownedEvery), "at %s, next read %s", c.now, next)
+	}
+	require.True(t, readDue(last, time.Time{}, ownedEvery), "the first read")
+}

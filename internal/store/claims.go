@@ -462,8 +462,8 @@ func (s *Store) PromoteLostStarts(ctx context.Context, app string, live []string
 	}
 	// Read first, without a lock: nearly always nothing is lost, and an
 	// UPDATE with this condition locks every row it looks at on MySQL and
-	// MariaDB (every fire due in the next lostStartSkew, thousands), once
-	// a second on every replica, against the starts of those same rows.
+	// MariaDB (every fire due in the next lostStartSkew, thousands), at
+	// every call of every replica, against the starts of those same rows.
 	var ids []int64
 	if err = lost(s.db.WithContext(ctx)).Order("id").Pluck("id", &ids).Error; err != nil {
 		return nil, fmt.Errorf("store: read lost starts of app %q: %w", app, err)
