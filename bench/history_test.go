@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/xtimer-go/xtimer/internal/store"
@@ -59,4 +62,53 @@ func TestSeededHistoryHasItsDaysRolledUp(t *testing.T) {
 			}
 		})
 	}
+}
+
+// With XTIMER_BENCH_PGSTATS=1 a run's PostgreSQL counts its statements,
+// and the run writes the costliest into its directory as it ends; any
+// other value than 1 is refused, naming the variable.
+func TestPGStatsWritesTheCostliestStatements(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts services")
+	}
+	dir := t.TempDir()
+	openToPostgres(t, dir)
+	t.Setenv(pgStatsEnv, "yes")
+	if _, err := startServices(&templates{root: dir}, dir, true, false, false, 0); err == nil || !strings.Contains(err.Error(), pgStatsEnv+`="yes"`) {
+		t.Fatalf("%s=yes: got %v, want an error naming it", pgStatsEnv, err)
+	}
+	t.Setenv(pgStatsEnv, "1")
+	svc, err := startServices(&templates{root: dir}, dir, true, false, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := openSQL("postgres", svc.pgURL)
+	if err != nil {
+		svc.close()
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err = db.Exec("SELECT pg_sleep(0.01) AS xtimer_pgstats_probe").Error; err != nil {
+			break
+		}
+	}
+	closeSQL(db)
+	svc.close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, pgStatsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if lines[0] != "calls\ttotal_ms\trows\tshared_hit\tshared_read\tquery" {
+		t.Fatalf("header %q", lines[0])
+	}
+	for _, l := range lines[1:] {
+		if f := strings.Split(l, "\t"); len(f) == 6 && f[0] == "3" && strings.Contains(f[5], "xtimer_pgstats_probe") {
+			return
+		}
+	}
+	t.Fatalf("no line of the probe, called 3 times, in %s:\n%s", pgStatsFile, b)
 }

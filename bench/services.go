@@ -138,11 +138,74 @@ func (s *services) database() (kind, dsn string) {
 	return "", ""
 }
 
-// close stops every server; the caller removes dir.
+// close stops every server; the caller removes dir. With
+// XTIMER_BENCH_PGSTATS=1 it first writes PostgreSQL's costliest
+// statements into dir (writePGStats).
 func (s *services) close() {
+	if s.pg != nil && !s.pg.exited() {
+		if on, _ := pgStats(); on {
+			if err := writePGStats(s.pgURL, filepath.Join(s.dir, pgStatsFile)); err != nil {
+				fmt.Fprintf(os.Stderr, "bench: %s: %v\n", pgStatsEnv, err)
+			}
+		}
+	}
 	s.redis.kill()
 	s.pg.kill()
 	s.my.kill()
+}
+
+// pgStatsEnv names the environment variable that, set to 1, loads
+// pg_stat_statements into each run's PostgreSQL and has the run write its
+// costliest statements into its directory as it ends (pgStatsFile, kept
+// with -keep). For tracing: the module's bookkeeping costs the server a
+// little on every statement.
+const pgStatsEnv = "XTIMER_BENCH_PGSTATS"
+
+// pgStatsFile is the file of a run's directory that writePGStats writes.
+const pgStatsFile = "pg_stat_statements.tsv"
+
+// pgStatsRows is how many statements writePGStats writes.
+const pgStatsRows = 30
+
+// pgStats reports whether XTIMER_BENCH_PGSTATS asks for the statements'
+// figures: 1 does, unset or empty does not, anything else is an error.
+func pgStats() (bool, error) {
+	switch v := os.Getenv(pgStatsEnv); v {
+	case "":
+		return false, nil
+	case "1":
+		return true, nil
+	default:
+		return false, fmt.Errorf("%s=%q: want 1, or unset", pgStatsEnv, v)
+	}
+}
+
+// writePGStats writes the pgStatsRows statements of the server at url
+// with the most time inside it, as tab-separated columns under a header:
+// calls, total milliseconds, rows, shared blocks hit and read, the
+// statement on one line.
+func writePGStats(url, path string) error {
+	db, err := openSQL("postgres", url)
+	if err != nil {
+		return err
+	}
+	defer closeSQL(db)
+	type stat struct {
+		Calls, TotalMs, Rows, Hit, Read int64
+		Query                           string
+	}
+	var stats []stat
+	err = db.Raw(`SELECT calls, round(total_exec_time)::bigint AS total_ms, rows, shared_blks_hit AS hit, shared_blks_read AS read,
+		regexp_replace(query, '\s+', ' ', 'g') AS query FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT ?`, pgStatsRows).Scan(&stats).Error
+	if err != nil {
+		return fmt.Errorf("read pg_stat_statements: %w", err)
+	}
+	var b strings.Builder
+	b.WriteString("calls\ttotal_ms\trows\tshared_hit\tshared_read\tquery\n")
+	for _, st := range stats {
+		fmt.Fprintf(&b, "%d\t%d\t%d\t%d\t%d\t%s\n", st.Calls, st.TotalMs, st.Rows, st.Hit, st.Read, st.Query)
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644) //nolint:gosec // G306: a report beside the run's logs
 }
 
 // templates are the database clusters initialised once per coordinator,
@@ -247,6 +310,11 @@ func copyDir(from, to string) error {
 // history > 0 starts the databases from a cluster whose executions table
 // holds that many seeded rows (history.go), seeded once per coordinator.
 func startServices(t *templates, dir string, needPG, needMy, durabilityOff bool, history int64) (_ *services, err error) {
+	if needPG {
+		if _, err = pgStats(); err != nil {
+			return nil, err // before any server starts
+		}
+	}
 	s := &services{dir: dir}
 	defer func() {
 		if err != nil {
@@ -322,6 +390,13 @@ func startPostgres(t *templates, dir, from string, durabilityOff bool) (*server,
 	if durabilityOff {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
+	stats, err := pgStats()
+	if err != nil {
+		return nil, "", err
+	}
+	if stats {
+		args = append(args, "-c", "shared_preload_libraries=pg_stat_statements")
+	}
 	srv, err := startServer("postgres", plog, syscall.SIGINT, t.pgCred, filepath.Join(t.pgBin, "postgres"), args...)
 	if err != nil {
 		return nil, "", err
@@ -330,6 +405,12 @@ func startPostgres(t *templates, dir, from string, durabilityOff bool) (*server,
 	if err = waitUp(srv, plog, func(ctx context.Context) error { return pingSQL(ctx, "postgres", url) }); err != nil {
 		srv.kill()
 		return nil, "", err
+	}
+	if stats {
+		if err = createPGStats(url); err != nil {
+			srv.kill()
+			return nil, "", fmt.Errorf("%s: %w", pgStatsEnv, err)
+		}
 	}
 	return srv, url, nil
 }
@@ -387,6 +468,17 @@ func openSQL(kind, dsn string) (*gorm.DB, error) {
 		return gorm.Open(postgres.Open(dsn), cfg)
 	}
 	return gorm.Open(mysql.Open(dsn), cfg)
+}
+
+// createPGStats creates the pg_stat_statements extension in the server
+// at url, whose statements it then counts.
+func createPGStats(url string) error {
+	db, err := openSQL("postgres", url)
+	if err != nil {
+		return err
+	}
+	defer closeSQL(db)
+	return db.Exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").Error
 }
 
 func closeSQL(db *gorm.DB) {
