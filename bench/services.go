@@ -471,14 +471,19 @@ func openSQL(kind, dsn string) (*gorm.DB, error) {
 }
 
 // createPGStats creates the pg_stat_statements extension in the server
-// at url, whose statements it then counts.
+// at url, whose statements it then counts from zero: a cluster copied
+// from one seeded with the module loaded (history.go) brings the
+// seeding's statements along, which the module saved at its shutdown.
 func createPGStats(url string) error {
 	db, err := openSQL("postgres", url)
 	if err != nil {
 		return err
 	}
 	defer closeSQL(db)
-	return db.Exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").Error
+	if err = db.Exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").Error; err != nil {
+		return err
+	}
+	return db.Exec("SELECT pg_stat_statements_reset()").Error
 }
 
 func closeSQL(db *gorm.DB) {
