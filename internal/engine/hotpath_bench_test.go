@@ -202,13 +202,17 @@ func BenchmarkFiresIn(b *testing.B) {
 // on a pool of 64 workers, with a handler that returns at once. It
 // reports the time from the instant to the last handler's call (spread)
 // and to the median one (median), the lateness the dispatcher adds to a
-// steady fleet's fires. The status writes queue up and are not written
-// (the engine is never started).
+// steady fleet's fires. The engine is not started: its view takes the
+// tasks as Start does (adoptRegistered), with their default timeout, and
+// the handlers' context is cancellable, as Start makes it; the status
+// writes queue up and are not written.
 func BenchmarkStartInstant(b *testing.B) {
 	for _, n := range []int{100, 1000, 3000} {
 		b.Run(fmt.Sprintf("fires=%d", n), func(b *testing.B) {
 			s := benchEngine(b, func(c *Config) { c.Workers = 64 })
-			s.handlerCtx = context.Background()
+			var cancel context.CancelFunc
+			s.handlerCtx, cancel = context.WithCancel(context.Background())
+			b.Cleanup(cancel)
 			called := make([]time.Duration, n)
 			var wg sync.WaitGroup
 			var at time.Time
@@ -224,6 +228,7 @@ func BenchmarkStartInstant(b *testing.B) {
 				mustRegister(b, s, code, "* * * * * *", h)
 				rows[i] = store.Execution{ID: int64(i + 1), TaskCode: code, Source: store.SourceSchedule, MaxAttempts: 1}
 			}
+			adopt(s)
 			var spread, median time.Duration
 			b.ReportAllocs()
 			for b.Loop() {
@@ -248,6 +253,16 @@ func BenchmarkStartInstant(b *testing.B) {
 			b.ReportMetric(float64(spread.Nanoseconds())/float64(b.N)/float64(n), "ns/fire")
 		})
 	}
+}
+
+// adopt gives the tasks registered on s the state Start gives them
+// (adoptRegistered), without a database: startAttempt reads a task's
+// timeout, zone and policies there.
+func adopt(s *Engine) {
+	s.view.mu.Lock()
+	regs := slices.Collect(s.view.handlers.all())
+	s.view.mu.Unlock()
+	s.view.adoptRegistered(&deferredWrite{regs: regs})
 }
 
 // BenchmarkPopInstant takes the fires of one instant off the armed heap as
