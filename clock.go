@@ -11,7 +11,11 @@ import (
 // default is SystemClock; tests inject internal/fakeclock so that timing
 // tests are exact and never sleep.
 //
-// A Clock must be safe for concurrent use.
+// A Clock must be safe for concurrent use. One that also has a method
+// AfterFunc(d time.Duration, f func()) interface{ Stop() bool }, calling f
+// on a goroutine of its own once d has elapsed as time.AfterFunc does,
+// times each handler's attempt with it; any other waits on one of its
+// timers with a goroutine per attempt. SystemClock has it.
 type Clock interface {
 	// Now returns the current instant.
 	Now() time.Time

@@ -50,36 +50,34 @@ type Outcome struct {
 func (o Outcome) TimedOut() bool { return errors.Is(o.Err, ErrTimedOut) }
 
 // Call runs fn once with a context that is cancelled at timeout (measured on
-// clock; 0 means no timeout) or when ctx ends. A panic in fn becomes a
-// *PanicError. When fn ignores its context and is still running at the
-// deadline, Call returns a timed-out Outcome at once; fn's late result is
-// passed to late (which may be nil) when it finally returns, and is otherwise
-// ignored.
+// clock; 0 means no timeout), when ctx ends, or when fn returns. A panic in
+// fn becomes a *PanicError. When fn ignores its context and is still
+// running at the deadline, Call returns a timed-out Outcome at once; fn's
+// late result is passed to late (which may be nil) when it finally
+// returns, and is otherwise ignored.
+//
+// Without a timeout there is no deadline to return at, so fn runs on the
+// caller's goroutine; with one it runs on a goroutine of its own, which
+// Call can leave behind at the deadline.
 func Call(ctx context.Context, clock Clock, timeout time.Duration, fn func(context.Context) error, late func(error)) Outcome {
+	if timeout <= 0 {
+		runCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		started := clock.Now()
+		err := recovered(runCtx, fn)
+		return Outcome{Err: err, Started: started, Finished: clock.Now()}
+	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	started := clock.Now()
 	done := make(chan error, 1)
-	go func() {
-		var err error
-		defer func() {
-			if v := recover(); v != nil {
-				err = &PanicError{Value: v, Stack: debug.Stack()}
-			}
-			done <- err
-		}()
-		err = fn(runCtx)
-	}()
-	var deadline <-chan time.Time
-	if timeout > 0 {
-		t := clock.NewTimer(timeout)
-		defer t.Stop()
-		deadline = t.C()
-	}
+	go func() { done <- recovered(runCtx, fn) }()
+	t := clock.NewTimer(timeout)
+	defer t.Stop()
 	select {
 	case err := <-done:
 		cancel(nil)
 		return Outcome{Err: err, Started: started, Finished: clock.Now()}
-	case <-deadline:
+	case <-t.C():
 		err := fmt.Errorf("%w (%s)", ErrTimedOut, timeout)
 		cancel(err)
 		go func() {
@@ -90,4 +88,14 @@ func Call(ctx context.Context, clock Clock, timeout time.Duration, fn func(conte
 		}()
 		return Outcome{Err: err, Started: started, Finished: clock.Now()}
 	}
+}
+
+// recovered returns fn's error, or a *PanicError if fn panics.
+func recovered(ctx context.Context, fn func(context.Context) error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return fn(ctx)
 }

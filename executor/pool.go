@@ -15,6 +15,7 @@ type Pool struct {
 
 	mu      sync.Mutex
 	running int
+	over    int // running functions past their deadline (Overrun): not counted against size
 	queue   []func()
 	idle    *sync.Cond
 	// meanRun is a moving average of how long functions run, in real
@@ -47,7 +48,7 @@ func NewPool(size int) *Pool {
 // functions submitted before it. It never blocks.
 func (p *Pool) Submit(fn func()) {
 	p.mu.Lock()
-	if p.running >= p.size {
+	if p.running >= p.size+p.over {
 		if len(p.queue) == 0 {
 			p.spellFrom, p.spellStarts = p.now(), 0
 		}
@@ -71,14 +72,8 @@ func (p *Pool) work(fn func()) {
 		} else {
 			p.meanRun += (took - p.meanRun) / 8
 		}
-		if len(p.queue) > 0 {
-			fn = p.queue[0]
-			p.queue[0] = nil
-			p.queue = p.queue[1:]
-			p.spellStarts++
-			if len(p.queue) == 0 {
-				p.endSpellLocked()
-			}
+		if len(p.queue) > 0 && p.running <= p.size+p.over {
+			fn = p.nextLocked()
 		} else {
 			fn = nil
 			p.running--
@@ -90,6 +85,43 @@ func (p *Pool) work(fn func()) {
 		if p.onDone != nil {
 			p.onDone()
 		}
+	}
+}
+
+// nextLocked takes the first waiting function off the queue, which is not
+// empty. p.mu is held.
+func (p *Pool) nextLocked() func() {
+	fn := p.queue[0]
+	p.queue[0] = nil
+	p.queue = p.queue[1:]
+	p.spellStarts++
+	if len(p.queue) == 0 {
+		p.endSpellLocked()
+	}
+	return fn
+}
+
+// Overrun is called from a function the pool runs that goes on past its
+// deadline (Run's away): the pool no longer counts it against its size,
+// and starts the next waiting function beside it. back counts it again;
+// call it as the function returns. Its worker then takes no more work
+// while the pool runs more than its size.
+func (p *Pool) Overrun() (back func()) {
+	p.mu.Lock()
+	p.over++
+	var next func()
+	if len(p.queue) > 0 && p.running < p.size+p.over {
+		next = p.nextLocked()
+		p.running++
+	}
+	p.mu.Unlock()
+	if next != nil {
+		go p.work(next)
+	}
+	return func() {
+		p.mu.Lock()
+		p.over--
+		p.mu.Unlock()
 	}
 }
 
@@ -126,11 +158,12 @@ func (p *Pool) Rate() (perSecond float64, ok bool) {
 // Call it before the first Submit.
 func (p *Pool) OnDone(f func()) { p.onDone = f }
 
-// Stats returns how many functions run now and how many wait.
+// Stats returns how many functions run now and how many wait. Functions
+// past their deadline (Overrun) do not count as running.
 func (p *Pool) Stats() (running, waiting int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.running, len(p.queue)
+	return p.running - p.over, len(p.queue)
 }
 
 // Seed sets the moving average of run times (MeanRun) to mean, until the

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xtimer-go/xtimer/executor"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
 
@@ -87,6 +88,11 @@ func (c *RefClock) Now() time.Time {
 
 // NewTimer is the underlying clock's.
 func (c *RefClock) NewTimer(d time.Duration) Timer { return c.base.NewTimer(d) }
+
+// AfterFunc is the underlying clock's (executor.AfterFunc).
+func (c *RefClock) AfterFunc(d time.Duration, f func()) executor.Stopper {
+	return executor.AfterFunc(c.base, d, f)
+}
 
 // Offset is the current correction: the database's clock minus the
 // underlying one, as last measured.

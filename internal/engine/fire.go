@@ -948,79 +948,114 @@ func (s *Engine) startAttempt(r store.Execution, now time.Time) {
 		s.dispatcher.noteRunning(r, 1)
 	}
 	s.attempts.Add(1)
-	run := &Attempt{
+	a := &attempt{s: s, r: r, now: now, backfill: backfill}
+	a.out.max = s.opts.MaxOutput
+	a.run = Attempt{
 		ID: RunID(s.opts.App, r), ExecutionID: r.ID, Code: r.TaskCode, Shard: r.Shard, Shards: r.Shards,
 		ScheduledAt: time.UnixMilli(r.RunTime).In(loc), Attempt: r.Attempt, MaxAttempts: r.MaxAttempts,
-		Source: r.Source, Replica: s.opts.InstanceID, Out: NewOutput(s.opts.MaxOutput), Params: paramsOf(r, t),
+		Source: r.Source, Replica: s.opts.InstanceID, Out: &a.out, Params: paramsOf(r, t),
 	}
-	var status atomic.Int64
-	work, submit, timeout := s.attemptWork(r, t, cfg, run, &status)
-	cancellable := t != nil && t.def().Overlap == OverlapCancelOther && !backfill
-	submit(func() {
-		defer s.attempts.Done()
-		began := s.clock.Now()
-		s.attemptBegins(r, began)
-		s.alerts.attemptBegan(r, began)
-		late := func(err error) {
-			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				s.log.Debug("handler stopped at its timeout", "task", r.TaskCode, "execution", r.ID)
-				return
-			}
-			s.log.Warn("handler returned after its timeout; result ignored", "task", r.TaskCode, "execution", r.ID, "err", err)
+	var submit func(func())
+	a.work, submit, a.pool, a.timeout = s.attemptWork(r, t, cfg, &a.run, &a.status)
+	a.cancellable = t != nil && t.def().Overlap == OverlapCancelOther && !backfill
+	submit(a.begin)
+}
+
+// attempt is one attempt of a fire on its way through this replica, from
+// startAttempt to its end, in one allocation.
+type attempt struct {
+	s                     *Engine
+	r                     store.Execution
+	now                   time.Time // recorded as started at
+	run                   Attempt
+	out                   Output       // run.Out
+	status                atomic.Int64 // an HTTP callback's response status
+	work                  func(context.Context) error
+	pool                  *executor.Pool // the pool it runs on
+	timeout               time.Duration
+	backfill, cancellable bool
+	// Set by begin.
+	ctx     context.Context
+	cancel  context.CancelCauseFunc // nil unless cancellable
+	endSpan endSpan
+}
+
+// begin runs the attempt on its pool's worker. It ends (end) as the
+// handler returns, or, if that runs on past its timeout, at the timeout
+// on the timer's goroutine, the worker left to the handler and another
+// started for the pool (executor.Run).
+func (a *attempt) begin() {
+	s, r := a.s, &a.r
+	began := s.clock.Now()
+	s.attemptBegins(*r, began)
+	s.alerts.attemptBegan(*r, began)
+	a.ctx, a.endSpan = s.startSpan(*r)
+	if a.cancellable {
+		a.ctx, a.cancel = context.WithCancelCause(a.ctx)
+		s.dispatcher.track(r.ID, r.TaskCode, r.RunTime, a.cancel)
+	}
+	executor.Run(a.ctx, s.clock, a.timeout, a.work, a.end, a.pool.Overrun, a.late)
+}
+
+// late logs the result of a handler that returned after its timeout.
+func (a *attempt) late(err error) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		a.s.log.Debug("handler stopped at its timeout", "task", a.r.TaskCode, "execution", a.r.ID)
+		return
+	}
+	a.s.log.Warn("handler returned after its timeout; result ignored", "task", a.r.TaskCode, "execution", a.r.ID, "err", err)
+}
+
+// end settles the attempt: its result is queued to be written, and its
+// ending counted, traced, alerted on and logged.
+func (a *attempt) end(out executor.Outcome) {
+	s, r := a.s, a.r
+	defer s.attempts.Done()
+	if !a.backfill {
+		s.dispatcher.noteRunning(r, -1)
+	}
+	reason := ""
+	if a.cancellable {
+		a.cancel(nil)
+		s.dispatcher.untrack(r.ID)
+		if errors.Is(context.Cause(a.ctx), errCancelledByNextFire) {
+			reason = store.ReasonCancelled
 		}
-		ctx, endSpan := s.startSpan(r)
-		if cancellable {
-			var cancel context.CancelCauseFunc
-			ctx, cancel = context.WithCancelCause(ctx)
-			s.dispatcher.track(r.ID, r.TaskCode, r.RunTime, cancel)
-			defer cancel(nil)
-		}
-		out := executor.Call(ctx, s.clock, timeout, work, late)
-		if !backfill {
-			s.dispatcher.noteRunning(r, -1)
-		}
-		reason := ""
-		if cancellable {
-			s.dispatcher.untrack(r.ID)
-			if errors.Is(context.Cause(ctx), errCancelledByNextFire) {
-				reason = store.ReasonCancelled
-			}
-		}
-		fin := s.settle(r, out.Finished, out.Err, out.TimedOut(), reason)
-		fin.Output = run.Out.String()
-		fin.HTTPStatus = int(status.Load())
-		if started := out.Started.UnixMilli(); started > now.UnixMilli() {
-			// It waited in this replica's queues after its start was recorded.
-			fin.StartedMs, fin.LatenessMs = started, started-attemptDue(r)
-			fin.FinishedMs = max(fin.FinishedMs, started)
-		}
-		s.updates.finished(fin)
-		s.pauses.failed(r, fin)
-		s.attemptEnds(r, out, fin)
-		endSpan(out, fin)
-		s.alerts.settled(r, fin)
-		level, msg := slog.LevelDebug, "attempt succeeded"
-		switch {
-		case fin.Reason == store.ReasonCancelled:
-			level, msg = slog.LevelInfo, "attempt stopped by the next fire of its task (overlap policy cancel_other)"
-		case out.Err != nil && fin.Status == store.StatusRetrying:
-			level, msg = slog.LevelInfo, "attempt failed; will retry"
-		case out.Err != nil:
-			level, msg = slog.LevelWarn, "execution failed"
-		}
-		if !s.log.Enabled(context.Background(), level) {
-			return // the attributes below cost more than starting the fire did
-		}
-		attrs := []any{"task", r.TaskCode, "execution", r.ID, "attempt", r.Attempt, "status", fin.Status,
-			"duration", out.Finished.Sub(out.Started), "lateness", out.Started.Sub(time.UnixMilli(attemptDue(r)))}
-		if level == slog.LevelInfo {
-			attrs = append(attrs, "next_attempt", time.UnixMilli(fin.NextAttemptMs))
-		}
-		if out.Err != nil {
-			attrs = append(attrs, "err", out.Err)
-		}
-		s.log.Log(context.Background(), level, msg, attrs...)
-	})
+	}
+	fin := s.settle(r, out.Finished, out.Err, out.TimedOut(), reason)
+	fin.Output = a.out.String()
+	fin.HTTPStatus = int(a.status.Load())
+	if started := out.Started.UnixMilli(); started > a.now.UnixMilli() {
+		// It waited in this replica's queues after its start was recorded.
+		fin.StartedMs, fin.LatenessMs = started, started-attemptDue(r)
+		fin.FinishedMs = max(fin.FinishedMs, started)
+	}
+	s.updates.finished(fin)
+	s.pauses.failed(r, fin)
+	s.attemptEnds(r, out, fin)
+	a.endSpan(out, fin)
+	s.alerts.settled(r, fin)
+	level, msg := slog.LevelDebug, "attempt succeeded"
+	switch {
+	case fin.Reason == store.ReasonCancelled:
+		level, msg = slog.LevelInfo, "attempt stopped by the next fire of its task (overlap policy cancel_other)"
+	case out.Err != nil && fin.Status == store.StatusRetrying:
+		level, msg = slog.LevelInfo, "attempt failed; will retry"
+	case out.Err != nil:
+		level, msg = slog.LevelWarn, "execution failed"
+	}
+	if !s.log.Enabled(context.Background(), level) {
+		return // the attributes below cost more than starting the fire did
+	}
+	attrs := []any{"task", r.TaskCode, "execution", r.ID, "attempt", r.Attempt, "status", fin.Status,
+		"duration", out.Finished.Sub(out.Started), "lateness", out.Started.Sub(time.UnixMilli(attemptDue(r)))}
+	if level == slog.LevelInfo {
+		attrs = append(attrs, "next_attempt", time.UnixMilli(fin.NextAttemptMs))
+	}
+	if out.Err != nil {
+		attrs = append(attrs, "err", out.Err)
+	}
+	s.log.Log(context.Background(), level, msg, attrs...)
 }
 
 // paramsOf is what a handler gets as its attempt's parameters: the row's

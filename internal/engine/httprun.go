@@ -220,21 +220,22 @@ func (s *Engine) httpAttempt(stored *HTTPSpec, r store.Execution, out *Output, s
 // attemptWork returns how this replica runs one attempt of r's task t
 // (nil if deleted) with cfg its registration here (nil without one), and
 // on which queue: the registered handler on the pool of Go handlers, or the
-// HTTP caller behind the task's queue; an error when it cannot (the task
-// was deleted in between).
-func (s *Engine) attemptWork(r store.Execution, t *taskState, cfg *registration, a *Attempt, status *atomic.Int64) (work func(context.Context) error, submit func(func()), timeout time.Duration) {
+// HTTP caller behind the task's queue on the HTTP pool; an error when it
+// cannot (the task was deleted in between). pool is the pool it runs on,
+// which an attempt past its timeout leaves (Pool.Overrun).
+func (s *Engine) attemptWork(r store.Execution, t *taskState, cfg *registration, a *Attempt, status *atomic.Int64) (work func(context.Context) error, submit func(func()), pool *executor.Pool, timeout time.Duration) {
 	if t != nil {
 		timeout = time.Duration(t.def().TimeoutMs) * time.Millisecond
 	}
 	code := r.TaskCode // the closures capture it, not r: no heap copy of the row
 	switch {
 	case cfg != nil:
-		return func(ctx context.Context) error { return s.opts.Invoke(ctx, cfg.handler, a) }, s.pool.Submit, timeout
+		return func(ctx context.Context) error { return s.opts.Invoke(ctx, cfg.handler, a) }, s.pool.Submit, s.pool, timeout
 	case t != nil && t.httpSpec() != nil:
 		spec := t.httpSpec()
-		return s.httpAttempt(spec, r, a.Out, status), func(fn func()) { s.submitHTTP(code, spec.MaxConcurrent, fn) }, timeout
+		return s.httpAttempt(spec, r, a.Out, status), func(fn func()) { s.submitHTTP(code, spec.MaxConcurrent, fn) }, s.httpPool, timeout
 	}
 	return func(context.Context) error {
 		return fmt.Errorf("xtimer: task %q deleted before its attempt started", code)
-	}, s.pool.Submit, 0
+	}, s.pool.Submit, s.pool, 0
 }

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/xtimer-go/xtimer/cron"
+	"github.com/xtimer-go/xtimer/executor"
 	"github.com/xtimer-go/xtimer/internal/startstop"
 	"github.com/xtimer-go/xtimer/internal/store"
 )
@@ -321,6 +322,9 @@ func (SystemClock) Now() time.Time { return time.Now() }
 
 // NewTimer returns a time.Timer as a Timer.
 func (SystemClock) NewTimer(d time.Duration) Timer { return systemTimer{time.NewTimer(d)} }
+
+// AfterFunc is time.AfterFunc (executor.AfterFuncClock).
+func (SystemClock) AfterFunc(d time.Duration, f func()) executor.Stopper { return time.AfterFunc(d, f) }
 
 type systemTimer struct{ t *time.Timer }
 

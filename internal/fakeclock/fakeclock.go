@@ -55,6 +55,17 @@ func (c *Clock) NewTimer(d time.Duration) Timer {
 	return t
 }
 
+// AfterFunc calls f on a goroutine of its own when the clock reaches
+// Now()+d, as time.AfterFunc does; Stop on what it returns keeps f from
+// being called. It counts as an armed timer until then.
+func (c *Clock) AfterFunc(d time.Duration, f func()) interface{ Stop() bool } {
+	t := &fakeTimer{clock: c, fn: f, index: -1}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.arm(t, d)
+	return t
+}
+
 // Advance moves the clock forward by d, firing every timer whose deadline is
 // reached, earliest first (ties in arming order). Each timer sends its own
 // deadline, not the time Advance ends at, so a receiver that measures
@@ -88,7 +99,7 @@ func (c *Clock) setLocked(t time.Time) {
 		}
 		ft := c.armed[next]
 		c.disarm(next)
-		ft.ch <- ft.when // never blocks: C is empty while the timer is armed
+		ft.fire(ft.when)
 	}
 	c.now = t
 }
@@ -122,7 +133,7 @@ func (c *Clock) BlockUntil(ctx context.Context, n int) error {
 // arm schedules t at now+d, or fires it at once when d <= 0. c.mu is held.
 func (c *Clock) arm(t *fakeTimer, d time.Duration) {
 	if d <= 0 {
-		t.ch <- c.now
+		t.fire(c.now)
 		return
 	}
 	c.seq++
@@ -166,12 +177,23 @@ func (c *Clock) notify() {
 type fakeTimer struct {
 	clock *Clock
 	ch    chan time.Time // capacity 1; holds a fired, undelivered value
+	fn    func()         // AfterFunc's function, called instead of a send on ch
 	when  time.Time
 	seq   uint64
 	index int // position in clock.armed, -1 when not armed
 }
 
 func (t *fakeTimer) C() <-chan time.Time { return t.ch }
+
+// fire sends at on C, or calls the AfterFunc's function. It never blocks:
+// C is empty while the timer is armed.
+func (t *fakeTimer) fire(at time.Time) {
+	if t.fn != nil {
+		go t.fn()
+		return
+	}
+	t.ch <- at
+}
 
 // Stop follows *time.Timer since Go 1.23: it returns true if the timer was
 // armed or had fired with its value still undelivered (which it discards).
