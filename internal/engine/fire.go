@@ -521,17 +521,30 @@ func (d *dispatcher) popDueLocked(now time.Time) []*armedFire {
 
 // startEarly: on the system clock, the dispatcher's timer wakes this long
 // before the run time of the fires it claimed, and waits the rest by
-// reading the clock (spinUntil). Go's timers wake up to a millisecond late
-// on Linux, where epoll's timeout is in whole milliseconds, and every fire
-// of the instant waited for it. The last stretch costs at most this much
-// CPU per instant.
+// sleeping and reading the clock (spinUntil). Go's timers wake up to a
+// millisecond late on Linux, where epoll's timeout is in whole
+// milliseconds, and every fire of the instant waited for it.
 const startEarly = 1500 * time.Microsecond
 
-// spinUntil returns at t by clock (a real-time one), not before, letting
-// other goroutines run meanwhile.
+// spinLast is how long before its instant spinUntil stops sleeping and
+// reads the clock: more than a kernel sleep wakes late (sleepFor).
+const spinLast = 250 * time.Microsecond
+
+// spinUntil returns at t by clock (a real-time one), not before. It sleeps
+// in the kernel until spinLast before t where it can (sleepFor), then
+// reads the clock, letting other goroutines run. Reading the clock all
+// the way would keep a core busy up to startEarly before every instant,
+// in every replica of a fleet: those sharing cores would take them from
+// each other just as their fires start.
 func spinUntil(clock Clock, t time.Time) {
-	for clock.Now().Before(t) {
-		runtime.Gosched()
+	for {
+		left := t.Sub(clock.Now())
+		if left <= 0 {
+			return
+		}
+		if left <= spinLast || !sleepFor(left-spinLast) {
+			runtime.Gosched()
+		}
 	}
 }
 
