@@ -96,16 +96,14 @@ func RunID(app string, r store.Execution) string {
 
 // Output is the output an attempt attaches to its row, capped: what goes
 // past the cap is dropped and the text ends with a marker saying so. Safe
-// for concurrent use; a nil *Output drops everything.
+// for concurrent use; a nil *Output drops everything. An attempt's is part
+// of its attempt (fire.go), capped at Config.MaxOutput.
 type Output struct {
 	mu        sync.Mutex
 	out       []byte
 	max       int
 	truncated bool
 }
-
-// NewOutput returns an Output capped at max bytes.
-func NewOutput(max int) *Output { return &Output{max: max} }
 
 // Write appends p, as far as the cap allows. It never fails.
 func (o *Output) Write(p []byte) (int, error) {
