@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -78,15 +77,16 @@ func Run(ctx context.Context, clock Clock, timeout time.Duration, fn func(contex
 	r := &timedRun{clock: clock, timeout: timeout, cancel: cancel, then: then, away: away, started: clock.Now()}
 	deadline := AfterFunc(clock, timeout, r.deadline)
 	err := recovered(runCtx, fn)
-	if r.state.CompareAndSwap(running, returned) {
+	r.mu.Lock() // the deadline, if it came first, holds it until back is set
+	overran, back := r.ended, r.back
+	r.ended = true
+	r.mu.Unlock()
+	if !overran {
 		deadline.Stop()
 		cancel(nil)
 		then(Outcome{Err: err, Started: r.started, Finished: clock.Now()})
 		return
 	}
-	r.mu.Lock() // held by deadline until back is set
-	back := r.back
-	r.mu.Unlock()
 	if late != nil {
 		late(err)
 	}
@@ -94,14 +94,6 @@ func Run(ctx context.Context, clock Clock, timeout time.Duration, fn func(contex
 		back()
 	}
 }
-
-// The states of a timedRun: who ends it, the function's return or its
-// deadline.
-const (
-	running int32 = iota
-	returned
-	overran
-)
 
 // timedRun is one Run with a timeout.
 type timedRun struct {
@@ -111,18 +103,19 @@ type timedRun struct {
 	then    func(Outcome)
 	away    func() (back func())
 	started time.Time
-	state   atomic.Int32
 	mu      sync.Mutex
-	back    func() // set under mu by deadline
+	ended   bool   // by the function's return or by the deadline, whichever came first
+	back    func() // set by deadline
 }
 
 // deadline ends r as timed out, unless its function returned first.
 func (r *timedRun) deadline() {
 	r.mu.Lock()
-	if !r.state.CompareAndSwap(running, overran) {
+	if r.ended {
 		r.mu.Unlock()
 		return
 	}
+	r.ended = true
 	err := fmt.Errorf("%w (%s)", ErrTimedOut, r.timeout)
 	r.cancel(err)
 	if r.away != nil {
