@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"syscall"
 	"time"
 )
@@ -80,6 +81,20 @@ func runReplica(start time.Time, name, recPath string, capacity int64, n, shards
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if dir := os.Getenv("XTIMER_BENCH_TRACE"); dir != "" {
+		// An execution trace per replica, for go tool trace: what each
+		// goroutine and the collector did at a late instant. A SIGKILLed
+		// replica leaves a cut file.
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d-replica-%d.trace", name, n, env.Replica)))
+		if err != nil {
+			return fmt.Errorf("XTIMER_BENCH_TRACE: %w", err)
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return fmt.Errorf("XTIMER_BENCH_TRACE: %w", err)
+		}
+		defer trace.Stop()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	readyOnce := make(chan struct{})
@@ -90,7 +105,7 @@ func runReplica(start time.Time, name, recPath string, capacity int64, n, shards
 			close(readyOnce)
 			fmt.Printf("ready %d\n", time.Since(start).Milliseconds())
 			if dir := os.Getenv("XTIMER_BENCH_HEAPPROFILE"); dir != "" {
-				go writeHeapProfile(filepath.Join(dir, fmt.Sprintf("%s-%d-replica-%d.heap", name, n, env.Replica)))
+				go writeHeapProfile(filepath.Join(dir, fmt.Sprintf("%s-%d-replica-%d.heap", name, n, env.Replica)), 2*time.Second)
 			}
 		}
 	}
@@ -100,14 +115,20 @@ func runReplica(start time.Time, name, recPath string, capacity int64, n, shards
 	// Run may return once the system runs or once it stopped: either way
 	// the replica lives until SIGTERM.
 	<-ctx.Done()
+	if dir := os.Getenv("XTIMER_BENCH_HEAPPROFILE"); dir != "" {
+		// Its allocations over its whole life (pprof -sample_index=alloc_space).
+		writeHeapProfile(filepath.Join(dir, fmt.Sprintf("%s-%d-replica-%d-end.heap", name, n, env.Replica)), 0)
+	}
 	return nil
 }
 
-// writeHeapProfile writes, for pprof, the heap of a replica that has just
-// become ready (XTIMER_BENCH_HEAPPROFILE=DIR): what it holds live once
-// start-up is over, after a collection. Failures go to stderr only.
-func writeHeapProfile(path string) {
-	time.Sleep(2 * time.Second) // start-up's last writes
+// writeHeapProfile writes, for pprof, the heap of a replica after a
+// collection, wait from now (XTIMER_BENCH_HEAPPROFILE=DIR): 2 s after it
+// became ready, what it holds live once start-up is over (the wait lets
+// start-up's last writes end); as it stops, also what it allocated in all.
+// Failures go to stderr only.
+func writeHeapProfile(path string, wait time.Duration) {
+	time.Sleep(wait)
 	runtime.GC()
 	f, err := os.Create(path)
 	if err == nil {
