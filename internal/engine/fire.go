@@ -682,9 +682,9 @@ const startClaimTimeout = 2 * time.Second
 // time): the claim is timed from then, so that its lead covers the popping
 // and the checks too.
 func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke time.Time) {
-	var start []store.Execution
-	var goHandlers []bool         // start[i] runs a Go handler registered here (else an HTTP callback)
-	overdue := map[string][]int{} // task → indices in start of fires overdue by the schedule
+	start := make([]store.Execution, 0, len(due))
+	goHandlers := make([]bool, 0, len(due)) // start[i] runs a Go handler registered here (else an HTTP callback)
+	overdue := map[string][]int{}           // task → indices in start of fires overdue by the schedule
 	for _, f := range due {
 		r := f.row
 		t, runs, goHandler := d.view.fireTask(r.TaskCode)
@@ -747,7 +747,8 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 			d.status.skip(start[i], store.ReasonMisfire, now)
 		}
 	}
-	var callbacks, goFires []store.Execution
+	var callbacks []store.Execution
+	goFires := make([]store.Execution, 0, len(start))
 	for i, r := range start {
 		switch {
 		case drop[i]:
@@ -925,8 +926,11 @@ const (
 func (d *dispatcher) fenceNow(callbacks, goFires []store.Execution) []store.Execution {
 	// A fire armed again while it waited here (its slot taken over and
 	// back) is one fire: one claim, one start.
-	seen := make(map[int64]bool, len(d.backlog)+len(goFires))
-	goFires = slices.DeleteFunc(append(d.backlog, goFires...), func(r store.Execution) bool {
+	if len(d.backlog) > 0 {
+		goFires = append(d.backlog, goFires...)
+	}
+	seen := make(map[int64]bool, len(goFires))
+	goFires = slices.DeleteFunc(goFires, func(r store.Execution) bool {
 		dup := seen[r.ID]
 		seen[r.ID] = true
 		return dup
@@ -939,6 +943,9 @@ func (d *dispatcher) fenceNow(callbacks, goFires []store.Execution) []store.Exec
 		d.backlogIDs[r.ID] = true
 	}
 	d.mu.Unlock()
+	if len(callbacks) == 0 {
+		return goFires[:n]
+	}
 	return append(callbacks, goFires[:n]...)
 }
 

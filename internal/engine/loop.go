@@ -589,6 +589,15 @@ func (v *view) firesIn(minute int64, bucket int, only map[string]bool) []fire {
 		}
 	}
 	var out []fire
+	if only == nil {
+		// As many as the bucket's last minutes had: a steady bucket's
+		// fires are one allocation, not a doubling chain.
+		hint := 0
+		for _, p := range v.planned[bucket] {
+			hint = max(hint, len(p.fires))
+		}
+		out = make([]fire, 0, hint)
+	}
 	var next int64 // the earliest fire at or after to, Unix ns; zero: none
 	noteNext := func(at int64) {
 		if at != 0 && (next == 0 || at < next) {
@@ -1482,7 +1491,7 @@ func (p *planner) record(ctx context.Context, now time.Time, fires []fire) ([]fi
 	for _, f := range fires {
 		byTask[f.task] = append(byTask[f.task], f.at)
 	}
-	var rows []store.Execution
+	rows := make([]store.Execution, 0, len(fires))
 	for t, ats := range byTask {
 		sort.Slice(ats, func(i, j int) bool { return ats[i].Before(ats[j]) })
 		taskRows, err := p.rowsFor(ctx, now, t, ats)

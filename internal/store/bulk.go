@@ -51,18 +51,21 @@ const caseMaxRows = 200
 // vars) is the condition every row must meet. It returns the ids of the
 // rows it updated; run it in a transaction.
 func (s *Store) updateRows(tx *gorm.DB, where string, vars []any, rows []rowUpdate) ([]int64, error) {
-	groups := map[string][]rowUpdate{}
-	var order []string
+	shapes := map[string]int{} // a shape's index in groups
+	var groups [][]rowUpdate
+	var key []byte
 	for _, r := range rows {
-		k := shapeOf(r.match) + "|" + shapeOf(r.set)
-		if groups[k] == nil {
-			order = append(order, k)
+		key = appendShape(append(appendShape(key[:0], r.match), '|'), r.set)
+		i, ok := shapes[string(key)] // no copy of key to look it up
+		if !ok {
+			i = len(groups)
+			shapes[string(key)] = i
+			groups = append(groups, nil)
 		}
-		groups[k] = append(groups[k], r)
+		groups[i] = append(groups[i], r)
 	}
 	var done []int64
-	for _, k := range order {
-		g := groups[k]
+	for _, g := range groups {
 		slices.SortFunc(g, func(a, b rowUpdate) int { return cmp.Compare(a.id, b.id) })
 		perRow := 2*(len(g[0].match)+len(g[0].set)) + 1
 		// PostgreSQL gets a column's values as one array: the rows do not
@@ -88,18 +91,23 @@ func (s *Store) updateRows(tx *gorm.DB, where string, vars []any, rows []rowUpda
 	return done, nil
 }
 
-// shapeOf names the columns of values, in order, each with the SQL of
-// its expression if it is one: rows of one shape are one statement.
-func shapeOf(values map[string]any) string {
-	var b strings.Builder
-	for _, c := range slices.Sorted(maps.Keys(values)) {
-		b.WriteString(c)
-		if e, ok := values[c].(clause.Expr); ok {
-			b.WriteString("=" + e.SQL)
-		}
-		b.WriteByte(',')
+// appendShape appends to b the columns of values, in order, each with the
+// SQL of its expression if it is one: rows of one shape are one statement.
+func appendShape(b []byte, values map[string]any) []byte {
+	var names [16]string // a row's columns, on the stack
+	cols := names[:0]
+	for c := range values {
+		cols = append(cols, c)
 	}
-	return b.String()
+	slices.Sort(cols)
+	for _, c := range cols {
+		b = append(b, c...)
+		if e, ok := values[c].(clause.Expr); ok {
+			b = append(append(b, '='), e.SQL...)
+		}
+		b = append(b, ',')
+	}
+	return b
 }
 
 func textBytes(r rowUpdate) int {
@@ -214,7 +222,7 @@ func sharedValue(rows []rowUpdate, c string, of func(rowUpdate) map[string]any) 
 // so a row costs one lookup, where a CASE on the id compares it with
 // every id of the statement (n² comparisons per column), and a batch is
 // one statement whatever its size. An expression (gorm.Expr), the same
-// SQL on every row of a shape (shapeOf), gets its placeholders' values as
+// SQL on every row of a shape (appendShape), gets its placeholders' values as
 // columns too. Values of other types than integers and strings are
 // refused.
 func updateJoined(tx *gorm.DB, where string, vars []any, rows []rowUpdate, ids []int64) ([]int64, error) {

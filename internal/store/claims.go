@@ -399,9 +399,12 @@ func (s *Store) MarkRunning(ctx context.Context, starts []Start) (oks []bool, er
 			return fmt.Errorf("store: mark %d executions running: %w", len(starts), updateErr)
 		}
 		oks = markDone(starts, func(st Start) int64 { return st.ID }, done)
-		var ended []Finish // first attempts that ended before their start was written
+		// First attempts that ended before their start was written, and
+		// are to be copied to xtimer_attempts (recordAttempts): those
+		// retrying. The others stay on the row alone.
+		var ended []Finish
 		for i, st := range starts {
-			if oks[i] && st.Finish != nil {
+			if oks[i] && st.Finish != nil && st.Finish.Status == StatusRetrying {
 				ended = append(ended, Finish{ID: st.ID, Attempt: 1, Result: *st.Finish})
 			}
 		}
