@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -68,32 +69,32 @@ func runReplica(start time.Time, name, recPath string, capacity int64, n, shards
 		}
 		tasks[i] = TaskSpec{Code: taskCode(i), Spec: sp, Shards: shards}
 	}
-	if dir := os.Getenv("XTIMER_BENCH_CPUPROFILE"); dir != "" {
-		// A CPU profile per replica, for pprof; a SIGKILLed replica leaves
-		// an empty or cut file.
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d-replica-%d.pprof", name, n, env.Replica)))
+	// A CPU profile (pprof) and an execution trace (go tool trace: what
+	// each goroutine and the collector did at a late instant) per replica,
+	// each when its variable names a directory; a SIGKILLed replica leaves
+	// an empty or cut file.
+	file := fmt.Sprintf("%s-%d-replica-%d", name, n, env.Replica)
+	for _, p := range []struct {
+		env, ext string
+		start    func(io.Writer) error
+		stop     func()
+	}{
+		{"XTIMER_BENCH_CPUPROFILE", ".pprof", pprof.StartCPUProfile, pprof.StopCPUProfile},
+		{"XTIMER_BENCH_TRACE", ".trace", trace.Start, trace.Stop},
+	} {
+		dir := os.Getenv(p.env)
+		if dir == "" {
+			continue
+		}
+		f, err := os.Create(filepath.Join(dir, file+p.ext))
 		if err != nil {
-			return fmt.Errorf("XTIMER_BENCH_CPUPROFILE: %w", err)
+			return fmt.Errorf("%s: %w", p.env, err)
 		}
 		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("XTIMER_BENCH_CPUPROFILE: %w", err)
+		if err := p.start(f); err != nil {
+			return fmt.Errorf("%s: %w", p.env, err)
 		}
-		defer pprof.StopCPUProfile()
-	}
-	if dir := os.Getenv("XTIMER_BENCH_TRACE"); dir != "" {
-		// An execution trace per replica, for go tool trace: what each
-		// goroutine and the collector did at a late instant. A SIGKILLed
-		// replica leaves a cut file.
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d-replica-%d.trace", name, n, env.Replica)))
-		if err != nil {
-			return fmt.Errorf("XTIMER_BENCH_TRACE: %w", err)
-		}
-		defer f.Close()
-		if err := trace.Start(f); err != nil {
-			return fmt.Errorf("XTIMER_BENCH_TRACE: %w", err)
-		}
-		defer trace.Stop()
+		defer p.stop()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
