@@ -126,6 +126,11 @@ func deleteAttempts(tx *gorm.DB, ids []int64) error {
 	return nil
 }
 
+// recordsAttempt tells whether recordAttempts has anything to write for
+// f: an attempt its row goes on to retrying from, or the end of a retry by
+// hand.
+func (f Finish) recordsAttempt() bool { return f.Status == StatusRetrying || f.Retried }
+
 // recordAttempts keeps, in tx, the attempts of the finishes recorded
 // (those whose oks is true; nil oks: all) that their rows went on to
 // retrying from, and counts the new final statuses of executions retried
@@ -133,7 +138,7 @@ func deleteAttempts(tx *gorm.DB, ids []int64) error {
 func (s *Store) recordAttempts(tx *gorm.DB, finishes []Finish, oks []bool) error {
 	var ids, timedOut, retried []int64
 	for i, f := range finishes {
-		if oks != nil && !oks[i] {
+		if oks != nil && !oks[i] || !f.recordsAttempt() {
 			continue
 		}
 		if f.Status == StatusRetrying {

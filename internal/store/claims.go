@@ -399,13 +399,16 @@ func (s *Store) MarkRunning(ctx context.Context, starts []Start) (oks []bool, er
 			return fmt.Errorf("store: mark %d executions running: %w", len(starts), updateErr)
 		}
 		oks = markDone(starts, func(st Start) int64 { return st.ID }, done)
-		// First attempts that ended before their start was written, and
-		// are to be copied to xtimer_attempts (recordAttempts): those
-		// retrying. The others stay on the row alone.
+		// First attempts that ended before their start was written and
+		// that recordAttempts writes: a fire that ended for good stays on
+		// its row alone, and is not copied here either.
 		var ended []Finish
 		for i, st := range starts {
-			if oks[i] && st.Finish != nil && st.Finish.Status == StatusRetrying {
-				ended = append(ended, Finish{ID: st.ID, Attempt: 1, Result: *st.Finish})
+			if !oks[i] || st.Finish == nil {
+				continue
+			}
+			if f := (Finish{ID: st.ID, Attempt: 1, Result: *st.Finish}); f.recordsAttempt() {
+				ended = append(ended, f)
 			}
 		}
 		if recordErr := s.recordAttempts(tx, ended, nil); recordErr != nil {
