@@ -3,21 +3,117 @@ package store
 import (
 	"cmp"
 	"fmt"
-	"maps"
+	"math/bits"
 	"slices"
 	"strings"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 )
+
+// column is a column of xtimer_executions that updateRows matches or
+// sets. The constants are in name order, the order a statement assigns
+// them in, as gorm's UpdateColumns does with a map: MySQL evaluates
+// assignments left to right.
+type column uint8
+
+const (
+	colAttempt column = iota
+	colDurationMs
+	colError
+	colFinishedMs
+	colHTTPStatus
+	colLatenessMs
+	colNextAttemptMs
+	colOutput
+	colReason
+	colReplica
+	colStartedMs
+	colStatus
+	colUpdatedMs
+	numColumns
+)
+
+// columnNames are the columns' SQL names; columnSlots their place in
+// rowValues' nums, or texts for a text column (columnText).
+var (
+	columnNames = [numColumns]string{"attempt", "duration_ms", "error", "finished_ms", "http_status",
+		"lateness_ms", "next_attempt_ms", "output", "reason", "replica", "started_ms", "status", "updated_ms"}
+	columnText  = [numColumns]bool{colError: true, colOutput: true, colReason: true, colReplica: true, colStatus: true}
+	columnSlots = func() (slots [numColumns]uint8) {
+		var nums, texts uint8
+		for c := range numColumns {
+			if columnText[c] {
+				slots[c], texts = texts, texts+1
+			} else {
+				slots[c], nums = nums, nums+1
+			}
+		}
+		return slots
+	}()
+)
+
+const (
+	numTextColumns = 5
+	numIntColumns  = int(numColumns) - numTextColumns
+)
+
+// columns is a set of columns, one bit each.
+type columns uint16
+
+func (cs columns) has(c column) bool { return cs&(1<<c) != 0 }
+
+// rowValues are one row's values of some columns: an integer or a text,
+// by the column, or for an integer column in sinceStart the integer minus
+// the row's started_ms as it was before the update. Typed fields, not a
+// map of column to value: the status writer builds two of these for every
+// fire, and a map of boxed values per row was a third of a replica's
+// allocations.
+type rowValues struct {
+	cols       columns
+	sinceStart columns
+	nums       [numIntColumns]int64
+	texts      [numTextColumns]string
+}
+
+func (v *rowValues) num(c column, n int64) {
+	v.cols |= 1 << c
+	v.sinceStart &^= 1 << c
+	v.nums[columnSlots[c]] = n
+}
+
+// minusStarted sets integer column c to n - started_ms.
+func (v *rowValues) minusStarted(c column, n int64) {
+	v.num(c, n)
+	v.sinceStart |= 1 << c
+}
+
+func (v *rowValues) text(c column, s string) {
+	v.cols |= 1 << c
+	v.texts[columnSlots[c]] = s
+}
+
+// same reports whether v and w have the same value in column c.
+func (v *rowValues) same(w *rowValues, c column) bool {
+	if columnText[c] {
+		return v.texts[columnSlots[c]] == w.texts[columnSlots[c]]
+	}
+	return v.nums[columnSlots[c]] == w.nums[columnSlots[c]] && v.sinceStart.has(c) == w.sinceStart.has(c)
+}
 
 // rowUpdate is one execution row's part of a bulk update: the row with
 // this id gets the values in set, if it still has those in match.
-// Values are plain values or gorm.Expr on the row's old columns.
 type rowUpdate struct {
 	id    int64
-	match map[string]any
-	set   map[string]any
+	match rowValues
+	set   rowValues
+}
+
+// shape is what rows of one statement share: the columns they match and
+// set, and which of those are relative to started_ms.
+type shape struct{ match, set, sinceStart columns }
+
+func (r *rowUpdate) shape() shape {
+	return shape{match: r.match.cols, set: r.set.cols, sinceStart: r.set.sinceStart | r.match.sinceStart}
 }
 
 // Bounds of one bulk statement: placeholders (PostgreSQL and MySQL refuse
@@ -38,49 +134,51 @@ const caseMaxRows = 200
 // updateRows applies many rowUpdates with a few statements instead of one
 // each: a batch of quick fires started and ended in the same 50 ms is one
 // UPDATE, not hundreds of round trips that load the database and delay
-// the next claim. Rows are grouped by the columns they match and set;
-// each group becomes one statement per chunk,
+// the next claim. Rows are grouped by shape (the columns they match and
+// set); each group becomes one statement per chunk,
 //
 //	UPDATE xtimer_executions SET c = CASE id WHEN ? THEN ? ... END, ...
 //	WHERE id IN (...) AND <where> AND m = CASE id WHEN ? THEN ? ... END ...
 //
 // where a column with the same value for the whole chunk is written once
 // (c = ?); on PostgreSQL the other values go as arrays joined on the id
-// instead (updateJoined). Columns are assigned in name order, as gorm's UpdateColumns
-// does with a map: MySQL evaluates assignments left to right. where (with
-// vars) is the condition every row must meet. It returns the ids of the
-// rows it updated; run it in a transaction.
+// instead (updateJoined). Groups go in the order of their shapes, and
+// each group's rows in id order, so concurrent batches lock rows in the
+// same order. where (with vars) is the condition every row must meet. It
+// returns the ids of the rows it updated; run it in a transaction.
 func (s *Store) updateRows(tx *gorm.DB, where string, vars []any, rows []rowUpdate) ([]int64, error) {
-	shapes := map[string]int{} // a shape's index in groups
-	var groups [][]rowUpdate
-	var key []byte
-	for _, r := range rows {
-		key = appendShape(append(appendShape(key[:0], r.match), '|'), r.set)
-		i, ok := shapes[string(key)] // no copy of key to look it up
-		if !ok {
-			i = len(groups)
-			shapes[string(key)] = i
-			groups = append(groups, nil)
-		}
-		groups[i] = append(groups[i], r)
+	order := make([]*rowUpdate, len(rows))
+	for i := range rows {
+		order[i] = &rows[i]
 	}
+	slices.SortFunc(order, func(a, b *rowUpdate) int {
+		x, y := a.shape(), b.shape()
+		return cmp.Or(cmp.Compare(x.match, y.match), cmp.Compare(x.set, y.set),
+			cmp.Compare(x.sinceStart, y.sinceStart), cmp.Compare(a.id, b.id))
+	})
 	var done []int64
-	for _, g := range groups {
-		slices.SortFunc(g, func(a, b rowUpdate) int { return cmp.Compare(a.id, b.id) })
-		perRow := 2*(len(g[0].match)+len(g[0].set)) + 1
+	for len(order) > 0 {
+		sh := order[0].shape()
+		n := 1
+		for n < len(order) && order[n].shape() == sh {
+			n++
+		}
+		group := order[:n]
+		order = order[n:]
 		// PostgreSQL gets a column's values as one array: the rows do not
 		// add placeholders there.
-		maxRows := len(g)
+		maxRows := len(group)
 		if tx.Dialector.Name() != "postgres" {
+			perRow := 2*(bits.OnesCount16(uint16(sh.match))+bits.OnesCount16(uint16(sh.set))) + 1
 			maxRows = min(bulkMaxVars/perRow, caseMaxRows)
 		}
-		for from := 0; from < len(g); {
+		for from := 0; from < len(group); {
 			to, size := from, 0
-			for to < len(g) && to-from < maxRows && (to == from || size+textBytes(g[to]) <= bulkMaxBytes) {
-				size += textBytes(g[to])
+			for to < len(group) && to-from < maxRows && (to == from || size+textBytes(group[to]) <= bulkMaxBytes) {
+				size += textBytes(group[to])
 				to++
 			}
-			ids, err := s.updateChunk(tx, where, vars, g[from:to])
+			ids, err := s.updateChunk(tx, where, vars, group[from:to])
 			if err != nil {
 				return done, err
 			}
@@ -91,37 +189,16 @@ func (s *Store) updateRows(tx *gorm.DB, where string, vars []any, rows []rowUpda
 	return done, nil
 }
 
-// appendShape appends to b the columns of values, in order, each with the
-// SQL of its expression if it is one: rows of one shape are one statement.
-func appendShape(b []byte, values map[string]any) []byte {
-	var names [16]string // a row's columns, on the stack
-	cols := names[:0]
-	for c := range values {
-		cols = append(cols, c)
-	}
-	slices.Sort(cols)
-	for _, c := range cols {
-		b = append(b, c...)
-		if e, ok := values[c].(clause.Expr); ok {
-			b = append(append(b, '='), e.SQL...)
-		}
-		b = append(b, ',')
-	}
-	return b
-}
-
-func textBytes(r rowUpdate) int {
+func textBytes(r *rowUpdate) int {
 	n := 0
-	for _, v := range r.set {
-		if s, ok := v.(string); ok {
-			n += len(s)
-		}
+	for _, t := range r.set.texts {
+		n += len(t)
 	}
 	return n
 }
 
-// updateChunk is one statement of updateRows: rows share their columns.
-func (s *Store) updateChunk(tx *gorm.DB, where string, vars []any, rows []rowUpdate) ([]int64, error) {
+// updateChunk is one statement of updateRows: rows share their shape.
+func (s *Store) updateChunk(tx *gorm.DB, where string, vars []any, rows []*rowUpdate) ([]int64, error) {
 	ids := make([]int64, len(rows))
 	for i, r := range rows {
 		ids[i] = r.id
@@ -131,16 +208,16 @@ func (s *Store) updateChunk(tx *gorm.DB, where string, vars []any, rows []rowUpd
 	}
 	// byRow renders column c of every row: one value when they agree,
 	// otherwise a CASE on the id.
-	byRow := func(c string, of func(rowUpdate) map[string]any, sql *strings.Builder, args *[]any) {
-		if first, same := sharedValue(rows, c, of); same {
-			appendValue(sql, args, first, false)
+	byRow := func(c column, of valuesOf, sql *strings.Builder, args *[]any) {
+		if shared(rows, c, of) {
+			appendValue(sql, args, of(rows[0]), c, false)
 			return
 		}
 		sql.WriteString("CASE id")
 		for _, r := range rows {
 			sql.WriteString(" WHEN ? THEN ")
 			*args = append(*args, r.id)
-			appendValue(sql, args, of(r)[c], false)
+			appendValue(sql, args, of(r), c, false)
 		}
 		sql.WriteString(" END")
 	}
@@ -168,20 +245,29 @@ func (s *Store) updateChunk(tx *gorm.DB, where string, vars []any, rows []rowUpd
 	return got, err
 }
 
+// valuesOf picks a row's values to match or to set.
+type valuesOf func(*rowUpdate) *rowValues
+
+func matchOf(r *rowUpdate) *rowValues { return &r.match }
+func setOf(r *rowUpdate) *rowValues   { return &r.set }
+
 // columnSQL renders column c of every row of a statement, the values
 // from of, into sql and args.
-type columnSQL func(c string, of func(rowUpdate) map[string]any, sql *strings.Builder, args *[]any)
+type columnSQL func(c column, of valuesOf, sql *strings.Builder, args *[]any)
 
 // assignments is the SET list of a statement: every column rows set, in
 // name order.
-func assignments(rows []rowUpdate, byRow columnSQL) (string, []any) {
+func assignments(rows []*rowUpdate, byRow columnSQL) (string, []any) {
 	var set strings.Builder
 	var args []any
-	for i, c := range slices.Sorted(maps.Keys(rows[0].set)) {
-		if i > 0 {
+	for c := range numColumns {
+		if !rows[0].set.cols.has(c) {
+			continue
+		}
+		if set.Len() > 0 {
 			set.WriteString(", ")
 		}
-		set.WriteString(c + " = ")
+		set.WriteString(columnNames[c] + " = ")
 		byRow(c, setOf, &set, &args)
 	}
 	return set.String(), args
@@ -189,25 +275,24 @@ func assignments(rows []rowUpdate, byRow columnSQL) (string, []any) {
 
 // matches appends to a statement's conditions one per column rows match,
 // in name order.
-func matches(rows []rowUpdate, byRow columnSQL, cond *strings.Builder, args *[]any) {
-	for _, c := range slices.Sorted(maps.Keys(rows[0].match)) {
-		cond.WriteString(" AND " + c + " = ")
-		byRow(c, matchOf, cond, args)
+func matches(rows []*rowUpdate, byRow columnSQL, cond *strings.Builder, args *[]any) {
+	for c := range numColumns {
+		if rows[0].match.cols.has(c) {
+			cond.WriteString(" AND " + columnNames[c] + " = ")
+			byRow(c, matchOf, cond, args)
+		}
 	}
 }
 
-func matchOf(r rowUpdate) map[string]any { return r.match }
-func setOf(r rowUpdate) map[string]any   { return r.set }
-
-// sharedValue returns column c's value when every row has the same one.
-func sharedValue(rows []rowUpdate, c string, of func(rowUpdate) map[string]any) (any, bool) {
-	first := of(rows[0])[c]
+// shared reports whether every row has the same value in column c.
+func shared(rows []*rowUpdate, c column, of valuesOf) bool {
+	first := of(rows[0])
 	for _, r := range rows[1:] {
-		if !sameValue(of(r)[c], first) {
-			return nil, false
+		if !first.same(of(r), c) {
+			return false
 		}
 	}
-	return first, true
+	return true
 }
 
 // updateJoined is updateChunk on PostgreSQL: the values that differ from
@@ -221,49 +306,38 @@ func sharedValue(rows []rowUpdate, c string, of func(rowUpdate) map[string]any) 
 //
 // so a row costs one lookup, where a CASE on the id compares it with
 // every id of the statement (n² comparisons per column), and a batch is
-// one statement whatever its size. An expression (gorm.Expr), the same
-// SQL on every row of a shape (appendShape), gets its placeholders' values as
-// columns too. Values of other types than integers and strings are
-// refused.
-func updateJoined(tx *gorm.DB, where string, vars []any, rows []rowUpdate, ids []int64) ([]int64, error) {
+// one statement whatever its size.
+func updateJoined(tx *gorm.DB, where string, vars []any, rows []*rowUpdate, ids []int64) ([]int64, error) {
 	idArray := pgBigints(ids)
 	arrays := []any{idArray}
 	casts := []string{"?::bigint[]"}
 	names := []string{"vid"}
-	// column adds the values of one placeholder of column c, row by row,
-	// as an array, and returns the name it has in v.
-	column := func(values []any) (string, bool) {
-		array, cast, ok := pgArray(values)
-		if !ok {
-			return "", false
-		}
-		arrays, casts = append(arrays, array), append(casts, cast)
-		names = append(names, fmt.Sprintf("c%d", len(names)))
-		return "v." + names[len(names)-1], true
-	}
-	var bad []string // columns whose values cannot go as an array
-	byRow := func(c string, of func(rowUpdate) map[string]any, sql *strings.Builder, args *[]any) {
-		if first, same := sharedValue(rows, c, of); same {
-			appendValue(sql, args, first, true)
+	byRow := func(c column, of valuesOf, sql *strings.Builder, args *[]any) {
+		if shared(rows, c, of) {
+			appendValue(sql, args, of(rows[0]), c, true)
 			return
 		}
-		if e, ok := of(rows[0])[c].(clause.Expr); ok {
-			joined, ok := joinedExpr(rows, c, of, e, column)
-			if !ok {
-				bad = append(bad, c)
+		slot := columnSlots[c]
+		if columnText[c] {
+			texts := make([]string, len(rows))
+			for i, r := range rows {
+				texts[i] = of(r).texts[slot]
 			}
-			sql.WriteString(joined)
-			return
+			arrays, casts = append(arrays, pgTexts(texts)), append(casts, "?::text[]")
+		} else {
+			nums := make([]int64, len(rows))
+			for i, r := range rows {
+				nums[i] = of(r).nums[slot]
+			}
+			arrays, casts = append(arrays, pgBigints(nums)), append(casts, "?::bigint[]")
 		}
-		values := make([]any, len(rows))
-		for i, r := range rows {
-			values[i] = of(r)[c]
+		name := fmt.Sprintf("c%d", len(names))
+		names = append(names, name)
+		if of(rows[0]).sinceStart.has(c) {
+			sql.WriteString("(v." + name + " - started_ms)")
+		} else {
+			sql.WriteString("v." + name)
 		}
-		name, ok := column(values)
-		if !ok {
-			bad = append(bad, c)
-		}
-		sql.WriteString(name)
 	}
 	set, setArgs := assignments(rows, byRow)
 	// The conditions are one test, (v.vid IS NOT NULL AND ...) IS TRUE:
@@ -283,70 +357,11 @@ func updateJoined(tx *gorm.DB, where string, vars []any, rows []rowUpdate, ids [
 	cond.WriteString("xtimer_executions.id = ANY(?::bigint[]) AND xtimer_executions.id = v.vid AND (v.vid IS NOT NULL AND (" + where + ")")
 	matches(rows, byRow, &cond, &condArgs)
 	cond.WriteString(") IS TRUE")
-	if len(bad) > 0 {
-		return nil, fmt.Errorf("bulk update of %d rows: columns %v: want integers or strings row by row", len(rows), bad)
-	}
 	args := append(setArgs, arrays...)
 	args = append(args, condArgs...)
 	return scanIDs(tx, "UPDATE xtimer_executions SET "+set+
 		" FROM unnest("+strings.Join(casts, ", ")+") AS v("+strings.Join(names, ", ")+")"+
 		" WHERE "+cond.String()+" RETURNING xtimer_executions.id", args...)
-}
-
-// joinedExpr renders column c of rows when every row's value is an
-// expression with e's SQL: each placeholder becomes a column of v.
-func joinedExpr(rows []rowUpdate, c string, of func(rowUpdate) map[string]any, e clause.Expr,
-	column func([]any) (string, bool),
-) (string, bool) {
-	for _, r := range rows {
-		x, ok := of(r)[c].(clause.Expr)
-		if !ok || x.SQL != e.SQL || len(x.Vars) != len(e.Vars) {
-			return "", false
-		}
-	}
-	parts := strings.Split(e.SQL, "?")
-	if len(parts) != len(e.Vars)+1 {
-		return "", false
-	}
-	var b strings.Builder
-	b.WriteString("(" + parts[0])
-	for j := range e.Vars {
-		values := make([]any, len(rows))
-		for i, r := range rows {
-			values[i] = of(r)[c].(clause.Expr).Vars[j]
-		}
-		name, ok := column(values)
-		if !ok {
-			return "", false
-		}
-		b.WriteString(name + parts[j+1])
-	}
-	return b.String() + ")", true
-}
-
-// pgArray is values as one PostgreSQL array literal and its placeholder's
-// cast, when they are all integers or all strings.
-func pgArray(values []any) (array, cast string, ok bool) {
-	ints, texts := make([]int64, 0, len(values)), make([]string, 0, len(values))
-	for _, v := range values {
-		switch v := v.(type) {
-		case int:
-			ints = append(ints, int64(v))
-		case int64:
-			ints = append(ints, v)
-		case string:
-			texts = append(texts, v)
-		default:
-			return "", "", false
-		}
-	}
-	switch len(values) {
-	case len(ints):
-		return pgBigints(ints), "?::bigint[]", true
-	case len(texts):
-		return pgTexts(texts), "?::text[]", true
-	}
-	return "", "", false
 }
 
 // pgTexts is texts as a PostgreSQL array literal, each element quoted.
@@ -367,34 +382,25 @@ func pgTexts(texts []string) string {
 
 var arrayEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 
-// appendValue writes one value: a placeholder, with a cast on PostgreSQL
-// for integers (a CASE of untyped parameters is text there), or a
-// gorm.Expr as it is.
-func appendValue(sql *strings.Builder, args *[]any, v any, pg bool) {
-	switch v := v.(type) {
-	case clause.Expr:
-		sql.WriteString("(" + v.SQL + ")")
-		*args = append(*args, v.Vars...)
-	case int, int64:
-		if pg {
-			sql.WriteString("CAST(? AS BIGINT)")
-		} else {
-			sql.WriteString("?")
-		}
-		*args = append(*args, v)
+// appendValue writes v's value of column c: a placeholder, with a cast on
+// PostgreSQL for integers (a CASE of untyped parameters is text there),
+// or (? - started_ms).
+func appendValue(sql *strings.Builder, args *[]any, v *rowValues, c column, pg bool) {
+	slot := columnSlots[c]
+	switch {
+	case columnText[c]:
+		sql.WriteString("?")
+		*args = append(*args, v.texts[slot])
+	case v.sinceStart.has(c):
+		sql.WriteString("(? - started_ms)")
+		*args = append(*args, v.nums[slot])
+	case pg:
+		sql.WriteString("CAST(? AS BIGINT)")
+		*args = append(*args, v.nums[slot])
 	default:
 		sql.WriteString("?")
-		*args = append(*args, v)
+		*args = append(*args, v.nums[slot])
 	}
-}
-
-func sameValue(a, b any) bool {
-	ea, aExpr := a.(clause.Expr)
-	eb, bExpr := b.(clause.Expr)
-	if aExpr || bExpr {
-		return aExpr && bExpr && ea.SQL == eb.SQL && fmt.Sprint(ea.Vars) == fmt.Sprint(eb.Vars)
-	}
-	return a == b
 }
 
 // scanIDs runs a statement that returns one column of ids, and reads them.

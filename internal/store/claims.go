@@ -372,24 +372,25 @@ type Start struct {
 // when the row is no longer this claim's (it cannot be, short of someone
 // editing rows by hand).
 func (s *Store) MarkRunning(ctx context.Context, starts []Start) (oks []bool, err error) {
-	sets := make([]map[string]any, len(starts))
+	rows := make([]rowUpdate, len(starts))
+	now := s.nowMs()
 	for i, st := range starts {
-		set := map[string]any{"status": StatusRunning}
-		if st.Finish != nil {
-			if set, err = s.finishSet(Finish{ID: st.ID, Attempt: 1, Result: *st.Finish}); err != nil {
+		r := &rows[i]
+		r.id = st.ID
+		r.match.num(colStartedMs, st.StartedMs)
+		r.match.text(colReplica, st.Replica)
+		if st.Finish == nil {
+			r.set.text(colStatus, StatusRunning)
+		} else {
+			if err = finishSet(&r.set, Finish{ID: st.ID, Attempt: 1, Result: *st.Finish}, now); err != nil {
 				return nil, err
 			}
 			if st.Finish.StartedMs == 0 {
-				set["duration_ms"] = st.Finish.FinishedMs - st.StartedMs
+				r.set.num(colDurationMs, st.Finish.FinishedMs-st.StartedMs)
 			}
 		}
-		set["attempt"] = 1
-		set["updated_ms"] = s.nowMs()
-		sets[i] = set
-	}
-	rows := make([]rowUpdate, len(starts))
-	for i, st := range starts {
-		rows[i] = rowUpdate{id: st.ID, match: map[string]any{"started_ms": st.StartedMs, "replica": st.Replica}, set: sets[i]}
+		r.set.num(colAttempt, 1)
+		r.set.num(colUpdatedMs, now)
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()

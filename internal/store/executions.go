@@ -573,15 +573,14 @@ func (s *Store) FinishAttempt(ctx context.Context, id int64, attempt int, r Resu
 // whether finishes[i] was recorded. Nothing is recorded if any item is
 // invalid.
 func (s *Store) FinishAttempts(ctx context.Context, finishes []Finish) (oks []bool, err error) {
-	sets := make([]map[string]any, len(finishes))
+	rows := make([]rowUpdate, len(finishes))
+	now := s.nowMs()
 	for i, f := range finishes {
-		if sets[i], err = s.finishSet(f); err != nil {
+		rows[i].id = f.ID
+		rows[i].match.num(colAttempt, int64(f.Attempt))
+		if err = finishSet(&rows[i].set, f, now); err != nil {
 			return nil, err
 		}
-	}
-	rows := make([]rowUpdate, len(finishes))
-	for i, f := range finishes {
-		rows[i] = rowUpdate{id: f.ID, match: map[string]any{"attempt": f.Attempt}, set: sets[i]}
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
@@ -604,39 +603,45 @@ func (s *Store) FinishAttempts(ctx context.Context, finishes []Finish) (oks []bo
 	return oks, nil
 }
 
-func (s *Store) finishSet(f Finish) (map[string]any, error) {
+// finishSet sets in v the columns that record how attempt f ended, at
+// nowMs.
+func finishSet(v *rowValues, f Finish, nowMs int64) error {
 	switch f.Status {
 	case StatusSucceeded, StatusFailed, StatusTimedOut:
 		f.NextAttemptMs = 0
 	case StatusRetrying:
 		if f.NextAttemptMs <= 0 {
-			return nil, fmt.Errorf("store: finish execution %d attempt %d: status retrying needs next_attempt_ms, got %d",
+			return fmt.Errorf("store: finish execution %d attempt %d: status retrying needs next_attempt_ms, got %d",
 				f.ID, f.Attempt, f.NextAttemptMs)
 		}
 	default:
-		return nil, fmt.Errorf("store: finish execution %d attempt %d: status %q: want succeeded, failed, timed_out or retrying",
+		return fmt.Errorf("store: finish execution %d attempt %d: status %q: want succeeded, failed, timed_out or retrying",
 			f.ID, f.Attempt, f.Status)
 	}
 	if len(f.Reason) > 64 {
-		return nil, fmt.Errorf("store: finish execution %d: reason %q: want at most 64 bytes", f.ID, f.Reason)
+		return fmt.Errorf("store: finish execution %d: reason %q: want at most 64 bytes", f.ID, f.Reason)
 	}
 	if f.StartedMs < 0 || f.StartedMs > f.FinishedMs {
-		return nil, fmt.Errorf("store: finish execution %d attempt %d: started_ms %d: want 0 or at most finished_ms %d",
+		return fmt.Errorf("store: finish execution %d attempt %d: started_ms %d: want 0 or at most finished_ms %d",
 			f.ID, f.Attempt, f.StartedMs, f.FinishedMs)
 	}
-	set := map[string]any{
-		"status": f.Status, "reason": f.Reason, "http_status": f.HTTPStatus,
-		"output": cleanText(f.Output), "error": cleanText(f.Error),
-		"finished_ms": f.FinishedMs, "duration_ms": gorm.Expr("? - started_ms", f.FinishedMs),
-		"next_attempt_ms": f.NextAttemptMs, "updated_ms": s.nowMs(),
-	}
+	v.text(colStatus, f.Status)
+	v.text(colReason, f.Reason)
+	v.num(colHTTPStatus, int64(f.HTTPStatus))
+	v.text(colOutput, cleanText(f.Output))
+	v.text(colError, cleanText(f.Error))
+	v.num(colFinishedMs, f.FinishedMs)
+	v.minusStarted(colDurationMs, f.FinishedMs)
+	v.num(colNextAttemptMs, f.NextAttemptMs)
+	v.num(colUpdatedMs, nowMs)
 	if f.StartedMs > 0 {
-		// Plain values, not expressions on other columns: MySQL evaluates
+		// Plain values, not relative to other columns: MySQL evaluates
 		// assignments left to right and would see the new ones.
-		set["started_ms"], set["lateness_ms"] = f.StartedMs, f.LatenessMs
-		set["duration_ms"] = f.FinishedMs - f.StartedMs
+		v.num(colStartedMs, f.StartedMs)
+		v.num(colLatenessMs, f.LatenessMs)
+		v.num(colDurationMs, f.FinishedMs-f.StartedMs)
 	}
-	return set, nil
+	return nil
 }
 
 // SkipExecution settles a fire that has not started, scheduled or
