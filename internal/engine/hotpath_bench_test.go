@@ -468,3 +468,55 @@ func BenchmarkDispatch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStatusFlush is one round of the status writer (statusWriter)
+// for an instant of n quick fires: each started and ended within the
+// round, queued (started, finished) and written as one update per fire
+// (flush, MarkRunning on SQLite). Each op writes an instant claimed
+// before the timer starts.
+func BenchmarkStatusFlush(b *testing.B) {
+	for _, n := range []int{300, 3000} {
+		b.Run(fmt.Sprintf("fires=%d", n), func(b *testing.B) {
+			s := benchEngine(b, nil)
+			ctx := context.Background()
+			require.NoError(b, s.store.Migrate(ctx))
+			q := s.updates
+			at := time.Now().Truncate(time.Second).Add(time.Hour)
+			instant := func() []store.Execution {
+				at = at.Add(time.Second)
+				rows := make([]store.Execution, n)
+				for i := range rows {
+					rows[i] = store.Execution{App: s.opts.App, TaskCode: fmt.Sprintf("t%07d", i), RunTime: at.UnixMilli(),
+						Status: store.StatusScheduled, Source: store.SourceSchedule, MaxAttempts: 1, Replica: s.opts.InstanceID}
+				}
+				got, err := s.store.InsertFires(ctx, rows)
+				require.NoError(b, err)
+				ids := make([]int64, len(got))
+				for i, r := range got {
+					ids[i] = r.ID
+				}
+				started, err := s.store.StartFires(ctx, s.opts.App, ids, s.opts.InstanceID, at.UnixMilli())
+				require.NoError(b, err)
+				require.Len(b, started, n)
+				return got
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				rows := instant()
+				b.StartTimer()
+				for _, r := range rows {
+					q.started(r, at)
+					q.finished(store.Finish{ID: r.ID, Attempt: 1, Result: store.Result{Status: store.StatusSucceeded,
+						Output: "ok", FinishedMs: at.UnixMilli() + 1}})
+				}
+				require.NoError(b, q.flush(ctx))
+			}
+			b.StopTimer()
+			var left int64
+			require.NoError(b, s.store.DB().Model(&store.Execution{}).Where("app = ? AND status <> ?", s.opts.App, store.StatusSucceeded).
+				Count(&left).Error)
+			require.Zero(b, left, "every fire written as succeeded")
+		})
+	}
+}

@@ -282,7 +282,10 @@ func (q *statusWriter) flush(ctx context.Context) error {
 	defer q.flushing.Unlock()
 	q.mu.Lock()
 	starts, finishes, skips := q.starts, q.finishes, q.skips
-	q.starts, q.finishes, q.skips = nil, nil, nil
+	// The next round's queues start at this round's size, not grown from
+	// nothing by append, which copies them at every doubling. They are
+	// new arrays: written keeps pointers into these.
+	q.starts, q.finishes, q.skips = sized[store.Start](len(starts)), sized[store.Finish](len(finishes)), nil
 	q.mu.Unlock()
 	requeue := func(i, j, k int) {
 		q.mu.Lock()
@@ -292,28 +295,33 @@ func (q *statusWriter) flush(ctx context.Context) error {
 		q.mu.Unlock()
 	}
 	// A first attempt that started and ended since the last round is one write.
-	ended := map[int64]int{}
-	for j, f := range finishes {
-		if f.Attempt == 1 {
-			ended[f.ID] = j
-		}
-	}
-	merged := map[int]bool{}
-	for i := range starts {
-		if j, ok := ended[starts[i].ID]; ok && starts[i].Finish == nil {
-			res := finishes[j].Result
-			starts[i].Finish = &res
-			merged[j] = true
-		}
-	}
-	if len(merged) > 0 {
-		rest := make([]store.Finish, 0, len(finishes)-len(merged))
+	// The start points at the result in finishes' array, which is not
+	// written to again: the results left go to a new one.
+	if len(starts) > 0 && len(finishes) > 0 {
+		ended := make(map[int64]int, len(finishes))
 		for j, f := range finishes {
-			if !merged[j] {
-				rest = append(rest, f)
+			if f.Attempt == 1 {
+				ended[f.ID] = j
 			}
 		}
-		finishes = rest
+		merged := make([]bool, len(finishes))
+		n := 0
+		for i := range starts {
+			if j, ok := ended[starts[i].ID]; ok && starts[i].Finish == nil {
+				starts[i].Finish = &finishes[j].Result
+				merged[j] = true
+				n++
+			}
+		}
+		if n > 0 {
+			rest := make([]store.Finish, 0, len(finishes)-n)
+			for j, f := range finishes {
+				if !merged[j] {
+					rest = append(rest, f)
+				}
+			}
+			finishes = rest
+		}
 	}
 	if len(starts) > 0 {
 		oks, err := q.store.MarkRunning(ctx, starts)
@@ -349,6 +357,14 @@ func (q *statusWriter) flush(ctx context.Context) error {
 		}
 	}
 	return q.replay(ctx)
+}
+
+// sized is an empty queue with room for n items, or nil for none.
+func sized[T any](n int) []T {
+	if n == 0 {
+		return nil
+	}
+	return make([]T, 0, n)
 }
 
 // stop writes what is left, retrying until ctx ends.
