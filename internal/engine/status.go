@@ -282,10 +282,7 @@ func (q *statusWriter) flush(ctx context.Context) error {
 	defer q.flushing.Unlock()
 	q.mu.Lock()
 	starts, finishes, skips := q.starts, q.finishes, q.skips
-	// The next round's queues start at this round's size, not grown from
-	// nothing by append, which copies them at every doubling. They are
-	// new arrays: written keeps pointers into these.
-	q.starts, q.finishes, q.skips = sized[store.Start](len(starts)), sized[store.Finish](len(finishes)), nil
+	q.starts, q.finishes, q.skips = nil, nil, nil
 	q.mu.Unlock()
 	requeue := func(i, j, k int) {
 		q.mu.Lock()
@@ -357,14 +354,6 @@ func (q *statusWriter) flush(ctx context.Context) error {
 		}
 	}
 	return q.replay(ctx)
-}
-
-// sized is an empty queue with room for n items, or nil for none.
-func sized[T any](n int) []T {
-	if n == 0 {
-		return nil
-	}
-	return make([]T, 0, n)
 }
 
 // stop writes what is left, retrying until ctx ends.
