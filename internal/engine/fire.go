@@ -95,7 +95,7 @@ type dispatcher struct {
 
 	// backlog holds Go-handler fires that are due and checked but wait for
 	// a free worker, unclaimed (fenceNow). Loop only.
-	backlog []store.Execution
+	backlog []*armedFire
 	// claimed holds the Go and HTTP fires claimed ahead of their run time,
 	// waiting for it; claimRTT and claimPerFire are what a claim takes, a
 	// round trip or a fire of a big one (claimLead). Loop only.
@@ -682,7 +682,9 @@ const startClaimTimeout = 2 * time.Second
 // time): the claim is timed from then, so that its lead covers the popping
 // and the checks too.
 func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke time.Time) {
-	start := make([]store.Execution, 0, len(due))
+	// The popped fires themselves, not copies of their rows: a fire
+	// claimed ahead waits in the claimed heap in the same entry.
+	start := make([]*armedFire, 0, len(due))
 	goHandlers := make([]bool, 0, len(due)) // start[i] runs a Go handler registered here (else an HTTP callback)
 	overdue := map[string][]int{}           // task → indices in start of fires overdue by the schedule
 	for _, f := range due {
@@ -690,7 +692,7 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 		t, runs, goHandler := d.view.fireTask(r.TaskCode)
 		if r.Source == store.SourceBackfill { // its own order, whatever the task's policies
 			if !d.holdBackfill(ctx, f, t, runs, now) {
-				start, goHandlers = append(start, r), append(goHandlers, goHandler)
+				start, goHandlers = append(start, f), append(goHandlers, goHandler)
 			}
 			continue
 		}
@@ -736,7 +738,7 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 		if r.Source == store.SourceSchedule && late > misfireAfter && t.def().Misfire != MisfireRunAll && !f.buffered {
 			overdue[r.TaskCode] = append(overdue[r.TaskCode], len(start))
 		}
-		start, goHandlers = append(start, r), append(goHandlers, goHandler)
+		start, goHandlers = append(start, f), append(goHandlers, goHandler)
 	}
 	// Run once: of several overdue fires of a task (the database or this
 	// replica was away), only the latest runs.
@@ -744,30 +746,30 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 	for _, idx := range overdue {
 		for _, i := range idx[:len(idx)-1] {
 			drop[i] = true
-			d.status.skip(start[i], store.ReasonMisfire, now)
+			d.status.skip(start[i].row, store.ReasonMisfire, now)
 		}
 	}
-	var callbacks []store.Execution
-	goFires := make([]store.Execution, 0, len(start))
-	for i, r := range start {
+	var callbacks []*armedFire
+	goFires := make([]*armedFire, 0, len(start))
+	for i, f := range start {
 		switch {
 		case drop[i]:
 		case goHandlers[i]:
-			goFires = append(goFires, r)
+			goFires = append(goFires, f)
 		default:
-			callbacks = append(callbacks, r)
+			callbacks = append(callbacks, f)
 		}
 	}
 	fence := d.fenceNow(callbacks, goFires)
 	if len(fence) == 0 {
 		return
 	}
-	if last := slices.MaxFunc(fence, func(a, b store.Execution) int { return cmp.Compare(a.Planned(), b.Planned()) }); last.Planned() > now.UnixMilli() {
-		d.lastLead.Store(int64(time.UnixMilli(last.Planned()).Sub(now)))
+	if last := slices.MaxFunc(fence, func(a, b *armedFire) int { return cmp.Compare(a.row.Planned(), b.row.Planned()) }); last.row.Planned() > now.UnixMilli() {
+		d.lastLead.Store(int64(time.UnixMilli(last.row.Planned()).Sub(now)))
 	}
 	ids := make([]int64, len(fence))
-	for i, r := range fence {
-		ids[i] = r.ID
+	for i, f := range fence {
+		ids[i] = f.row.ID
 	}
 	// Not the loop's context: a Stop arriving now must not cut the claim
 	// off after the database committed it (the fires would be claimed and
@@ -787,7 +789,8 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 		d.backlog = nil
 		d.mu.Lock()
 		clear(d.backlogIDs)
-		for _, r := range retry {
+		for _, f := range retry {
+			r := f.row
 			if r.Source == store.SourceBackfill {
 				d.armBackfillLocked(r, now.Add(time.Second))
 			} else if !d.armedIDs[r.ID] {
@@ -802,7 +805,8 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 	for _, id := range started {
 		won[id] = true
 	}
-	for _, r := range fence {
+	for _, f := range fence {
+		r := &f.row
 		if !won[r.ID] {
 			d.log.Info("fire not started here: another replica took it over, or it started already", "task", r.TaskCode, "execution", r.ID)
 			continue
@@ -812,9 +816,10 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 		delete(won, r.ID)
 		// StartFires recorded the start at the planned start, or now if later.
 		if at := time.UnixMilli(max(r.Planned(), now.UnixMilli())); at.After(now) {
-			heap.Push(&d.claimed, &armedFire{row: r, due: at})
+			f.due, f.exact, f.buffered = at, false, false
+			heap.Push(&d.claimed, f)
 		} else {
-			d.begin(r, at)
+			d.begin(*r, at)
 		}
 	}
 }
@@ -923,24 +928,24 @@ const (
 	maxClaimRound = 5000
 )
 
-func (d *dispatcher) fenceNow(callbacks, goFires []store.Execution) []store.Execution {
+func (d *dispatcher) fenceNow(callbacks, goFires []*armedFire) []*armedFire {
 	// A fire armed again while it waited here (its slot taken over and
 	// back) is one fire: one claim, one start.
 	if len(d.backlog) > 0 {
 		goFires = append(d.backlog, goFires...)
 	}
 	seen := make(map[int64]bool, len(goFires))
-	goFires = slices.DeleteFunc(goFires, func(r store.Execution) bool {
-		dup := seen[r.ID]
-		seen[r.ID] = true
+	goFires = slices.DeleteFunc(goFires, func(f *armedFire) bool {
+		dup := seen[f.row.ID]
+		seen[f.row.ID] = true
 		return dup
 	})
 	n := min(d.fenceRoom(), len(goFires))
 	d.backlog = slices.Clone(goFires[n:])
 	d.mu.Lock()
 	clear(d.backlogIDs)
-	for _, r := range d.backlog {
-		d.backlogIDs[r.ID] = true
+	for _, f := range d.backlog {
+		d.backlogIDs[f.row.ID] = true
 	}
 	d.mu.Unlock()
 	if len(callbacks) == 0 {
