@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gorm.io/gorm"
@@ -137,11 +138,12 @@ const caseMaxRows = 200
 // the next claim. Rows are grouped by shape (the columns they match and
 // set); each group becomes one statement per chunk,
 //
-//	UPDATE xtimer_executions SET c = CASE id WHEN ? THEN ? ... END, ...
-//	WHERE id IN (...) AND <where> AND m = CASE id WHEN ? THEN ? ... END ...
+//	UPDATE xtimer_executions SET c = CASE id WHEN 12 THEN 34 ... END, ...
+//	WHERE id IN (12, ...) AND <where> AND m = CASE id WHEN 12 THEN ? ... END ...
 //
-// where a column with the same value for the whole chunk is written once
-// (c = ?); on PostgreSQL the other values go as arrays joined on the id
+// (integers as literals, texts as placeholders: appendValue), where a
+// column with the same value for the whole chunk is written once
+// (c = 34); on PostgreSQL the other values go as arrays joined on the id
 // instead (updateJoined). Groups go in the order of their shapes, and
 // each group's rows in id order, so concurrent batches lock rows in the
 // same order. where (with vars) is the condition every row must meet. It
@@ -215,16 +217,18 @@ func (s *Store) updateChunk(tx *gorm.DB, where string, vars []any, rows []*rowUp
 		}
 		sql.WriteString("CASE id")
 		for _, r := range rows {
-			sql.WriteString(" WHEN ? THEN ")
-			*args = append(*args, r.id)
+			sql.WriteString(" WHEN ")
+			appendInt(sql, r.id)
+			sql.WriteString(" THEN ")
 			appendValue(sql, args, of(r), c, false)
 		}
 		sql.WriteString(" END")
 	}
 	var cond strings.Builder
 	var condArgs []any
-	cond.WriteString("id IN ? AND (" + where + ")")
-	condArgs = append(condArgs, ids)
+	cond.WriteString("id IN ")
+	appendInts(&cond, ids)
+	cond.WriteString(" AND (" + where + ")")
 	condArgs = append(condArgs, vars...)
 	matches(rows, byRow, &cond, &condArgs)
 	set, setArgs := assignments(rows, byRow)
@@ -241,7 +245,9 @@ func (s *Store) updateChunk(tx *gorm.DB, where string, vars []any, rows []*rowUp
 	if len(got) == 0 {
 		return nil, nil
 	}
-	err = tx.Exec("UPDATE xtimer_executions SET "+set+" WHERE id IN ?", append(setArgs, got)...).Error
+	var in strings.Builder
+	appendInts(&in, got)
+	err = tx.Exec("UPDATE xtimer_executions SET "+set+" WHERE id IN "+in.String(), setArgs...).Error
 	return got, err
 }
 
@@ -382,25 +388,50 @@ func pgTexts(texts []string) string {
 
 var arrayEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 
-// appendValue writes v's value of column c: a placeholder, with a cast on
-// PostgreSQL for integers (a CASE of untyped parameters is text there),
-// or (? - started_ms).
+// appendValue writes v's value of column c. A text is a placeholder. On
+// PostgreSQL an integer is one too, with a cast (a CASE of untyped
+// parameters is text there), or (? - started_ms). Elsewhere an integer
+// is written into the SQL as a literal: a statement of 200 rows had
+// hundreds of integer arguments, each boxed, then converted by GORM,
+// database/sql and the driver in turn, for the status writer's every
+// batch. A literal of an int64 is digits and a sign, nothing to escape.
 func appendValue(sql *strings.Builder, args *[]any, v *rowValues, c column, pg bool) {
 	slot := columnSlots[c]
 	switch {
 	case columnText[c]:
 		sql.WriteString("?")
 		*args = append(*args, v.texts[slot])
-	case v.sinceStart.has(c):
+	case pg && v.sinceStart.has(c):
 		sql.WriteString("(? - started_ms)")
 		*args = append(*args, v.nums[slot])
 	case pg:
 		sql.WriteString("CAST(? AS BIGINT)")
 		*args = append(*args, v.nums[slot])
+	case v.sinceStart.has(c):
+		sql.WriteString("(")
+		appendInt(sql, v.nums[slot])
+		sql.WriteString(" - started_ms)")
 	default:
-		sql.WriteString("?")
-		*args = append(*args, v.nums[slot])
+		appendInt(sql, v.nums[slot])
 	}
+}
+
+// appendInt writes n as an SQL integer literal.
+func appendInt(sql *strings.Builder, n int64) {
+	var digits [20]byte
+	sql.Write(strconv.AppendInt(digits[:0], n, 10))
+}
+
+// appendInts writes ids as a parenthesized list of literals, for IN.
+func appendInts(sql *strings.Builder, ids []int64) {
+	sql.WriteByte('(')
+	for i, id := range ids {
+		if i > 0 {
+			sql.WriteByte(',')
+		}
+		appendInt(sql, id)
+	}
+	sql.WriteByte(')')
 }
 
 // scanIDs runs a statement that returns one column of ids, and reads them.
