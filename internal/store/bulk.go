@@ -3,7 +3,6 @@ package store
 import (
 	"cmp"
 	"fmt"
-	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,8 +66,8 @@ func (cs columns) has(c column) bool { return cs&(1<<c) != 0 }
 // by the column, or for an integer column in sinceStart the integer minus
 // the row's started_ms as it was before the update. Typed fields, not a
 // map of column to value: the status writer builds two of these for every
-// fire, and a map of boxed values per row was a third of a replica's
-// allocations.
+// fire, and a map of boxed values per row was the largest share of a
+// replica's allocations.
 type rowValues struct {
 	cols       columns
 	sinceStart columns
@@ -117,13 +116,13 @@ func (r *rowUpdate) shape() shape {
 	return shape{match: r.match.cols, set: r.set.cols, sinceStart: r.set.sinceStart | r.match.sinceStart}
 }
 
-// Bounds of one bulk statement: placeholders (PostgreSQL and MySQL refuse
-// more than 65,535) and bytes of text values (MariaDB's default
-// max_allowed_packet is 16 MiB; an output may be 64 KiB).
-const (
-	bulkMaxVars  = 30000
-	bulkMaxBytes = 4 << 20
-)
+// bulkMaxBytes bounds the bytes of text values of one bulk statement
+// (MariaDB's default max_allowed_packet is 16 MiB; an output may be 64
+// KiB). Placeholders need no bound of their own (PostgreSQL and MySQL
+// refuse more than 65,535): on PostgreSQL a column's values are one
+// array, and elsewhere only texts are placeholders, at most one per text
+// column a row matches or sets (a CASE's THEN), for caseMaxRows rows.
+const bulkMaxBytes = 4 << 20
 
 // caseMaxRows bounds the rows of one statement on MySQL, MariaDB and
 // SQLite, where a value that differs from row to row is a CASE on the id:
@@ -167,12 +166,11 @@ func (s *Store) updateRows(tx *gorm.DB, where string, vars []any, rows []rowUpda
 		}
 		group := order[:n]
 		order = order[n:]
-		// PostgreSQL gets a column's values as one array: the rows do not
-		// add placeholders there.
+		// PostgreSQL joins a column's values as one array, whatever the
+		// rows; a CASE costs the square of its rows.
 		maxRows := len(group)
 		if tx.Dialector.Name() != "postgres" {
-			perRow := 2*(bits.OnesCount16(uint16(sh.match))+bits.OnesCount16(uint16(sh.set))) + 1
-			maxRows = min(bulkMaxVars/perRow, caseMaxRows)
+			maxRows = caseMaxRows
 		}
 		for from := 0; from < len(group); {
 			to, size := from, 0
