@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -112,37 +113,45 @@ func (s *Store) InsertFires(ctx context.Context, fires []Execution) ([]Execution
 			}
 		}
 	}
-	var mine []Execution
 	err = s.rowTx(ctx, func(tx *gorm.DB) error {
 		returns, insertErr := s.insertReturns(ctx, tx)
 		if insertErr != nil {
 			return insertErr
 		}
-		if mine, insertErr = insertFireRows(ctx, tx, first, claim, returns); insertErr != nil || len(rest) == 0 {
+		if insertErr = insertFireRows(ctx, tx, first, claim, returns); insertErr != nil || len(rest) == 0 {
 			return insertErr
 		}
-		won := make(map[fireKey]bool, len(mine))
-		for _, r := range mine {
-			won[fireKey{r.TaskCode, r.RunTime, 0}] = true
+		won := map[fireKey]bool{}
+		for _, r := range first {
+			if r.ID != 0 {
+				won[fireKey{r.TaskCode, r.RunTime, 0}] = true
+			}
 		}
 		rest = slices.DeleteFunc(rest, func(r Execution) bool { return !won[fireKey{r.TaskCode, r.RunTime, 0}] })
 		if len(rest) == 0 {
 			return nil
 		}
-		more, insertErr := insertFireRows(ctx, tx, rest, claim, returns)
-		mine = append(mine, more...)
-		return insertErr
+		return insertFireRows(ctx, tx, rest, claim, returns)
 	})
 	if err != nil {
 		return nil, err
 	}
+	// What this call inserted is what has an ID, kept in place: first is
+	// sorted (fireRows), and so is rest.
+	notOurs := func(r Execution) bool { return r.ID == 0 }
+	mine := slices.DeleteFunc(first, notOurs)
+	if len(rest) > 0 {
+		mine = append(mine, slices.DeleteFunc(rest, notOurs)...)
+		slices.SortFunc(mine, compareFires)
+	}
 	analyzeFresh(ctx, s.db, "xtimer_executions", &s.analyzedExecutions, len(mine))
-	slices.SortFunc(mine, compareFires)
 	return mine, nil
 }
 
-// insertFireRows inserts rows (fireRows' output: one app, one claim) in
-// tx, and returns those that were not there before, with their IDs. The
+// insertFireRows inserts rows (fireRows' output: one app, one claim,
+// sorted by key) in tx, and sets the IDs of those that were not there
+// before; the others' are left 0 (a try of the transaction that failed
+// leaves none of its IDs for the next). The
 // rows that differ only in task, run time and attempts allowed (all of a
 // planned slot's, usually) go in one statement per insertFiresChunk, the
 // rest of their values bound once and those three as arrays (PostgreSQL)
@@ -153,8 +162,11 @@ func (s *Store) InsertFires(ctx context.Context, fires []Execution) ([]Execution
 // that carry our claim: where the INSERT answers with its rows (returns:
 // all but MySQL, see insertReturns), among those; on MySQL, read back by
 // their keys after the INSERT.
-func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim string, returns bool) ([]Execution, error) {
+func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim string, returns bool) error {
 	dialect := tx.Dialector.Name()
+	for i := range rows {
+		rows[i].ID = 0
+	}
 	items := make([]int, len(rows))
 	for i := range items {
 		items[i] = i
@@ -164,11 +176,6 @@ func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim st
 		shape.TaskCode, shape.RunTime, shape.MaxAttempts, shape.PlannedMs, shape.Shard = "", 0, 0, 0, 0
 		return shape
 	})
-	at := make(map[fireKey]int, len(rows)) // rows' index by key, for what the database answers
-	for i, r := range rows {
-		at[fireKey{r.TaskCode, r.RunTime, r.Shard}] = i
-	}
-	mine := make([]Execution, 0, len(rows))
 	for gi, shape := range order {
 		idx := groups[gi]
 		for from := 0; from < len(idx); from += insertFiresChunk {
@@ -201,14 +208,14 @@ func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim st
 			}
 			q, source, err := insertFiresSQL(dialect, codes, runTimes, attempts, perRow, shared)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			args := append([]any{shape.App, shape.Claim, shape.UpdatedMs, shape.Status, shape.Reason, shape.Source,
 				shape.Attempt, shape.Replica, shape.ScheduledMs, shape.StartedMs, shape.FinishedMs, shape.LatenessMs,
 				shape.DurationMs, shape.HTTPStatus, shape.Output, shape.Error, shape.NextAttemptMs}, source...)
 			if !returns {
 				if _, err = tx.Statement.ConnPool.ExecContext(ctx, q, args...); err != nil {
-					return nil, fmt.Errorf("store: insert %d fires from %s at %d: %w", len(chunk), codes[0], runTimes[0], err)
+					return fmt.Errorf("store: insert %d fires from %s at %d: %w", len(chunk), codes[0], runTimes[0], err)
 				}
 				continue
 			}
@@ -219,15 +226,14 @@ func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim st
 			if dialect == "mysql" {
 				ours, args = "claim = ?", append(args, claim)
 			}
-			got, err := scanFireKeys(tx.Statement.ConnPool.QueryContext(ctx, q+" RETURNING id, task_code, run_time, shard, "+ours, args...))
-			if err != nil {
-				return nil, fmt.Errorf("store: insert %d fires from %s at %d: %w", len(chunk), codes[0], runTimes[0], err)
+			rs, err := tx.Statement.ConnPool.QueryContext(ctx, q+" RETURNING id, task_code, run_time, shard, "+ours, args...)
+			if err = markInserted(rows, rs, err); err != nil {
+				return fmt.Errorf("store: insert %d fires from %s at %d: %w", len(chunk), codes[0], runTimes[0], err)
 			}
-			mine = appendInserted(mine, rows, at, got)
 		}
 	}
 	if returns {
-		return mine, nil
+		return nil
 	}
 	// rows are sorted by task: each read takes the keys of insertChunk
 	// tasks, through the unique index.
@@ -247,14 +253,13 @@ func insertFireRows(ctx context.Context, tx *gorm.DB, rows []Execution, claim st
 		q := "SELECT id, task_code, run_time, shard, true FROM xtimer_executions WHERE app = ? AND task_code IN (" + placeholders(len(codes)) +
 			") AND run_time BETWEEN ? AND ? AND claim = ?"
 		args := append(append([]any{rows[from].App}, codes...), minRun, maxRun, claim)
-		got, err := scanFireKeys(tx.Statement.ConnPool.QueryContext(ctx, q, args...))
-		if err != nil {
-			return nil, fmt.Errorf("store: read back inserted fires: %w", err)
+		rs, err := tx.Statement.ConnPool.QueryContext(ctx, q, args...)
+		if err = markInserted(rows, rs, err); err != nil {
+			return fmt.Errorf("store: read back inserted fires: %w", err)
 		}
-		mine = appendInserted(mine, rows, at, got)
 		from = to
 	}
-	return mine, nil
+	return nil
 }
 
 // Servers of the mysql dialect, as insertReturns learns them.
@@ -293,46 +298,39 @@ func (s *Store) insertReturns(ctx context.Context, tx *gorm.DB) (bool, error) {
 // inserts.
 const insertFiresChunk = 10_000
 
-// insertedKey is a row insertFireRows learned it inserted.
-type insertedKey struct {
-	id int64
-	fireKey
-}
-
-// scanFireKeys reads the (id, task_code, run_time, shard, ours) rows of a
-// query, and keeps those it inserted (ours).
-func scanFireKeys(rs *sql.Rows, err error) ([]insertedKey, error) {
+// markInserted reads the (id, task_code, run_time, shard, ours) rows that
+// rs answers, and sets the ID of each row of rows (sorted by key) that it
+// names as ours. A key that is not one of rows (a task code that differs
+// in case only, on MySQL's case-insensitive collation) is not ours. The
+// code is read into the driver's own buffer and compared there, never
+// made a string: a recorded minute answers with every one of its fires.
+func markInserted(rows []Execution, rs *sql.Rows, err error) error {
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rs.Close()
-	var keys []insertedKey
+	var (
+		id, runTime int64
+		code        sql.RawBytes
+		shard       int
+		ours        bool
+	)
 	for rs.Next() {
-		var k insertedKey
-		var ours bool
-		if err := rs.Scan(&k.id, &k.code, &k.runTime, &k.shard, &ours); err != nil {
-			return nil, err
+		if err := rs.Scan(&id, &code, &runTime, &shard, &ours); err != nil {
+			return err
 		}
-		if ours {
-			keys = append(keys, k)
+		if !ours {
+			continue
 		}
-	}
-	return keys, rs.Err()
-}
-
-// appendInserted appends to mine the rows of rows (at: their index by
-// key) that got names, with their IDs. A key that is not one of rows (a
-// task code that differs in case only, on MySQL's case-insensitive
-// collation) is not ours.
-func appendInserted(mine, rows []Execution, at map[fireKey]int, got []insertedKey) []Execution {
-	for _, k := range got {
-		if i, ok := at[k.fireKey]; ok {
-			r := rows[i]
-			r.ID = k.id
-			mine = append(mine, r)
+		i := sort.Search(len(rows), func(i int) bool {
+			r := &rows[i]
+			return r.TaskCode > string(code) || r.TaskCode == string(code) && (r.RunTime > runTime || r.RunTime == runTime && r.Shard >= shard)
+		})
+		if i < len(rows) && rows[i].TaskCode == string(code) && rows[i].RunTime == runTime && rows[i].Shard == shard {
+			rows[i].ID = id
 		}
 	}
-	return mine
+	return rs.Err()
 }
 
 // rowColumn is a column whose value differs from fire to fire, beyond
@@ -446,12 +444,11 @@ func jsonFires(codes []string, runTimes, attempts []int64, perRow []rowColumn) (
 		if i > 0 {
 			b = append(b, ',')
 		}
-		q, err := json.Marshal(code)
-		if err != nil {
+		b = append(b, '[')
+		var err error
+		if b, err = appendJSONString(b, code); err != nil {
 			return "", fmt.Errorf("store: encode task code %q: %w", code, err)
 		}
-		b = append(b, '[')
-		b = append(b, q...)
 		b = append(b, ',')
 		b = strconv.AppendInt(b, runTimes[i], 10)
 		b = append(b, ',')
@@ -465,14 +462,28 @@ func jsonFires(codes []string, runTimes, attempts []int64, perRow []rowColumn) (
 	return string(append(b, ']')), nil
 }
 
+// appendJSONString appends s to b as a JSON string. A string of
+// printable ASCII with no quote or backslash (task codes, mostly) needs
+// no escape and goes in as it is; any other through encoding/json.
+func appendJSONString(b []byte, s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			q, err := json.Marshal(s)
+			return append(b, q...), err
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"'), nil
+}
+
 // fireRows validates fires and returns them with defaults applied, the
-// claim set, duplicates dropped, sorted by key so that concurrent callers
-// lock index entries in the same order.
+// claim set, duplicates dropped (the first row of a key kept), sorted by
+// key so that concurrent callers lock index entries in the same order.
 func (s *Store) fireRows(fires []Execution, claim string) ([]Execution, error) {
 	now := s.nowMs()
 	app := fires[0].App
 	rows := make([]Execution, 0, len(fires))
-	seen := make(map[fireKey]bool, len(fires))
 	for i, f := range fires {
 		switch {
 		case f.App != app:
@@ -502,11 +513,6 @@ func (s *Store) fireRows(fires []Execution, claim string) ([]Execution, error) {
 			return nil, fmt.Errorf("store: insert fires: row %d (%s at %d) shard %d of %d: want 0 <= shard < shards, or both 0",
 				i, f.TaskCode, f.RunTime, f.Shard, f.Shards)
 		}
-		k := fireKey{f.TaskCode, f.RunTime, f.Shard}
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
 		f.ID, f.Claim, f.UpdatedMs = 0, claim, now
 		f.Status = cmp.Or(f.Status, StatusScheduled)
 		f.Source = cmp.Or(f.Source, SourceSchedule)
@@ -518,8 +524,10 @@ func (s *Store) fireRows(fires []Execution, claim string) ([]Execution, error) {
 		f.Output, f.Error = cleanText(f.Output), cleanText(f.Error)
 		rows = append(rows, f)
 	}
-	slices.SortFunc(rows, compareFires)
-	return rows, nil
+	// Sorted stably, a key's first row comes first among its own, and is
+	// the one kept.
+	slices.SortStableFunc(rows, compareFires)
+	return slices.CompactFunc(rows, func(a, b Execution) bool { return compareFires(a, b) == 0 }), nil
 }
 
 func compareFires(a, b Execution) int {

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -55,6 +56,44 @@ func TestInsertFiresReturnsOnlyTheRowsItInserted(t *testing.T) {
 		again, err := b.store.Execution(b.ctx, first[1].ID)
 		require.NoError(t, err)
 		require.Equal(t, first[1].Claim, again.Claim, "a conflicting insert must not touch the existing row")
+	})
+}
+
+// A task code travels in the statement's document of fires (JSON on
+// MySQL, MariaDB and SQLite, an array on PostgreSQL) and comes back in
+// what the database answers: any code arrives as it is, and is known
+// again as one this call inserted. Of two rows of one fire in a call,
+// the first is recorded.
+func TestInsertFiresKeepsEveryCharacterOfTaskCodes(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		codes := []string{`say "hi"`, `C:\reports\daily`, `\`, `"`, `a\"b`, `<&>`, "tab\there", "line\nbreak",
+			"bell\x07", `café, 日本`, "🙂", `{a,b}`, `NULL`, `[1,2]`, "plain.code-1"}
+		var batch []store.Execution
+		for i, code := range codes {
+			batch = append(batch, fires(b.app, code, t0+int64(i)*1000)...)
+		}
+		first := batch[3]
+		twice := first
+		twice.MaxAttempts = 7
+		batch = append(batch, twice)
+		got, err := b.store.InsertFires(b.ctx, batch)
+		require.NoError(t, err)
+		require.Len(t, got, len(codes))
+		for _, e := range got {
+			require.NotZero(t, e.ID, e.TaskCode)
+			stored, readErr := b.store.Execution(b.ctx, e.ID)
+			require.NoError(t, readErr)
+			require.Equal(t, e.TaskCode, stored.TaskCode)
+			require.Equal(t, e.RunTime, stored.RunTime, e.TaskCode)
+			require.Equal(t, t0+int64(slices.Index(codes, e.TaskCode))*1000, e.RunTime, e.TaskCode)
+			if e.TaskCode == first.TaskCode {
+				require.Equal(t, 3, stored.MaxAttempts, "the first row of a fire is the one recorded")
+			}
+		}
+
+		again, err := b.store.InsertFires(b.ctx, batch)
+		require.NoError(t, err)
+		require.Empty(t, again, "every fire was there")
 	})
 }
 
