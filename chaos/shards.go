@@ -225,7 +225,7 @@ func (c *shardCheck) broadcastFire(at int64) {
 
 // skippedWhenRecorded reports whether r was recorded skipped, a misfire or
 // an excluded day: such a fire's rows all name the replica that recorded
-// them, not owners dealt (the planner's rowsFor), and none runs.
+// them, not owners dealt (the planner's appendRows), and none runs.
 func skippedWhenRecorded(r *store.Execution) bool {
 	return r.Status == store.StatusSkipped && (r.Reason == store.ReasonMisfire || r.Reason == store.ReasonExcluded)
 }

@@ -17,7 +17,7 @@ import (
 // "Exclusions"): the days a task's fires skip, its own (WithExclude,
 // store.Task.ExcludeDays) and those of the app's calendar it names
 // (WithCalendar, xtimer_calendars), read in the task's zone. A fire on
-// such a day is recorded skipped, reason excluded (planner.rowsFor); one
+// such a day is recorded skipped, reason excluded (planner.appendRows); one
 // recorded before its day was excluded is skipped at its start
 // (dispatcher.dispatch). A task without exclusions has a nil
 // taskState.excl and pays one nil check per fire.

@@ -469,6 +469,66 @@ func BenchmarkDispatch(b *testing.B) {
 	}
 }
 
+// BenchmarkRecord records the fires of one instant of n every-second
+// tasks as the planner records a chunk of a slot it won (record): their
+// rows built (appendRows), inserted (InsertFires, SQLite) and armed. The
+// fires come from the view (firesIn of every bucket); each op is the
+// next instant, and the armed fires are taken off outside the timer.
+func BenchmarkRecord(b *testing.B) {
+	for _, n := range []int{300, 3000} {
+		b.Run(fmt.Sprintf("fires=%d", n), func(b *testing.B) {
+			s := benchEngine(b, nil)
+			ctx := context.Background()
+			require.NoError(b, s.store.Migrate(ctx))
+			for i := range n {
+				mustRegister(b, s, fmt.Sprintf("t%07d", i), "* * * * * *", func(context.Context, *Attempt) error { return nil })
+			}
+			adopt(s)
+			minute := time.Now().Add(time.Hour).Unix() / 60
+			var instants [][]fire // the minute's fires, an instant each
+			next := func() []fire {
+				if len(instants) == 0 {
+					minute++
+					var all []fire
+					for bucket := range s.opts.Buckets {
+						all = append(all, s.view.firesIn(minute, bucket, nil)...)
+					}
+					slices.SortStableFunc(all, func(a, b fire) int { return a.at.Compare(b.at) })
+					for len(all) > 0 {
+						i := 1
+						for i < len(all) && all[i].at.Equal(all[0].at) {
+							i++
+						}
+						instants, all = append(instants, all[:i]), all[i:]
+					}
+				}
+				f := instants[0]
+				instants = instants[1:]
+				return f
+			}
+			d := s.dispatcher
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				fires := next()
+				now := fires[0].at.Add(-5 * time.Second)
+				b.StartTimer()
+				if _, err := s.planner.record(ctx, now, fires); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				d.mu.Lock()
+				armed := len(d.popDueLocked(fires[0].at.Add(time.Hour)))
+				d.mu.Unlock()
+				if armed != n {
+					b.Fatalf("%d fires armed, want %d", armed, n)
+				}
+				b.StartTimer()
+			}
+		})
+	}
+}
+
 // BenchmarkStatusFlush is one round of the status writer (statusWriter)
 // for an instant of n quick fires: each started and ended within the
 // round, queued (started, finished) and written as one update per fire

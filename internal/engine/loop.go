@@ -9,7 +9,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -1487,18 +1486,25 @@ func firingCodes(fires []fire) []string {
 // task's misfire policy. It returns the fires it meant to own (scheduled,
 // not sharded: alreadyThere) whose rows were there already.
 func (p *planner) record(ctx context.Context, now time.Time, fires []fire) ([]fire, error) {
-	byTask := map[*taskState][]time.Time{}
-	for _, f := range fires {
-		byTask[f.task] = append(byTask[f.task], f.at)
-	}
+	// Each task's fires in time order, one run of the sorted copy. A
+	// task's fires in one round come from one view of it: the fires of a
+	// task defined again between two slots' plans are in two runs, and
+	// those are in time order, as the slots are.
+	byTask := slices.Clone(fires)
+	slices.SortFunc(byTask, func(a, b fire) int {
+		return cmp.Or(cmp.Compare(a.task.code, b.task.code), a.at.Compare(b.at))
+	})
 	rows := make([]store.Execution, 0, len(fires))
-	for t, ats := range byTask {
-		sort.Slice(ats, func(i, j int) bool { return ats[i].Before(ats[j]) })
-		taskRows, err := p.rowsFor(ctx, now, t, ats)
-		if err != nil {
+	for i := 0; i < len(byTask); {
+		j := i + 1
+		for j < len(byTask) && byTask[j].task == byTask[i].task {
+			j++
+		}
+		var err error
+		if rows, err = p.appendRows(ctx, rows, now, byTask[i].task, byTask[i:j]); err != nil {
 			return nil, err
 		}
-		rows = append(rows, taskRows...)
+		i = j
 	}
 	inserted, err := p.store.InsertFires(ctx, rows)
 	if err != nil {
@@ -1534,7 +1540,7 @@ func (p *planner) record(ctx context.Context, now time.Time, fires []fire) ([]fi
 // alreadyThere lists the fires of rows that this replica meant to own
 // (scheduled, not sharded: a shard is its dealt replica's) and that
 // InsertFires did not insert, as inserted tells: their rows were there.
-func (p *planner) alreadyThere(rows, inserted []store.Execution, byTask map[*taskState][]time.Time) []fire {
+func (p *planner) alreadyThere(rows, inserted []store.Execution, fires []fire) []fire {
 	type key struct {
 		code string
 		at   int64
@@ -1543,9 +1549,9 @@ func (p *planner) alreadyThere(rows, inserted []store.Execution, byTask map[*tas
 	for _, r := range inserted {
 		got[key{r.TaskCode, r.RunTime}] = true
 	}
-	tasks := make(map[string]*taskState, len(byTask))
-	for t := range byTask {
-		tasks[t.code] = t
+	tasks := make(map[string]*taskState)
+	for _, f := range fires {
+		tasks[f.task.code] = f.task
 	}
 	var found []fire
 	for _, r := range rows {
@@ -1583,66 +1589,59 @@ func (p *planner) takeOverFound(ctx context.Context, found []fire, unlocked map[
 	return nil
 }
 
-// rowsFor builds the rows of one task's fires: those on days the task
-// excludes skipped (calendar.go), then the misfire policy applied to
-// those already past, and WithMaxRuns.
-func (p *planner) rowsFor(ctx context.Context, now time.Time, t *taskState, ats []time.Time) ([]store.Execution, error) {
+// appendRows appends to rows those of fires, one task's in time order:
+// those on days the task excludes skipped (calendar.go), then the
+// misfire policy applied to those already past, and WithMaxRuns.
+func (p *planner) appendRows(ctx context.Context, rows []store.Execution, now time.Time, t *taskState, fires []fire) ([]store.Execution, error) {
 	owner := ""
 	if p.view.runsHere(t.code) {
 		owner = p.opts.InstanceID
 	}
-	// Each fire's planned start is computed once (a jittered task's costs
-	// a Next of its schedule): the row carries it, and overdue counts
-	// from it.
-	type fire struct {
-		at      time.Time
-		planned int64 // store.Execution.PlannedMs: 0 without jitter
-	}
-	row := func(f fire, status, source, reason string) store.Execution {
-		return store.Execution{App: p.opts.App, TaskCode: t.code, RunTime: f.at.UnixMilli(), Status: status,
+	row := func(at time.Time, planned int64, status, source, reason string) store.Execution {
+		return store.Execution{App: p.opts.App, TaskCode: t.code, RunTime: at.UnixMilli(), Status: status,
 			Source: source, Reason: reason, MaxAttempts: max(t.def().MaxAttempts, 1), Replica: owner,
-			PlannedMs: f.planned}
+			PlannedMs: planned}
 	}
-	var rows []store.Execution
-	var missed, onTime []fire
-	if t.excl != nil && len(ats) > 0 {
-		p.noteMissingCalendar(t, ats[0])
+	skip := func(at time.Time, planned int64, reason string) store.Execution {
+		r := row(at, planned, store.StatusSkipped, store.SourceSchedule, reason)
+		r.Replica = p.opts.InstanceID
+		return r
 	}
-	for _, at := range ats {
-		f := fire{at, t.plannedStart(p.opts.App, at)}
+	if t.excl != nil && len(fires) > 0 {
+		p.noteMissingCalendar(t, fires[0].at)
+	}
+	// The rows go in time order. A missed (overdue) fire within the
+	// task's misfire window runs as a catch-up under MisfireRunAll; under
+	// MisfireRunOnce only the last missed fire may, and which one that is
+	// is known at the end (lastMissed: its row, -1 for none). The others
+	// are recorded skipped.
+	start, lastMissed := len(rows), -1
+	window := time.Duration(t.misfireWindowMs()) * time.Millisecond
+	for _, f := range fires {
+		// A fire's planned start is computed once (a jittered task's costs
+		// a Next of its schedule): the row carries it, and overdue counts
+		// from it.
+		planned := t.plannedStart(p.opts.App, f.at)
 		switch {
-		case t.excluded(at):
-			skip := row(f, store.StatusSkipped, store.SourceSchedule, store.ReasonExcluded)
-			skip.Replica = p.opts.InstanceID
-			rows = append(rows, skip)
-		case now.Sub(time.UnixMilli(max(f.planned, at.UnixMilli()))) > misfireAfter:
+		case t.excluded(f.at):
+			rows = append(rows, skip(f.at, planned, store.ReasonExcluded))
+		case now.Sub(time.UnixMilli(max(planned, f.at.UnixMilli()))) > misfireAfter:
 			// Overdue counts from the planned start: a jittered fire is
 			// not late before it (WithJitter).
-			missed = append(missed, f)
+			if t.def().Misfire == MisfireRunAll && now.Sub(f.at) <= window {
+				rows = append(rows, row(f.at, planned, store.StatusScheduled, store.SourceCatchup, ""))
+				continue
+			}
+			lastMissed = len(rows)
+			rows = append(rows, skip(f.at, planned, store.ReasonMisfire))
 		default:
-			onTime = append(onTime, f)
+			rows = append(rows, row(f.at, planned, store.StatusScheduled, store.SourceSchedule, ""))
 		}
 	}
-	window := time.Duration(t.misfireWindowMs()) * time.Millisecond
-	for i, f := range missed {
-		run := false
-		switch t.def().Misfire {
-		case MisfireRunAll:
-			run = now.Sub(f.at) <= window
-		case MisfireSkip:
-		default: // MisfireRunOnce
-			run = i == len(missed)-1 && now.Sub(f.at) <= window
-		}
-		if run {
-			rows = append(rows, row(f, store.StatusScheduled, store.SourceCatchup, ""))
-		} else {
-			skip := row(f, store.StatusSkipped, store.SourceSchedule, store.ReasonMisfire)
-			skip.Replica = p.opts.InstanceID
-			rows = append(rows, skip)
-		}
-	}
-	for _, f := range onTime {
-		rows = append(rows, row(f, store.StatusScheduled, store.SourceSchedule, ""))
+	if m := t.def().Misfire; lastMissed >= 0 && m != MisfireRunAll && m != MisfireSkip &&
+		now.Sub(time.UnixMilli(rows[lastMissed].RunTime)) <= window {
+		r := &rows[lastMissed] // MisfireRunOnce: the last missed fire runs
+		*r = row(time.UnixMilli(r.RunTime), r.PlannedMs, store.StatusScheduled, store.SourceCatchup, "")
 	}
 	if t.def().MaxRuns > 0 {
 		done, err := p.store.ScheduledRuns(ctx, p.opts.App, t.code)
@@ -1650,8 +1649,8 @@ func (p *planner) rowsFor(ctx context.Context, now time.Time, t *taskState, ats 
 			return nil, err
 		}
 		left := t.def().MaxRuns - done
-		kept := rows[:0]
-		for _, r := range rows {
+		kept := rows[:start]
+		for _, r := range rows[start:] {
 			if r.Status == store.StatusSkipped {
 				kept = append(kept, r)
 			} else if left > 0 {
@@ -1662,7 +1661,7 @@ func (p *planner) rowsFor(ctx context.Context, now time.Time, t *taskState, ats 
 		rows = kept
 	}
 	if isSharded(t.def()) {
-		rows = p.shardRows(t, rows, now)
+		rows = append(rows[:start], p.shardRows(t, rows[start:], now)...)
 	}
 	return rows, nil
 }
