@@ -4,11 +4,9 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -438,43 +436,29 @@ func insertFiresSQL(dialect string, codes []string, runTimes, attempts []int64, 
 // jsonFires is a JSON array of [code, run time, attempts allowed]
 // triples, each followed by the fire's values of the perRow columns.
 func jsonFires(codes []string, runTimes, attempts []int64, perRow []rowColumn) (string, error) {
-	b := make([]byte, 0, len(codes)*40)
-	b = append(b, '[')
+	var b strings.Builder
+	b.Grow(len(codes) * 40)
+	b.WriteByte('[')
 	for i, code := range codes {
 		if i > 0 {
-			b = append(b, ',')
+			b.WriteByte(',')
 		}
-		b = append(b, '[')
-		var err error
-		if b, err = appendJSONString(b, code); err != nil {
+		b.WriteByte('[')
+		if err := writeJSONString(&b, code); err != nil {
 			return "", fmt.Errorf("store: encode task code %q: %w", code, err)
 		}
-		b = append(b, ',')
-		b = strconv.AppendInt(b, runTimes[i], 10)
-		b = append(b, ',')
-		b = strconv.AppendInt(b, attempts[i], 10)
+		b.WriteByte(',')
+		appendInt(&b, runTimes[i])
+		b.WriteByte(',')
+		appendInt(&b, attempts[i])
 		for _, c := range perRow {
-			b = append(b, ',')
-			b = strconv.AppendInt(b, c.values[i], 10)
+			b.WriteByte(',')
+			appendInt(&b, c.values[i])
 		}
-		b = append(b, ']')
+		b.WriteByte(']')
 	}
-	return string(append(b, ']')), nil
-}
-
-// appendJSONString appends s to b as a JSON string. A string of
-// printable ASCII with no quote or backslash (task codes, mostly) needs
-// no escape and goes in as it is; any other through encoding/json.
-func appendJSONString(b []byte, s string) ([]byte, error) {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			q, err := json.Marshal(s)
-			return append(b, q...), err
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"'), nil
+	b.WriteByte(']')
+	return b.String(), nil
 }
 
 // fireRows validates fires and returns them with defaults applied, the
