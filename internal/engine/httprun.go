@@ -31,11 +31,13 @@ func (v *view) runsHere(code string) bool {
 const maxClaimCodes = 1000
 
 // claimCodes names the tasks this replica can run, for ClaimFires, in as
-// few codes as it takes: those it runs when they are few, otherwise the
-// stored tasks it does not run (none, usually: every replica of a service
-// registers the same handlers), otherwise maxClaimCodes of those it runs,
-// the next ones at each call. It is recomputed only when the handlers or
-// the tasks changed (s.view.codesGen), since the tasks can be a million.
+// few codes as it takes: the shorter of the list of those it runs and the
+// list of the stored tasks it does not run (none, usually: every replica
+// of a service registers the same handlers, and then no code is sent),
+// if it holds at most maxClaimCodes, otherwise maxClaimCodes of those it
+// runs, the next ones at each call. It is recomputed only when the
+// handlers or the tasks changed (s.view.codesGen), since the tasks can be
+// a million.
 func (v *view) claimCodes() store.CodeSet {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -53,13 +55,13 @@ func (v *view) claimCodes() store.CodeSet {
 			}
 		}
 		v.claimSet = claimSet{gen: v.codesGen, valid: true, others: others}
-		if runs <= maxClaimCodes || len(others) > maxClaimCodes {
+		if runs <= len(others) && runs <= maxClaimCodes || len(others) > maxClaimCodes {
 			v.claimSet.runs = v.runCodesLocked()
 		}
 	}
 	cs := &v.claimSet
 	switch {
-	case cs.runs != nil && len(cs.runs) <= maxClaimCodes:
+	case cs.runs != nil && len(cs.runs) <= len(cs.others) && len(cs.runs) <= maxClaimCodes:
 		return store.CodeSet{Codes: slices.Clip(cs.runs)}
 	case len(cs.others) <= maxClaimCodes:
 		return store.CodeSet{Codes: slices.Clip(cs.others), Except: true}
