@@ -22,26 +22,7 @@ func TestUnownedFireIsClaimedWhateverTheNumberOfTasks(t *testing.T) {
 	for _, others := range []int{0, 3, maxClaimCodes + 200} {
 		t.Run(fmt.Sprintf("%d tasks elsewhere", others), func(t *testing.T) {
 			t.Parallel()
-			db, app := testsvc.SQLite(t), testsvc.App(t)
-			ctx := context.Background()
-			iv := newInvocations()
-			a := newEngine(t, setupOpts{db: db, app: app}, func(o *Config) { o.InstanceID = "a" })
-			b := newEngine(t, setupOpts{db: db, app: app}, func(o *Config) { o.InstanceID = "b" })
-			const daily = "0 0 3 * * *"
-			for i := range maxClaimCodes + 200 {
-				require.NoError(t, register(t, a, fmt.Sprintf("a-%04d", i), daily, iv.handler(nil)))
-			}
-			for i := range others {
-				require.NoError(t, register(t, b, fmt.Sprintf("b-%04d", i), daily, iv.handler(nil)))
-			}
-			require.NoError(t, b.Start(ctx))
-			stopOnCleanup(t, b)
-			require.NoError(t, a.Start(ctx))
-			stopOnCleanup(t, a)
-			require.Eventually(t, func() bool { return claimcodesTaskKnown(b, "a-1150") }, 10*time.Second, 10*time.Millisecond)
-			if others > 0 {
-				require.Eventually(t, func() bool { return claimcodesTaskKnown(a, fmt.Sprintf("b-%04d", others-1)) }, 10*time.Second, 10*time.Millisecond)
-			}
+			_, iv, a, b := claimPair(t, maxClaimCodes+200, others)
 			cs := a.view.claimCodes()
 			if others <= maxClaimCodes {
 				require.True(t, cs.Except, "a names the few tasks it does not run")
@@ -64,12 +45,7 @@ func TestUnownedFireIsClaimedWhateverTheNumberOfTasks(t *testing.T) {
 			// The last codes in a's sorted list: the rotating chunk reaches
 			// them on the second claim.
 			for _, code := range []string{"a-0005", "a-1150"} {
-				e, _, err := b.Trigger(ctx, code)
-				require.NoError(t, err)
-				require.Empty(t, e.Replica, "b has no handler: the run is nobody's until claimed")
-				run := iv.next(t, 15*time.Second)
-				require.Equal(t, code, run.Code)
-				require.Equal(t, "a", run.Replica)
+				triggerForA(t, b, iv, code)
 			}
 		})
 	}
@@ -81,20 +57,8 @@ func TestUnownedFireIsClaimedWhateverTheNumberOfTasks(t *testing.T) {
 // view was read) is then read, and still not claimed.
 func TestClaimNamesNoCodeWhenTheReplicaRunsEveryTask(t *testing.T) {
 	t.Parallel()
-	db, app := testsvc.SQLite(t), testsvc.App(t)
 	ctx := context.Background()
-	iv := newInvocations()
-	a := newEngine(t, setupOpts{db: db, app: app}, func(o *Config) { o.InstanceID = "a" })
-	b := newEngine(t, setupOpts{db: db, app: app}, func(o *Config) { o.InstanceID = "b" })
-	for i := range 5 {
-		require.NoError(t, register(t, a, fmt.Sprintf("a-%d", i), "0 0 3 * * *", iv.handler(nil)))
-	}
-	require.NoError(t, a.Start(ctx))
-	stopOnCleanup(t, a)
-	require.NoError(t, b.Start(ctx))
-	stopOnCleanup(t, b)
-	require.Eventually(t, func() bool { return claimcodesTaskKnown(b, "a-4") }, 10*time.Second, 10*time.Millisecond)
-
+	app, iv, a, b := claimPair(t, 5, 0)
 	cs := a.view.claimCodes()
 	require.True(t, cs.Except, "a names the tasks it does not run")
 	require.Empty(t, cs.Codes, "and there are none")
@@ -103,15 +67,53 @@ func TestClaimNamesNoCodeWhenTheReplicaRunsEveryTask(t *testing.T) {
 		Status: store.StatusScheduled, MaxAttempts: 1}})
 	require.NoError(t, err)
 	require.Len(t, ghost, 1)
-	e, _, err := b.Trigger(ctx, "a-3")
-	require.NoError(t, err)
-	require.Empty(t, e.Replica, "b has no handler: the run is nobody's until claimed")
-	run := iv.next(t, 15*time.Second)
-	require.Equal(t, "a-3", run.Code)
-	require.Equal(t, "a", run.Replica)
+	triggerForA(t, b, iv, "a-0003")
 	g, err := a.store.Execution(ctx, ghost[0].ID)
 	require.NoError(t, err)
 	require.Empty(t, g.Replica, "a read the unknown task's fire and left it")
+}
+
+// claimPair starts replicas a and b of a new app on one SQLite database,
+// a with the daily tasks a-0000 to a-<aTasks-1> and b with b-0000 to
+// b-<bTasks-1>, and waits until each knows the other's tasks. iv records
+// the runs of all of them.
+func claimPair(t *testing.T, aTasks, bTasks int) (app string, iv *invocations, a, b *Engine) {
+	t.Helper()
+	ctx := context.Background()
+	db, app := testsvc.SQLite(t), testsvc.App(t)
+	iv = newInvocations()
+	a = newEngine(t, setupOpts{db: db, app: app}, func(o *Config) { o.InstanceID = "a" })
+	b = newEngine(t, setupOpts{db: db, app: app}, func(o *Config) { o.InstanceID = "b" })
+	for _, r := range []struct {
+		e      *Engine
+		prefix string
+		n      int
+	}{{a, "a", aTasks}, {b, "b", bTasks}} {
+		for i := range r.n {
+			require.NoError(t, register(t, r.e, fmt.Sprintf("%s-%04d", r.prefix, i), "0 0 3 * * *", iv.handler(nil)))
+		}
+	}
+	require.NoError(t, b.Start(ctx))
+	stopOnCleanup(t, b)
+	require.NoError(t, a.Start(ctx))
+	stopOnCleanup(t, a)
+	require.Eventually(t, func() bool { return claimcodesTaskKnown(b, fmt.Sprintf("a-%04d", aTasks-1)) }, 10*time.Second, 10*time.Millisecond)
+	if bTasks > 0 {
+		require.Eventually(t, func() bool { return claimcodesTaskKnown(a, fmt.Sprintf("b-%04d", bTasks-1)) }, 10*time.Second, 10*time.Millisecond)
+	}
+	return app, iv, a, b
+}
+
+// triggerForA runs code by hand through b, which has no handler for it,
+// and waits for a to claim and run it.
+func triggerForA(t *testing.T, b *Engine, iv *invocations, code string) {
+	t.Helper()
+	e, _, err := b.Trigger(context.Background(), code)
+	require.NoError(t, err)
+	require.Empty(t, e.Replica, "b has no handler: the run is nobody's until claimed")
+	run := iv.next(t, 15*time.Second)
+	require.Equal(t, code, run.Code)
+	require.Equal(t, "a", run.Replica)
 }
 
 // claimcodesTaskKnown reports whether e's view has the task's row.
