@@ -61,7 +61,7 @@ func (v *view) claimCodes() store.CodeSet {
 	}
 	cs := &v.claimSet
 	switch {
-	case cs.runs != nil && len(cs.runs) <= len(cs.others) && len(cs.runs) <= maxClaimCodes:
+	case cs.runs != nil && len(cs.runs) <= maxClaimCodes:
 		return store.CodeSet{Codes: slices.Clip(cs.runs)}
 	case len(cs.others) <= maxClaimCodes:
 		return store.CodeSet{Codes: slices.Clip(cs.others), Except: true}
