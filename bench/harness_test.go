@@ -167,3 +167,15 @@ func TestLogReasonKeepsTheError(t *testing.T) {
 		t.Fatalf("logReason = %q, want %q", got, want)
 	}
 }
+
+func TestChartsDrawAWorkloadWhoseFiresWereAllOnTime(t *testing.T) {
+	t.Parallel()
+	cdf := make([]float64, 101) // every percentile 0 ms
+	doc := &document{Profile: "full", Results: []*result{
+		{System: "xtimer-mysql", Workload: "distinct", CDF: cdf},
+	}}
+	files, err := charts(doc, []string{"distinct"}, t.TempDir(), "run")
+	if err != nil || len(files) != 1 {
+		t.Fatalf("charts of a run with every fire on time: %v, %v", files, err)
+	}
+}

@@ -355,6 +355,9 @@ func charts(doc *document, workloads []string, dir, prefix string) ([]string, er
 		if lines == 0 {
 			continue
 		}
+		// A log axis needs a range: with every fire drawn at 0.5 ms (none
+		// later), plot widened 0.5..0.5 to -0.5..1.5 and panicked.
+		p.X.Min, p.X.Max = 0.5, math.Max(p.X.Max, 5)
 		p.Add(plotter.NewGrid())
 		p.BackgroundColor = color.White
 		path := filepath.Join(dir, prefix+"-"+w+".png")
