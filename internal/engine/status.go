@@ -31,6 +31,9 @@ type statusWriter struct {
 	starts   []store.Start
 	finishes []store.Finish
 	skips    []skipUpdate
+	// startRoom and finishRoom are the room take gives the next round's
+	// queues (queueRoom).
+	startRoom, finishRoom int
 	// written are the starts and results written in the last
 	// replayWindow, oldest first; replays, those queued to be written
 	// again (replayLost).
@@ -275,15 +278,42 @@ func (q *statusWriter) loop(ctx context.Context) {
 	}
 }
 
+// take empties the queues and returns what they held. The new queues
+// have room for what the last rounds took (queueRoom), so that the next
+// instant's fires append their starts and results without growing them:
+// grown from nil, they were copied to twice the size again and again
+// while the fires started, and the collector, when those allocations
+// brought the heap to its goal, took one of the two cores of a replica
+// from the fires still starting. Their arrays cannot be reused: written
+// points into them.
+func (q *statusWriter) take() (starts []store.Start, finishes []store.Finish, skips []skipUpdate) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	starts, finishes, skips = q.starts, q.finishes, q.skips
+	q.startRoom, q.finishRoom = queueRoom(q.startRoom, len(starts)), queueRoom(q.finishRoom, len(finishes))
+	q.starts, q.finishes, q.skips = make([]store.Start, 0, q.startRoom), make([]store.Finish, 0, q.finishRoom), nil
+	return starts, finishes, skips
+}
+
+// queueRoom is the room of a status queue after a round that took n of
+// its items, room the room before: the most of the last rounds, an
+// eighth less each round that took less (an instant's starts and its
+// results may come in two rounds), within maxQueueRoom.
+func queueRoom(room, n int) int {
+	return min(max(n, room-room/8), maxQueueRoom)
+}
+
+// maxQueueRoom bounds the room queueRoom keeps: a burst of more fires
+// grows the queues as it goes, and a round after it allocates no more
+// than this.
+const maxQueueRoom = 4096
+
 // flush writes what is queued: starts (with the result when the attempt
 // already ended), then other results, then skipped fires.
 func (q *statusWriter) flush(ctx context.Context) error {
 	q.flushing.Lock()
 	defer q.flushing.Unlock()
-	q.mu.Lock()
-	starts, finishes, skips := q.starts, q.finishes, q.skips
-	q.starts, q.finishes, q.skips = nil, nil, nil
-	q.mu.Unlock()
+	starts, finishes, skips := q.take()
 	requeue := func(i, j, k int) {
 		q.mu.Lock()
 		q.starts = append(starts[i:], q.starts...)

@@ -107,3 +107,49 @@ func TestWritesKeptForAReplayAreBounded(t *testing.T) {
 	q.wrote(starts[:1], []bool{true}, nil, []bool{})
 	require.Len(t, q.written, 1, "older than replayWindow: dropped")
 }
+
+// The promise: the queues a round leaves behind have room for as many
+// starts and results as the last rounds took, so that an instant's fires
+// do not grow them while they start; the room shrinks by an eighth a
+// round that took less, and stays within maxQueueRoom after a burst.
+func TestStatusQueuesKeepRoomForTheNextInstant(t *testing.T) {
+	t.Parallel()
+	q := &statusWriter{}
+	at := time.Unix(1_800_000_000, 0)
+	queue := func(n int) {
+		for i := range n {
+			r := store.Execution{ID: int64(i + 1)}
+			q.started(r, at)
+			q.finished(store.Finish{ID: r.ID, Attempt: 1})
+		}
+	}
+	room := func() (int, int) {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return cap(q.starts), cap(q.finishes)
+	}
+
+	queue(300)
+	starts, finishes, _ := q.take()
+	require.Len(t, starts, 300)
+	require.Len(t, finishes, 300)
+	s, f := room()
+	require.Equal(t, 300, s, "room for the next instant's starts")
+	require.Equal(t, 300, f, "and for its results")
+	queue(300)
+	s, f = room()
+	require.Equal(t, 300, s, "the next instant's starts fit, not grown")
+	require.Equal(t, 300, f)
+
+	q.take()
+	q.take() // a round that took nothing
+	s, f = room()
+	require.Equal(t, 300-300/8, s)
+	require.Equal(t, 300-300/8, f)
+
+	queue(10_000) // a burst
+	q.take()
+	s, f = room()
+	require.Equal(t, maxQueueRoom, s)
+	require.Equal(t, maxQueueRoom, f)
+}
