@@ -59,7 +59,7 @@ func TestFireDueWhileAClaimedStartIsAwaitedStarts(t *testing.T) {
 			armedIDs: map[int64]bool{}, armedAt: map[int64]int{}, wake: make(chan struct{}, 1),
 			cancellable: map[int64]cancellable{}, backlogIDs: map[int64]bool{}, dispatching: map[int64]bool{},
 		}
-		d.start = func(r store.Execution, _ time.Time) { f.begun <- r.ID }
+		d.start = func(_ *attempt, r store.Execution, _ time.Time) { f.begun <- r.ID }
 		now := time.Now()
 		// Claimed ahead, its start a millisecond away; and one due for its
 		// claim already.
@@ -84,6 +84,58 @@ func TestFireDueWhileAClaimedStartIsAwaitedStarts(t *testing.T) {
 			return
 		}
 	}
+}
+
+// The promise: a fire claimed ahead of its run time has its attempt's
+// memory from the claim, and starts in it at its run time, so that the
+// fires of an instant allocate less as they start together; a fire
+// claimed at or after its run time starts at once in a new attempt.
+func TestFireClaimedAheadStartsInTheAttemptAllocatedAtItsClaim(t *testing.T) {
+	t.Parallel()
+	type begun struct {
+		a  *attempt
+		id int64
+	}
+	starts := make(chan begun, 2)
+	f := dispatchFakes{}
+	d := &dispatcher{
+		clock: SystemClock{}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), app: "a", replica: "r", workers: 4,
+		view: f, store: f, status: f, pool: f, noteDB: func(error) {},
+		armedIDs: map[int64]bool{}, armedAt: map[int64]int{}, wake: make(chan struct{}, 1),
+		cancellable: map[int64]cancellable{}, backlogIDs: map[int64]bool{}, dispatching: map[int64]bool{},
+	}
+	d.start = func(a *attempt, r store.Execution, _ time.Time) { starts <- begun{a, r.ID} }
+	now := time.Now()
+	ahead := &armedFire{row: store.Execution{ID: 1, TaskCode: "ahead", Source: store.SourceManual,
+		RunTime: now.Add(200 * time.Millisecond).UnixMilli()}}
+	due := &armedFire{row: store.Execution{ID: 2, TaskCode: "due", Source: store.SourceManual,
+		RunTime: now.Add(-time.Millisecond).UnixMilli()}}
+	d.dispatch(context.Background(), []*armedFire{ahead, due}, now, now)
+
+	var got begun
+	select {
+	case got = <-starts:
+	default:
+		t.Fatal("the fire due already did not start")
+	}
+	require.Equal(t, int64(2), got.id, "the fire due already starts at once")
+	require.Nil(t, got.a, "in a new attempt")
+	require.Equal(t, 1, d.claimed.Len(), "the other waits for its run time")
+	att := d.claimed[0].att
+	require.NotNil(t, att, "its attempt allocated at the claim")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); d.loop(ctx) }()
+	select {
+	case got = <-starts:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fire claimed ahead did not start")
+	}
+	cancel()
+	<-done
+	require.Equal(t, int64(1), got.id)
+	require.Same(t, att, got.a, "it starts in the attempt allocated at its claim")
 }
 
 // The promise of noteRunning and runningBesides: a task's attempts are

@@ -44,13 +44,13 @@ type dispatcher struct {
 	clock        Clock
 	log          *slog.Logger
 	app, replica string
-	workers      int                                   // Options.Workers
-	view         fireView                              // the tasks, as the view has them
-	store        fireStore                             // the fence and the overlap count
-	status       fireStatus                            // the status writer
-	pool         fencePool                             // the Go handlers' pool: how many to claim (fenceRoom)
-	start        func(r store.Execution, at time.Time) // runs a claimed fire's attempt
-	noteDB       func(error)                           // the database's health
+	workers      int                                               // Options.Workers
+	view         fireView                                          // the tasks, as the view has them
+	store        fireStore                                         // the fence and the overlap count
+	status       fireStatus                                        // the status writer
+	pool         fencePool                                         // the Go handlers' pool: how many to claim (fenceRoom)
+	start        func(a *attempt, r store.Execution, at time.Time) // runs a claimed fire's attempt in a (nil: a new one)
+	noteDB       func(error)                                       // the database's health
 
 	mu       sync.Mutex
 	armed    fireHeap
@@ -141,7 +141,7 @@ type fencePool interface {
 func newDispatcher(s *Engine) *dispatcher {
 	return &dispatcher{
 		clock: s.clock, log: s.log, app: s.opts.App, replica: s.opts.InstanceID, workers: s.opts.Workers,
-		view: &s.view, store: s.store, status: s.updates, pool: s.pool, start: s.startAttempt, noteDB: s.noteDB,
+		view: &s.view, store: s.store, status: s.updates, pool: s.pool, start: s.startAttemptIn, noteDB: s.noteDB,
 		armedIDs: map[int64]bool{}, armedAt: map[int64]int{}, backlogIDs: map[int64]bool{}, dispatching: map[int64]bool{}, wake: make(chan struct{}, 1),
 		cancellable: map[int64]cancellable{},
 	}
@@ -246,6 +246,9 @@ type armedFire struct {
 	// buffered: it waited for an earlier run of its task (buffer
 	// policies), and is checked again at due.
 	buffered bool
+	// att is the memory of its attempt, allocated when it was claimed
+	// ahead of its run time (dispatch); nil until then.
+	att *attempt
 }
 
 // claimAt is when f is claimed, with lead the claim's lead.
@@ -453,7 +456,7 @@ func (d *dispatcher) loop(ctx context.Context) {
 		d.mu.Unlock()
 		for d.claimed.Len() > 0 && !d.claimed[0].due.After(now) {
 			f := heap.Pop(&d.claimed).(*armedFire)
-			d.begin(f.row, f.due)
+			d.begin(f.row, f.due, f.att)
 		}
 		if d.claimed.Len() > 0 {
 			until := d.claimed[0].due.Sub(now)
@@ -650,11 +653,11 @@ func fold(avg *time.Duration, sample time.Duration) {
 }
 
 // begin starts the first attempt of a fire this replica claimed, recorded
-// as started at startAt.
-func (d *dispatcher) begin(r store.Execution, startAt time.Time) {
+// as started at startAt, in a (nil: a new attempt).
+func (d *dispatcher) begin(r store.Execution, startAt time.Time, a *attempt) {
 	r.Attempt = 1
 	d.status.started(r, startAt)
-	d.start(r, startAt)
+	d.start(a, r, startAt)
 }
 
 // stopClaimed runs as the dispatcher stops: fires it claimed ahead of a
@@ -816,10 +819,15 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 		delete(won, r.ID)
 		// StartFires recorded the start at the planned start, or now if later.
 		if at := time.UnixMilli(max(r.Planned(), now.UnixMilli())); at.After(now) {
-			f.due, f.exact, f.buffered = at, false, false
+			// Its attempt's memory now, not at its run time: what the
+			// fires of an instant allocated as they started together was
+			// what most often brought the heap to the collector's goal,
+			// and the collector's start and mark then took CPU from the
+			// fires still starting.
+			f.due, f.exact, f.buffered, f.att = at, false, false, new(attempt)
 			heap.Push(&d.claimed, f)
 		} else {
-			d.begin(*r, at)
+			d.begin(*r, at, nil)
 		}
 	}
 }
@@ -958,7 +966,11 @@ func (d *dispatcher) fenceNow(callbacks, goFires []*armedFire) []*armedFire {
 // now: a Go handler on the pool, an HTTP callback behind its task's queue
 // on the HTTP pool. Time spent waiting there is lateness: the result
 // records when the attempt really started.
-func (s *Engine) startAttempt(r store.Execution, now time.Time) {
+func (s *Engine) startAttempt(r store.Execution, now time.Time) { s.startAttemptIn(nil, r, now) }
+
+// startAttemptIn is startAttempt in a, an attempt allocated and not used
+// yet (nil: a new one).
+func (s *Engine) startAttemptIn(a *attempt, r store.Execution, now time.Time) {
 	s.view.mu.Lock()
 	loc := time.UTC
 	t, cfg := s.view.taskLocked(r.TaskCode), s.view.handlers.get(r.TaskCode)
@@ -973,7 +985,10 @@ func (s *Engine) startAttempt(r store.Execution, now time.Time) {
 		s.dispatcher.noteRunning(r, 1)
 	}
 	s.attempts.Add(1)
-	a := &attempt{s: s, r: r, now: now, backfill: backfill}
+	if a == nil {
+		a = new(attempt)
+	}
+	a.s, a.r, a.now, a.backfill = s, r, now, backfill
 	a.out.max = s.opts.MaxOutput
 	a.run = Attempt{
 		ID: RunID(s.opts.App, r), ExecutionID: r.ID, Code: r.TaskCode, Shard: r.Shard, Shards: r.Shards,

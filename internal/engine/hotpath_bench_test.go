@@ -197,9 +197,10 @@ func BenchmarkFiresIn(b *testing.B) {
 }
 
 // BenchmarkStartInstant starts the fires of one instant the way the
-// dispatcher does at their run time, once their rows are claimed
-// (the dispatch loop's begin of each claimed fire), and waits until every
-// handler has been called: each op is one instant of n fires of n tasks
+// dispatcher does at their run time, once their rows are claimed (the
+// dispatch loop's begin of each claimed fire, in the attempt allocated at
+// the claim), and waits until every handler has been called: each op is
+// one instant of n fires of n tasks
 // on a pool of 64 workers, with a handler that returns at once. It
 // reports the time from the instant to the last handler's call (spread)
 // and to the median one (median), the lateness the dispatcher adds to a
@@ -233,13 +234,17 @@ func BenchmarkStartInstant(b *testing.B) {
 			adopt(s)
 			var spread, median time.Duration
 			b.ReportAllocs()
+			atts := make([]*attempt, n)
 			for b.Loop() {
 				seq.Store(0)
 				wg.Add(n)
+				for i := range atts {
+					atts[i] = new(attempt) // at the claim, ahead of the instant (dispatch)
+				}
 				at = time.Now()
 				for i := range rows {
 					rows[i].RunTime = at.UnixMilli()
-					s.dispatcher.begin(rows[i], at)
+					s.dispatcher.begin(rows[i], at, atts[i])
 				}
 				wg.Wait()
 				s.attempts.Wait()
