@@ -281,10 +281,9 @@ func (q *statusWriter) loop(ctx context.Context) {
 // take empties the queues and returns what they held. The new queues
 // have room for what the last rounds took (queueRoom), so that the next
 // instant's fires append their starts and results without growing them:
-// grown from nil, they were copied to twice the size again and again
-// while the fires started, and the collector, when those allocations
-// brought the heap to its goal, took one of the two cores of a replica
-// from the fires still starting. Their arrays cannot be reused: written
+// grown from nil, they were copied to twice their size again and again
+// while the fires started, which is when a replica should allocate least
+// (see dispatch's claim ahead). Their arrays cannot be reused: written
 // points into them.
 func (q *statusWriter) take() (starts []store.Start, finishes []store.Finish, skips []skipUpdate) {
 	q.mu.Lock()
