@@ -41,6 +41,17 @@ func (f dispatchFakes) Stats() (int, int)                       { return 0, 0 }
 func (f dispatchFakes) MeanRun() (time.Duration, bool)          { return 0, false }
 func (f dispatchFakes) Rate() (float64, bool)                   { return 0, false }
 
+// fakeDispatcher is a dispatcher on f, started by hand (loop, dispatch);
+// the test sets its start.
+func fakeDispatcher(f dispatchFakes) *dispatcher {
+	return &dispatcher{
+		clock: SystemClock{}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), app: "a", replica: "r", workers: 4,
+		view: f, store: f, status: f, pool: f, noteDB: func(error) {},
+		armedIDs: map[int64]bool{}, armedAt: map[int64]int{}, wake: make(chan struct{}, 1),
+		cancellable: map[int64]cancellable{}, backlogIDs: map[int64]bool{}, dispatching: map[int64]bool{},
+	}
+}
+
 // The promise: a fire due for its claim while the dispatcher waits the
 // last instant before the start of fires it claimed ahead (startEarly, on
 // the system clock) is claimed and started after them. The loop popped it
@@ -53,12 +64,7 @@ func TestFireDueWhileAClaimedStartIsAwaitedStarts(t *testing.T) {
 	t.Parallel()
 	for round := range 20 {
 		f := dispatchFakes{begun: make(chan int64, 2)}
-		d := &dispatcher{
-			clock: SystemClock{}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), app: "a", replica: "r", workers: 4,
-			view: f, store: f, status: f, pool: f, noteDB: func(error) {},
-			armedIDs: map[int64]bool{}, armedAt: map[int64]int{}, wake: make(chan struct{}, 1),
-			cancellable: map[int64]cancellable{}, backlogIDs: map[int64]bool{}, dispatching: map[int64]bool{},
-		}
+		d := fakeDispatcher(f)
 		d.start = func(_ *attempt, r store.Execution, _ time.Time) { f.begun <- r.ID }
 		now := time.Now()
 		// Claimed ahead, its start a millisecond away; and one due for its
@@ -98,12 +104,7 @@ func TestFireClaimedAheadStartsInTheAttemptAllocatedAtItsClaim(t *testing.T) {
 	}
 	starts := make(chan begun, 2)
 	f := dispatchFakes{}
-	d := &dispatcher{
-		clock: SystemClock{}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), app: "a", replica: "r", workers: 4,
-		view: f, store: f, status: f, pool: f, noteDB: func(error) {},
-		armedIDs: map[int64]bool{}, armedAt: map[int64]int{}, wake: make(chan struct{}, 1),
-		cancellable: map[int64]cancellable{}, backlogIDs: map[int64]bool{}, dispatching: map[int64]bool{},
-	}
+	d := fakeDispatcher(f)
 	d.start = func(a *attempt, r store.Execution, _ time.Time) { starts <- begun{a, r.ID} }
 	now := time.Now()
 	ahead := &armedFire{row: store.Execution{ID: 1, TaskCode: "ahead", Source: store.SourceManual,
