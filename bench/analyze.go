@@ -88,6 +88,15 @@ type result struct {
 	LongestGapMs float64 `json:"longest_gap_ms,omitempty"`
 	LateFires    int64   `json:"late_fires_over_1s,omitempty"`
 
+	// Latest are the run's latestShown latest instants, latest first: the
+	// fires of one instant that one replica started, by the lateness of
+	// the last of them.
+	Latest []lateInstant `json:"latest_instants,omitempty"`
+	// DiskSlowest is the window's second in which the disk under the run's
+	// databases had the longest mean time a write or a flush took
+	// (disk.go).
+	DiskSlowest *diskSecond `json:"disk_slowest,omitempty"`
+
 	// Pass, for a throughput step: every fire of the window invoked once,
 	// p99 lateness at most 100 ms.
 	Pass bool `json:"pass,omitempty"`
@@ -137,7 +146,45 @@ type fireKey struct {
 type fireStat struct {
 	n        int32
 	started  int64   // earliest start, unix ms
+	first    int32   // the replica of that start
 	replicas []int32 // the replicas that ran it, in file order
+}
+
+// lateInstant is the fires of one instant that one replica started first.
+type lateInstant struct {
+	At      time.Time   `json:"at"` // the scheduled instant
+	Replica int32       `json:"replica"`
+	Fires   int64       `json:"fires"`
+	LateMs  float64     `json:"late_max_ms"`    // the lateness of its last fire
+	Disk    *diskSecond `json:"disk,omitempty"` // the disk in the instant's second
+}
+
+// latestShown is how many instants a result names (result.Latest).
+const latestShown = 3
+
+// instantKey is an instant of one replica.
+type instantKey struct {
+	replica int32
+	at      int64 // unix ms
+}
+
+// latest returns the n latest of instants, latest first (earlier first on
+// a tie).
+func latest(instants map[instantKey]*lateInstant, n int) []lateInstant {
+	all := make([]lateInstant, 0, len(instants))
+	for _, in := range instants {
+		all = append(all, *in)
+	}
+	sort.Slice(all, func(a, b int) bool {
+		if all[a].LateMs != all[b].LateMs {
+			return all[a].LateMs > all[b].LateMs
+		}
+		if !all[a].At.Equal(all[b].At) {
+			return all[a].At.Before(all[b].At)
+		}
+		return all[a].Replica < all[b].Replica
+	})
+	return all[:min(n, len(all))]
 }
 
 // analyze counts the fires of the window against the schedule and fills
@@ -160,10 +207,12 @@ func analyze(res *result, invs []invocation, p plan, c *counters) {
 		k := fireKey{inv.task, inv.shard, inv.scheduled}
 		if s := seen[k]; s != nil {
 			s.n++
-			s.started = min(s.started, inv.started)
+			if inv.started < s.started {
+				s.started, s.first = inv.started, inv.replica
+			}
 			s.replicas = append(s.replicas, inv.replica)
 		} else {
-			seen[k] = &fireStat{n: 1, started: inv.started, replicas: []int32{inv.replica}}
+			seen[k] = &fireStat{n: 1, started: inv.started, first: inv.replica, replicas: []int32{inv.replica}}
 		}
 	}
 
@@ -193,6 +242,7 @@ func analyze(res *result, invs []invocation, p plan, c *counters) {
 		}
 	}
 	matched := int64(0)
+	byInstant := map[instantKey]*lateInstant{}
 	firstStarts := map[int32][]int64{} // failover: per task, for the gaps
 	shards := max(p.shards, 1)
 	for i := range p.tasks {
@@ -225,6 +275,13 @@ func analyze(res *result, invs []invocation, p plan, c *counters) {
 				}
 				late := float64(s.started - at)
 				res.lateness = append(res.lateness, late)
+				in := byInstant[instantKey{s.first, at}]
+				if in == nil {
+					in = &lateInstant{At: time.UnixMilli(at).UTC(), Replica: s.first, LateMs: late}
+					byInstant[instantKey{s.first, at}] = in
+				}
+				in.Fires++
+				in.LateMs = max(in.LateMs, late)
 				if late > 1000 {
 					res.LateFires++
 				}
@@ -243,6 +300,7 @@ func analyze(res *result, invs []invocation, p plan, c *counters) {
 	}
 	res.Unexpected = inWindow - matched
 
+	res.Latest = latest(byInstant, latestShown)
 	sort.Float64s(res.lateness)
 	res.LateP50, res.LateP90 = quantile(res.lateness, 0.50), quantile(res.lateness, 0.90)
 	res.LateP99, res.LateMax = quantile(res.lateness, 0.99), quantile(res.lateness, 1)

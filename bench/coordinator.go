@@ -213,6 +213,8 @@ func (c *coordinator) runReplicas(p plan, svc *services, dir string, res *result
 	}
 	winTo = winFrom.Add(p.window)
 	res.WindowFrom, res.WindowTo = winFrom.UTC(), winTo.UTC()
+	disk := sampleDisk(dir) // from now on; addDisk keeps the window's seconds
+	defer disk.end()
 	// Counters start before the window; what is counted after it is
 	// divided by the fires scheduled from winFrom on.
 	time.Sleep(time.Until(winFrom.Add(-500 * time.Millisecond)))
@@ -236,6 +238,7 @@ func (c *coordinator) runReplicas(p plan, svc *services, dir string, res *result
 	time.Sleep(time.Until(winTo.Add(max(c.tail, p.afterFire))))
 	c.stopAll(procs)
 	res.LoadAvg = append(res.LoadAvg, loadAvg())
+	seconds := disk.end()
 	time.Sleep(500 * time.Millisecond) // PostgreSQL backends flush their stats as they exit
 	if err = counters.snapshot(false); err != nil {
 		return err
@@ -249,6 +252,7 @@ func (c *coordinator) runReplicas(p plan, svc *services, dir string, res *result
 		res.addProcess(r)
 	}
 	analyze(res, invs, p, counters)
+	res.addDisk(seconds)
 	return nil
 }
 

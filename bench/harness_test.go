@@ -3,7 +3,9 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -70,6 +72,83 @@ func TestAnalyzeCountsOnceDuplicatedMissedAndLateness(t *testing.T) {
 	}
 	if len(res.MissedSample) != 1 || res.MissedSample[0] != taskCode(1)+"@"+from.Add(time.Second).Format("15:04:05.000") {
 		t.Fatalf("missed sample %v", res.MissedSample)
+	}
+	// The latest instants, by the replica of each fire's first start:
+	// second 2 on replica 0 (40 ms), second 0 on replica 1 (task 1's
+	// earlier start, 20 ms), then, of the three 10 ms instants, the
+	// earliest.
+	want := []lateInstant{
+		{At: from.Add(2 * time.Second), Replica: 0, Fires: 1, LateMs: 40},
+		{At: from, Replica: 1, Fires: 1, LateMs: 20},
+		{At: from, Replica: 0, Fires: 1, LateMs: 10},
+	}
+	if !slices.Equal(res.Latest, want) {
+		t.Fatalf("latest instants %+v, want %+v", res.Latest, want)
+	}
+	// Two fires of one instant on one replica are one instant of 2 fires.
+	res = &result{Spec: "* * * * * *", WindowFrom: from, WindowTo: from.Add(time.Second)}
+	analyze(res, []invocation{{0, 0, 1, ms(0), ms(3 * time.Millisecond)}, {1, 0, 1, ms(0), ms(8 * time.Millisecond)}},
+		plan{workload: "steady", tasks: 2}, &counters{})
+	if want := []lateInstant{{At: from, Replica: 1, Fires: 2, LateMs: 8}}; !slices.Equal(res.Latest, want) {
+		t.Fatalf("latest instants %+v, want %+v", res.Latest, want)
+	}
+}
+
+// Each result names the disk's second beside each of its latest instants,
+// and the window's slowest second, from the device's counters.
+func TestLatestInstantsAreShownWithTheDiskOfTheirSecond(t *testing.T) {
+	t.Parallel()
+	c0, err := parseDisk("  1261573 12905 50324418 109756 505835 114780 203462280 1152458 0 152492 1315841 19266 25 74546792 21126 23724 32499\n")
+	if err != nil || c0 != (diskCounters{writes: 505835, writeMs: 1152458, flushes: 23724, flushMs: 32499}) {
+		t.Fatalf("parseDisk = %+v, %v", c0, err)
+	}
+	if c, err := parseDisk("1 2 3 4 5 6 7 8 0 10 11"); err != nil || c != (diskCounters{writes: 5, writeMs: 8}) {
+		t.Fatalf("parseDisk of a kernel without flush fields = %+v, %v", c, err)
+	}
+	for _, bad := range []string{"", "1 2 3", "1 2 3 4 five 6 7 8 0 10 11"} {
+		if _, err := parseDisk(bad); err == nil {
+			t.Errorf("parseDisk(%q) took it", bad)
+		}
+	}
+	if p, err := diskStatPath(t.TempDir()); err != nil || !regexp.MustCompile(`^/sys/dev/block/\d+:\d+/stat$`).MatchString(p) {
+		t.Fatalf("diskStatPath = %q, %v", p, err)
+	}
+
+	from := time.Unix(1_700_000_000, 0).UTC()
+	at := func(s int) time.Time { return from.Add(time.Duration(s) * time.Second) }
+	c1 := diskCounters{writes: c0.writes + 40, writeMs: c0.writeMs + 3400, flushes: c0.flushes + 20, flushMs: c0.flushMs + 1802}
+	slow := c0.second(c1, at(1))
+	if want := (diskSecond{At: at(1), Writes: 40, WriteMs: 85, Flushes: 20, FlushMs: 90.1}); slow != want {
+		t.Fatalf("second = %#v, want %#v", slow, want)
+	}
+	idle := c1.second(c1, at(2))
+	if idle != (diskSecond{At: at(2)}) {
+		t.Fatalf("a second without writes = %#v", idle)
+	}
+	quick := diskSecond{At: at(0), Writes: 10, WriteMs: 1, Flushes: 5, FlushMs: 2}
+	before := diskSecond{At: at(-1), Writes: 1, WriteMs: 500}
+	res := &result{System: "xtimer-mysql", WindowFrom: from, WindowTo: at(3), Latest: []lateInstant{
+		{At: at(1).Add(500 * time.Millisecond), Replica: 2, Fires: 333, LateMs: 136},
+		{At: at(5), Replica: 0, Fires: 1, LateMs: 9},
+	}}
+	res.addDisk([]diskSecond{before, quick, slow, idle})
+	if res.DiskSlowest == nil || *res.DiskSlowest != slow {
+		t.Fatalf("slowest second %#v, want %#v (the one before the window is not its)", res.DiskSlowest, slow)
+	}
+	if res.Latest[0].Disk == nil || *res.Latest[0].Disk != slow || res.Latest[1].Disk != nil {
+		t.Fatalf("disk of the latest instants %#v, %#v", res.Latest[0].Disk, res.Latest[1].Disk)
+	}
+	txt := latestText("steady", []*result{res, {System: "river", Latest: res.Latest}})
+	for _, want := range []string{
+		"xtimer-mysql: " + at(1).Format("15:04:05") + " replica 2, 333 fires, 136 ms (disk: 40 writes at 85.0 ms, 20 flushes at 90.1 ms), ",
+		"replica 0, 1 fires, 9 ms; slowest disk second " + at(1).Format("15:04:05") + ": 40 writes",
+	} {
+		if !strings.Contains(txt, want) {
+			t.Errorf("latestText lacks %q:\n%s", want, txt)
+		}
+	}
+	if strings.Contains(txt, "river") {
+		t.Errorf("latestText names a peer's instants:\n%s", txt)
 	}
 }
 
@@ -177,5 +256,36 @@ func TestChartsDrawAWorkloadWhoseFiresWereAllOnTime(t *testing.T) {
 	files, err := charts(doc, []string{"distinct"}, t.TempDir(), "run")
 	if err != nil || len(files) != 1 {
 		t.Fatalf("charts of a run with every fire on time: %v, %v", files, err)
+	}
+}
+
+// A server's data dir is copied only when the copy leaves copyRoom free;
+// the refusal names the copy, the space it would leave and -keep.
+func TestCopyIsRefusedWhenItWouldLeaveTheDiskFull(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "base", "1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, size := range map[string]int{"PG_VERSION": 1000, "base/1/16384": 2345} {
+		if err := os.WriteFile(filepath.Join(dir, name), make([]byte, size), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := dirSize(dir); err != nil || n != 3345 {
+		t.Fatalf("dirSize = %d, %v, want 3345", n, err)
+	}
+	const gib = 1 << 30
+	if err := checkRoom("/t/data", "/run", 5*gib, 7*gib); err != nil {
+		t.Fatalf("a copy leaving 2 GiB free: %v", err)
+	}
+	err := checkRoom("/t/data", "/run", 5*gib, 7*gib-1)
+	if err == nil {
+		t.Fatal("a copy leaving a byte under 2 GiB free was allowed")
+	}
+	for _, want := range []string{"/t/data (5,120 MiB)", "into /run", "leave 2,047 MiB free", "-keep"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q lacks %q", err, want)
+		}
 	}
 }

@@ -74,11 +74,15 @@ func TestPGStatsWritesTheCostliestStatements(t *testing.T) {
 	dir := t.TempDir()
 	openToPostgres(t, dir)
 	t.Setenv(pgStatsEnv, "yes")
-	if _, err := startServices(&templates{root: dir}, dir, true, false, false, 0); err == nil || !strings.Contains(err.Error(), pgStatsEnv+`="yes"`) {
+	if _, err := pgStats(); err == nil || !strings.Contains(err.Error(), pgStatsEnv+`="yes"`) {
 		t.Fatalf("%s=yes: got %v, want an error naming it", pgStatsEnv, err)
 	}
 	t.Setenv(pgStatsEnv, "1")
-	svc, err := startServices(&templates{root: dir}, dir, true, false, false, 0)
+	on, err := pgStats()
+	if err != nil || !on {
+		t.Fatalf("%s=1: got %v, %v, want on", pgStatsEnv, on, err)
+	}
+	svc, err := startServices(&templates{root: dir, pgStats: on}, dir, true, false, false, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,6 +138,12 @@ func coordinatorMain() int {
 		prof.workers = *workers
 	}
 
+	pgStatsOn, err := pgStats()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
+	}
+
 	// The replicas are this binary (go run's build of it), subcommand
 	// "replica".
 	self, err := os.Executable()
@@ -151,6 +157,10 @@ func coordinatorMain() int {
 		return 2
 	}
 	_ = os.Chmod(tmp, 0o755) // PostgreSQL, as postgres, reaches its dirs below
+	if *keep {
+		fmt.Fprintf(os.Stderr, "bench: -keep: every run's directory stays in %s with its database's data (a 10M-row history's is several GB); a run whose copy would leave under %s MiB free is not run\n",
+			tmp, num(copyRoom>>20))
+	}
 	cleanup := func() {
 		if *keep {
 			fmt.Fprintln(os.Stderr, "bench: kept", tmp)
@@ -169,7 +179,7 @@ func coordinatorMain() int {
 	}()
 
 	c := &coordinator{bin: self, tmp: tmp, replicas: prof.replicas, workers: prof.workers,
-		warmup: prof.warmup, tail: prof.tail, tpl: &templates{root: tmp}, keep: *keep, killOffset: *killOffset, durabilityOff: *durabilityOff}
+		warmup: prof.warmup, tail: prof.tail, tpl: &templates{root: tmp, pgStats: pgStatsOn}, keep: *keep, killOffset: *killOffset, durabilityOff: *durabilityOff}
 	host, _ := os.Hostname()
 	doc := &document{Profile: prof.name, Started: time.Now().UTC(), Host: host, CPUs: runtime.NumCPU(),
 		Replicas: prof.replicas, Workers: prof.workers, DurabilityOff: *durabilityOff}

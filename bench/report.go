@@ -180,6 +180,7 @@ func markdown(doc *document, workloads []string) string {
 		if len(loads) > 0 {
 			fmt.Fprintf(&b, "\nMachine load (1-minute average, window start → replicas stopped): %s.\n", strings.Join(loads, "; "))
 		}
+		b.WriteString(latestText(w, rows))
 		var seeds []string
 		for _, r := range rows {
 			db := map[string]string{"xtimer-postgres": "PostgreSQL", "xtimer-mysql": "MariaDB"}[r.System]
@@ -193,6 +194,39 @@ func markdown(doc *document, workloads []string) string {
 		}
 	}
 	return b.String()
+}
+
+// latestText names the latest instants of xtimer's runs in rows, and the
+// disk beside them: "" when no run has them.
+func latestText(w string, rows []*result) string {
+	var runs []string
+	for _, r := range rows {
+		if !strings.HasPrefix(r.System, "xtimer") || len(r.Latest) == 0 {
+			continue
+		}
+		name := label(r)
+		if w == "throughput" {
+			name += fmt.Sprintf(" at %s/s", num(int64(r.Tasks)))
+		}
+		var ins []string
+		for _, in := range r.Latest {
+			txt := fmt.Sprintf("%s replica %d, %s fires, %.0f ms", in.At.Format("15:04:05"), in.Replica, num(in.Fires), in.LateMs)
+			if in.Disk != nil {
+				txt += " (disk: " + in.Disk.String() + ")"
+			}
+			ins = append(ins, txt)
+		}
+		txt := name + ": " + strings.Join(ins, ", ")
+		if d := r.DiskSlowest; d != nil {
+			txt += fmt.Sprintf("; slowest disk second %s: %s", d.At.Format("15:04:05"), d)
+		}
+		runs = append(runs, txt)
+	}
+	if len(runs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("\nxtimer's latest instants (the instant, the replica that started its fires, how many, the last one's lateness; the disk under the databases in that second: the writes and flushes it completed and the mean time of each), and the window's slowest disk second: %s.\n",
+		strings.Join(runs, "; "))
 }
 
 // condition names a workload and its history condition: "steady",

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/user"
@@ -116,6 +117,7 @@ func tail(path string, n int) string {
 // services are the servers of one run.
 type services struct {
 	dir      string
+	pgStats  bool // write PostgreSQL's costliest statements at close
 	redis    *server
 	redisAdr string
 	pg       *server
@@ -142,11 +144,9 @@ func (s *services) database() (kind, dsn string) {
 // XTIMER_BENCH_PGSTATS=1 it first writes PostgreSQL's costliest
 // statements into dir (writePGStats).
 func (s *services) close() {
-	if s.pg != nil && !s.pg.exited() {
-		if on, _ := pgStats(); on {
-			if err := writePGStats(s.pgURL, filepath.Join(s.dir, pgStatsFile)); err != nil {
-				fmt.Fprintf(os.Stderr, "bench: %s: %v\n", pgStatsEnv, err)
-			}
+	if s.pgStats && s.pg != nil && !s.pg.exited() {
+		if err := writePGStats(s.pgURL, filepath.Join(s.dir, pgStatsFile)); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %s: %v\n", pgStatsEnv, err)
 		}
 	}
 	s.redis.kill()
@@ -169,6 +169,7 @@ const pgStatsRows = 30
 
 // pgStats reports whether XTIMER_BENCH_PGSTATS asks for the statements'
 // figures: 1 does, unset or empty does not, anything else is an error.
+// The coordinator reads it once, before any run (templates.pgStats).
 func pgStats() (bool, error) {
 	switch v := os.Getenv(pgStatsEnv); v {
 	case "":
@@ -216,6 +217,9 @@ type templates struct {
 	pgData string // "" until initialised
 	pgCred *syscall.Credential
 	myData string
+	// pgStats loads pg_stat_statements into every PostgreSQL started
+	// (pgStats()).
+	pgStats bool
 	// seeded are the clusters seeded with a history, by backend and rows.
 	seeded map[seedKey]*seededCluster
 }
@@ -297,11 +301,65 @@ func (t *templates) mariadb() error {
 // the harness's own making, which no user's database has (bench/README.md,
 // "The history's tail was the harness's own copy").
 func copyDir(from, to string) error {
+	if err := roomToCopy(from, to); err != nil {
+		return err
+	}
 	if out, err := exec.Command("cp", "-a", from, to).CombinedOutput(); err != nil {
 		return fmt.Errorf("cp -a %s %s: %w\n%s", from, to, err, out)
 	}
 	syscall.Sync()
 	return nil
+}
+
+// copyRoom is the free space a copy must leave on the filesystem it lands
+// on.
+const copyRoom = 2 << 30
+
+// roomToCopy refuses to copy from into to (a path not made yet) when the
+// copy would leave less than copyRoom free there. A full disk stops the
+// run's databases and its replicas' invocation files mid-run, and every
+// other process of the machine with them; with -keep every run's copy
+// stays, and a 10M-row history's cluster is several GB.
+func roomToCopy(from, to string) error {
+	need, err := dirSize(from)
+	if err != nil {
+		return err
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(filepath.Dir(to), &st); err != nil {
+		return fmt.Errorf("free space of %s: %w", filepath.Dir(to), err)
+	}
+	return checkRoom(from, filepath.Dir(to), need, int64(st.Bavail)*st.Bsize) //nolint:gosec // G115: a filesystem's free blocks fit an int64
+}
+
+// checkRoom is roomToCopy's verdict on a copy of need bytes from from into
+// dir, with free bytes free there.
+func checkRoom(from, dir string, need, free int64) error {
+	if free-need >= copyRoom {
+		return nil
+	}
+	return fmt.Errorf("disk: copying %s (%s MiB) into %s would leave %s MiB free, under the %s MiB a run keeps free (runs kept by -keep hold their database copies: remove them)",
+		from, num(need>>20), dir, num((free-need)>>20), num(copyRoom>>20))
+}
+
+// dirSize is the bytes of the regular files under dir.
+func dirSize(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		n += info.Size()
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("size of %s: %w", dir, err)
+	}
+	return n, nil
 }
 
 // startServices starts redis-server and, when asked, PostgreSQL and
@@ -310,12 +368,7 @@ func copyDir(from, to string) error {
 // history > 0 starts the databases from a cluster whose executions table
 // holds that many seeded rows (history.go), seeded once per coordinator.
 func startServices(t *templates, dir string, needPG, needMy, durabilityOff bool, history int64) (_ *services, err error) {
-	if needPG {
-		if _, err = pgStats(); err != nil {
-			return nil, err // before any server starts
-		}
-	}
-	s := &services{dir: dir}
+	s := &services{dir: dir, pgStats: needPG && t.pgStats}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -390,11 +443,7 @@ func startPostgres(t *templates, dir, from string, durabilityOff bool) (*server,
 	if durabilityOff {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
-	stats, err := pgStats()
-	if err != nil {
-		return nil, "", err
-	}
-	if stats {
+	if t.pgStats {
 		args = append(args, "-c", "shared_preload_libraries=pg_stat_statements")
 	}
 	srv, err := startServer("postgres", plog, syscall.SIGINT, t.pgCred, filepath.Join(t.pgBin, "postgres"), args...)
@@ -406,7 +455,7 @@ func startPostgres(t *templates, dir, from string, durabilityOff bool) (*server,
 		srv.kill()
 		return nil, "", err
 	}
-	if stats {
+	if t.pgStats {
 		if err = createPGStats(url); err != nil {
 			srv.kill()
 			return nil, "", fmt.Errorf("%s: %w", pgStatsEnv, err)
