@@ -290,8 +290,22 @@ func (q *statusWriter) take() (starts []store.Start, finishes []store.Finish, sk
 	defer q.mu.Unlock()
 	starts, finishes, skips = q.starts, q.finishes, q.skips
 	q.startRoom, q.finishRoom = queueRoom(q.startRoom, len(starts)), queueRoom(q.finishRoom, len(finishes))
-	q.starts, q.finishes, q.skips = make([]store.Start, 0, q.startRoom), make([]store.Finish, 0, q.finishRoom), nil
+	q.starts, starts = emptied(starts, q.startRoom)
+	q.finishes, finishes = emptied(finishes, q.finishRoom)
+	q.skips = nil
 	return starts, finishes, skips
+}
+
+// emptied returns an empty queue with room for room items to follow
+// taken, a queue just taken, and what was taken: taken's own array, and
+// nil taken, when it held nothing (nothing in it is written) and has the
+// room, so that a round that took none of a queue's items allocates
+// nothing for it; else a new array, and taken as it was.
+func emptied[T any](taken []T, room int) (queue, took []T) {
+	if len(taken) == 0 && cap(taken) >= room {
+		return taken[:0:room], nil
+	}
+	return make([]T, 0, room), taken
 }
 
 // queueRoom is the room of a status queue after a round that took n of
