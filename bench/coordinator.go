@@ -114,7 +114,7 @@ func (c *coordinator) run(p plan) *result {
 		return res
 	}
 	if !c.keep {
-		defer os.RemoveAll(dir)
+		defer removeSettled(dir, c.logf)
 	}
 	// PostgreSQL runs as postgres and must reach its dir under ours.
 	_ = os.Chmod(dir, 0o755)

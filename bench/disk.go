@@ -26,6 +26,7 @@ import (
 // file of /sys/dev/block/MAJOR:MINOR).
 type diskCounters struct {
 	writes, writeMs, flushes, flushMs int64
+	discards, discardSectors          int64 // discard requests completed, and the 512-byte sectors they freed
 }
 
 // diskSecond is one second of a window on the run's disk: the writes and
@@ -67,8 +68,9 @@ func readDisk(path string) (diskCounters, error) {
 }
 
 // parseDisk parses a stat file: writes completed and the milliseconds they
-// took are its 5th and 8th fields, flushes and theirs its 16th and 17th
-// (kernels before 5.5 have no flush fields: 0).
+// took are its 5th and 8th fields, discards completed and their sectors its
+// 12th and 14th (kernels before 4.18 have none: 0), flushes and their
+// milliseconds its 16th and 17th (kernels before 5.5 have none: 0).
 func parseDisk(stat string) (diskCounters, error) {
 	f := strings.Fields(stat)
 	if len(f) < 11 {
@@ -88,7 +90,7 @@ func parseDisk(stat string) (diskCounters, error) {
 	for _, v := range []struct {
 		into *int64
 		i    int
-	}{{&c.writes, 4}, {&c.writeMs, 7}, {&c.flushes, 15}, {&c.flushMs, 16}} {
+	}{{&c.writes, 4}, {&c.writeMs, 7}, {&c.discards, 11}, {&c.discardSectors, 13}, {&c.flushes, 15}, {&c.flushMs, 16}} {
 		n, err := field(v.i)
 		if err != nil {
 			return diskCounters{}, err
@@ -204,6 +206,93 @@ func (res *result) addDisk(seconds []diskSecond) {
 		j := sort.Search(len(seconds), func(j int) bool { return !seconds[j].At.Before(at) })
 		if j < len(seconds) && seconds[j].At.Equal(at) {
 			res.Latest[i].Disk = &seconds[j]
+		}
+	}
+}
+
+// A run's files are removed before the next run starts, and on a
+// filesystem mounted with discard (this machine's) the removal of a
+// 10M-row history's copy, 6-7 GB, is tens of thousands of discards that
+// the disk keeps working on after rm returns. On 2026-12-06 the MariaDB
+// run after PostgreSQL's history run had flushes of 106 ms, 8 s after the
+// last of them, in its window (bench/README.md, "Full run at default
+// durability"): the harness's own cleanup, not the system under test. So
+// a removal waits for the disk to go quiet before the next run.
+const (
+	// settleBig is the removal that waits settleQuietBig without a
+	// discard; a smaller one waits settleQuiet.
+	settleBig      = 1 << 30
+	settleQuietBig = 20 * time.Second
+	settleQuiet    = 3 * time.Second
+	// settleMax bounds the wait: a disk that never stops discarding (other
+	// work on the machine) delays the next run by that at most.
+	settleMax = 3 * time.Minute
+)
+
+// discardWatch tells when a disk has settled after a removal, fed its
+// counters once a second.
+type discardWatch struct {
+	before    diskCounters // read before the removal
+	last      diskCounters
+	lastMoved time.Time // the last second a discard completed (at first: the removal)
+}
+
+func newDiscardWatch(before diskCounters, removedAt time.Time) *discardWatch {
+	return &discardWatch{before: before, last: before, lastMoved: removedAt}
+}
+
+// settled takes the counters read at now and says whether the disk has
+// discarded nothing for as long as the removal's size asks.
+func (w *discardWatch) settled(c diskCounters, now time.Time) bool {
+	if c.discards != w.last.discards {
+		w.lastMoved = now
+	}
+	w.last = c
+	quiet := settleQuiet
+	if w.discardedBytes() >= settleBig {
+		quiet = settleQuietBig
+	}
+	return now.Sub(w.lastMoved) >= quiet
+}
+
+// discardedBytes is what the disk discarded since before the removal.
+func (w *discardWatch) discardedBytes() int64 {
+	return (w.last.discardSectors - w.before.discardSectors) * 512
+}
+
+// removeSettled removes dir, flushes the filesystem's journal (whose
+// commit issues the discards) and waits, at most settleMax, for the disk
+// under it to settle. It says how long it waited when the removal
+// discarded settleBig or more, and why it could not watch.
+func removeSettled(dir string, logf func(format string, args ...any)) {
+	path, err := diskStatPath(dir)
+	var before diskCounters
+	if err == nil {
+		before, err = readDisk(path)
+	}
+	if rmErr := os.RemoveAll(dir); rmErr != nil {
+		logf("removing %s: %v", dir, rmErr)
+	}
+	if err != nil {
+		return // no device to watch (sampleDisk says so once)
+	}
+	unix.Sync()
+	start := time.Now()
+	w := newDiscardWatch(before, start)
+	for {
+		time.Sleep(time.Second)
+		c, readErr := readDisk(path)
+		if readErr != nil {
+			logf("disk %s: %v", path, readErr)
+			return
+		}
+		now := time.Now()
+		if w.settled(c, now) || now.Sub(start) >= settleMax {
+			if w.discardedBytes() >= settleBig {
+				logf("the run's files removed: the disk discarded %.1f GB; waited %.0f s for it to go %.0f s without a discard",
+					float64(w.discardedBytes())/1e9, now.Sub(start).Seconds(), settleQuietBig.Seconds())
+			}
+			return
 		}
 	}
 }

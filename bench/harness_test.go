@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -99,7 +100,7 @@ func TestAnalyzeCountsOnceDuplicatedMissedAndLateness(t *testing.T) {
 func TestLatestInstantsAreShownWithTheDiskOfTheirSecond(t *testing.T) {
 	t.Parallel()
 	c0, err := parseDisk("  1261573 12905 50324418 109756 505835 114780 203462280 1152458 0 152492 1315841 19266 25 74546792 21126 23724 32499\n")
-	if err != nil || c0 != (diskCounters{writes: 505835, writeMs: 1152458, flushes: 23724, flushMs: 32499}) {
+	if err != nil || c0 != (diskCounters{writes: 505835, writeMs: 1152458, discards: 19266, discardSectors: 74546792, flushes: 23724, flushMs: 32499}) {
 		t.Fatalf("parseDisk = %+v, %v", c0, err)
 	}
 	if c, err := parseDisk("1 2 3 4 5 6 7 8 0 10 11"); err != nil || c != (diskCounters{writes: 5, writeMs: 8}) {
@@ -287,5 +288,66 @@ func TestCopyIsRefusedWhenItWouldLeaveTheDiskFull(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal %q lacks %q", err, want)
 		}
+	}
+}
+
+// TestRemovalWaitsForTheDiskToStopDiscarding: after removing a run's
+// files, the next run waits until the disk has gone settleQuietBig
+// without a discard when the removal freed settleBig or more, settleQuiet
+// when less; and removeSettled removes the directory.
+func TestRemovalWaitsForTheDiskToStopDiscarding(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	before := diskCounters{discards: 100, discardSectors: 5000}
+
+	// A small removal: 3 discards of 4 MiB, the last at +2 s.
+	w := newDiscardWatch(before, t0)
+	small := diskCounters{discards: 103, discardSectors: 5000 + 3*8192}
+	for s, c := range []diskCounters{before, small, small, small, small} {
+		got := w.settled(c, at(s+1))
+		if want := s+1 >= 2+3; got != want { // quiet since +2 s, for 3 s
+
+			t.Fatalf("small removal at +%d s: settled = %v, want %v", s+1, got, want)
+		}
+	}
+	if w.discardedBytes() != 3*8192*512 {
+		t.Fatalf("discardedBytes = %d", w.discardedBytes())
+	}
+
+	// A 7 GB removal: discards until +6 s, then none; settled at +26 s,
+	// not at +9 s as a small one would be.
+	w = newDiscardWatch(before, t0)
+	c := before
+	for s := 1; s <= 30; s++ {
+		if s <= 6 {
+			c.discards += 5000
+			c.discardSectors += int64(7e9) / 512 / 6
+		}
+		got := w.settled(c, at(s))
+		if want := s >= 26; got != want {
+			t.Fatalf("7 GB removal at +%d s: settled = %v, want %v", s, got, want)
+		}
+	}
+	// A discard after a quiet spell starts the quiet over.
+	c.discards++
+	if w.settled(c, at(31)) || w.settled(c, at(50)) || !w.settled(c, at(51)) {
+		t.Fatal("a late discard did not start the quiet spell over")
+	}
+
+	dir := filepath.Join(t.TempDir(), "run")
+	if err := os.MkdirAll(filepath.Join(dir, "pg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pg", "f"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logged []string
+	removeSettled(dir, func(format string, args ...any) { logged = append(logged, fmt.Sprintf(format, args...)) })
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("removeSettled left %s: %v", dir, err)
+	}
+	if len(logged) > 0 {
+		t.Fatalf("removing 1 MiB logged %q", logged)
 	}
 }

@@ -168,7 +168,15 @@ func coordinatorMain() int {
 		}
 		_ = os.RemoveAll(tmp)
 	}
-	defer cleanup()
+	// The templates (a seeded history's, several GB) go as the bench ends,
+	// and a bench started right after waits for the disk as a run does.
+	defer func() {
+		if *keep {
+			cleanup()
+			return
+		}
+		removeSettled(tmp, func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) })
+	}()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	go func() {
