@@ -275,10 +275,11 @@ func analyze(res *result, invs []invocation, p plan, c *counters) {
 				}
 				late := float64(s.started - at)
 				res.lateness = append(res.lateness, late)
-				in := byInstant[instantKey{s.first, at}]
+				ik := instantKey{s.first, at}
+				in := byInstant[ik]
 				if in == nil {
 					in = &lateInstant{At: time.UnixMilli(at).UTC(), Replica: s.first, LateMs: late}
-					byInstant[instantKey{s.first, at}] = in
+					byInstant[ik] = in
 				}
 				in.Fires++
 				in.LateMs = max(in.LateMs, late)

@@ -91,9 +91,12 @@ type coordinator struct {
 	durabilityOff bool
 }
 
-func (c *coordinator) logf(format string, args ...any) {
+// logf writes a line of the bench's log to stderr.
+func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
 }
+
+func (c *coordinator) logf(format string, args ...any) { logf(format, args...) }
 
 // run executes p and returns its result; failures to run are the
 // result's NA, never an error that stops the other runs.

@@ -58,6 +58,16 @@ func diskStatPath(dir string) (string, error) {
 	return fmt.Sprintf("/sys/dev/block/%d:%d/stat", unix.Major(st.Dev), unix.Minor(st.Dev)), nil
 }
 
+// diskOf is the stat file of the device that holds dir, and its counters
+// now.
+func diskOf(dir string) (path string, c diskCounters, err error) {
+	if path, err = diskStatPath(dir); err != nil {
+		return "", c, err
+	}
+	c, err = readDisk(path)
+	return path, c, err
+}
+
 // readDisk reads the counters of the stat file at path.
 func readDisk(path string) (diskCounters, error) {
 	b, err := os.ReadFile(path) //nolint:gosec // G304: a sysfs path made by diskStatPath
@@ -130,10 +140,7 @@ var noDisk sync.Once
 // sampleDisk starts sampling the disk that holds dir from the next whole
 // second; nil, and no samples, where the device's counters cannot be read.
 func sampleDisk(dir string) *diskSampler {
-	path, err := diskStatPath(dir)
-	if err == nil {
-		_, err = readDisk(path)
-	}
+	path, _, err := diskOf(dir)
 	if err != nil {
 		noDisk.Do(func() { fmt.Fprintf(os.Stderr, "bench: no disk figures: %v\n", err) })
 		return nil
@@ -265,11 +272,7 @@ func (w *discardWatch) discardedBytes() int64 {
 // under it to settle. It says how long it waited when the removal
 // discarded settleBig or more, and why it could not watch.
 func removeSettled(dir string, logf func(format string, args ...any)) {
-	path, err := diskStatPath(dir)
-	var before diskCounters
-	if err == nil {
-		before, err = readDisk(path)
-	}
+	path, before, err := diskOf(dir)
 	if rmErr := os.RemoveAll(dir); rmErr != nil {
 		logf("removing %s: %v", dir, rmErr)
 	}

@@ -175,7 +175,7 @@ func coordinatorMain() int {
 			cleanup()
 			return
 		}
-		removeSettled(tmp, func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) })
+		removeSettled(tmp, logf)
 	}()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
