@@ -440,5 +440,5 @@ func (Action) TableName() string { return "xtimer_actions" }
 
 // models lists every table, in migration order.
 func models() []any {
-	return []any{&Task{}, &AppState{}, &Execution{}, &Slot{}, &Replica{}, &HandlerChunk{}, &Action{}, &Alert{}, &Rollup{}, &Calendar{}, &Attempt{}}
+	return []any{&Task{}, &AppState{}, &Execution{}, &Slot{}, &Replica{}, &HandlerChunk{}, &Action{}, &Alert{}, &Rollup{}, &Calendar{}, &Attempt{}, &SchemaMark{}}
 }

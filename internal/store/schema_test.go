@@ -15,14 +15,16 @@ import (
 	"github.com/xtimer-go/xtimer/internal/testsvc"
 )
 
-var models = []any{&store.Task{}, &store.AppState{}, &store.Execution{}, &store.Slot{}, &store.Replica{}, &store.HandlerChunk{}, &store.Action{}, &store.Alert{}, &store.Rollup{}, &store.Calendar{}, &store.Attempt{}}
+var models = []any{&store.Task{}, &store.AppState{}, &store.Execution{}, &store.Slot{}, &store.Replica{}, &store.HandlerChunk{}, &store.Action{}, &store.Alert{}, &store.Rollup{}, &store.Calendar{}, &store.Attempt{}, &store.SchemaMark{}}
 
 // ddl matches statements that change the schema.
 var ddl = regexp.MustCompile(`(?i)^\s*(CREATE|ALTER|DROP|RENAME)\b`)
 
-// schemaChanges runs Migrate and returns the DDL statements it issued.
+// schemaChanges runs Migrate in full, as on a database without the mark of
+// this version's schema, and returns the DDL statements it issued.
 func schemaChanges(t *testing.T, b *bundle) []string {
 	t.Helper()
+	forgetSchemaMark(t, b.db)
 	rec := &recorder{}
 	s := store.New(b.db.Session(&gorm.Session{Logger: rec}))
 	require.NoError(t, s.Migrate(b.ctx))
@@ -138,6 +140,7 @@ func TestMigratesAtOnceAllSucceed(t *testing.T) {
 func TestMigrateDropsRetiredIndexes(t *testing.T) {
 	eachDB(t, func(t *testing.T, b *bundle) {
 		m := b.db.Migrator()
+		forgetSchemaMark(t, b.db)
 		require.NoError(t, b.db.Exec("CREATE INDEX xtimer_executions_replica ON xtimer_executions (app, replica, status)").Error)
 		require.True(t, m.HasIndex(&store.Execution{}, "xtimer_executions_replica"))
 		require.NoError(t, b.store.Migrate(b.ctx))
@@ -165,6 +168,7 @@ func TestMigrateLeavesRoomForStartsOnPostgres(t *testing.T) {
 	require.Empty(t, schemaChanges(t, b), "a fill factor set by hand is left alone")
 	require.Equal(t, "fillfactor=80", options())
 
+	forgetSchemaMark(t, b.db)
 	require.NoError(t, b.db.Exec("ALTER TABLE xtimer_executions RESET (fillfactor)").Error)
 	require.NoError(t, b.store.Migrate(b.ctx))
 	require.Equal(t, "fillfactor=50", options(), "a table from before the fill factor gets it")
@@ -198,7 +202,9 @@ func TestMigrateMakesTheRetryIndexPartialWhereItCan(t *testing.T) {
 		require.False(t, m.HasIndex(&store.Execution{}, "xtimer_executions_retry"))
 		require.Regexp(t, `\(app, next_attempt_ms\) WHERE \(?\(?status\)?(::text)? = 'retrying'`, retryIndexDef(t, b, "xtimer_executions_retrying"))
 
-		// As an earlier version left it: the whole retry index, no partial one.
+		// As an earlier version left it: the whole retry index, no partial
+		// one, and no mark of this version's schema.
+		forgetSchemaMark(t, b.db)
 		require.NoError(t, b.db.Exec("DROP INDEX xtimer_executions_retrying").Error)
 		require.NoError(t, b.db.Exec("CREATE INDEX xtimer_executions_retry ON xtimer_executions (app, status, next_attempt_ms)").Error)
 		require.NoError(t, b.store.Migrate(b.ctx))

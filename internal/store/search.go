@@ -231,13 +231,14 @@ var trgmIndexes = [][3]string{{trgmCodeIndex, "code", ""}, {trgmNameIndex, "name
 // may have made them from schema/). On PostgreSQL it first creates the
 // pg_trgm extension, trusted since PostgreSQL 13 so that a database owner
 // may; when that is refused, Migrate goes on without the indexes and logs
-// a warning: the search works, by a scan of the app's tasks.
-func (s *Store) migrateSearch(db *gorm.DB) error {
+// a warning: the search works, by a scan of the app's tasks. complete is
+// false then, so that the next Migrate tries again.
+func (s *Store) migrateSearch(db *gorm.DB) (complete bool, err error) {
 	m := db.Migrator()
 	switch db.Dialector.Name() {
 	case "postgres":
 		if m.HasIndex(&Task{}, trgmCodeIndex) && m.HasIndex(&Task{}, trgmNameIndex) {
-			return nil
+			return true, nil
 		}
 		schema, err := trgmSchema(db)
 		if err != nil {
@@ -245,7 +246,7 @@ func (s *Store) migrateSearch(db *gorm.DB) error {
 				"the console's task search scans the app's tasks instead of using trigram indexes; "+
 				"run CREATE EXTENSION pg_trgm as a user allowed to, then restart a replica",
 				"extension", "pg_trgm", "error", err)
-			return nil
+			return false, nil
 		}
 		for _, idx := range trgmIndexes {
 			if m.HasIndex(&Task{}, idx[0]) {
@@ -253,28 +254,28 @@ func (s *Store) migrateSearch(db *gorm.DB) error {
 			}
 			stmt := fmt.Sprintf("CREATE INDEX %s ON xtimer_tasks USING gin (lower(%s) %s.gin_trgm_ops)%s", idx[0], idx[1], quoteIdent(schema), idx[2])
 			if err := db.Exec(stmt).Error; err != nil {
-				return fmt.Errorf("store: migrate: create index %s: %w", idx[0], err)
+				return false, fmt.Errorf("store: migrate: create index %s: %w", idx[0], err)
 			}
 		}
 	case "mysql":
 		if m.HasIndex(&Task{}, fulltextIndex) {
-			return nil
+			return true, nil
 		}
 		// Without stopwords, so that every word is found, "for" and "the"
 		// too. The setting is read when the index is made; the migration's
 		// one connection (Migrate) keeps it, and puts it back for the pool.
 		if err := db.Exec("SET SESSION innodb_ft_enable_stopword = OFF").Error; err != nil {
-			return fmt.Errorf("store: migrate: turn off stopwords for index %s: %w", fulltextIndex, err)
+			return false, fmt.Errorf("store: migrate: turn off stopwords for index %s: %w", fulltextIndex, err)
 		}
-		err := db.Exec("CREATE FULLTEXT INDEX " + fulltextIndex + " ON xtimer_tasks (code, name)").Error
+		err = db.Exec("CREATE FULLTEXT INDEX " + fulltextIndex + " ON xtimer_tasks (code, name)").Error
 		if resetErr := db.Exec("SET SESSION innodb_ft_enable_stopword = DEFAULT").Error; err == nil && resetErr != nil {
 			err = resetErr
 		}
 		if err != nil {
-			return fmt.Errorf("store: migrate: create index %s: %w", fulltextIndex, err)
+			return false, fmt.Errorf("store: migrate: create index %s: %w", fulltextIndex, err)
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // trgmSchema returns the schema of the pg_trgm extension, creating it in

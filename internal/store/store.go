@@ -114,38 +114,57 @@ func (s *Store) Ping(ctx context.Context) error {
 // Migrate creates or updates the xtimer_ tables and indexes with GORM's
 // AutoMigrate. Teams that apply schema by hand use schema/mysql.sql or
 // schema/postgres.sql instead; both describe the same tables. Replicas
-// that migrate at once take turns (migrateLocked).
+// that migrate at once take turns (migrateLocked). A database that holds
+// every table and the mark of this version's schema (schemamark.go) is
+// left as it is, after two reads; a complete migration writes the mark.
 func (s *Store) Migrate(ctx context.Context) error {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	return s.migrateLocked(ctx, s.migrate)
+	fingerprint, err := schemaFingerprint(s.db)
+	if err != nil {
+		return err
+	}
+	if schemaCurrent(ctx, s.db, fingerprint) {
+		return nil
+	}
+	return s.migrateLocked(ctx, func(db *gorm.DB) error {
+		complete, err := s.migrate(db)
+		if err != nil || !complete {
+			return err
+		}
+		return markSchema(db, fingerprint, s.now().UnixMilli())
+	})
 }
 
 // migrate is Migrate's work, on db: one transaction on PostgreSQL, one
-// connection on MySQL/MariaDB (migrateLocked).
-func (s *Store) migrate(db *gorm.DB) error {
+// connection on MySQL/MariaDB (migrateLocked). complete is false when a
+// step was left for a later Migrate (the trigram indexes, without the
+// extension pg_trgm: migrateSearch), which then runs in full again.
+func (s *Store) migrate(db *gorm.DB) (complete bool, err error) {
 	if err := db.AutoMigrate(models()...); err != nil {
-		return fmt.Errorf("store: migrate: %w", err)
+		return false, fmt.Errorf("store: migrate: %w", err)
 	}
 	if err := createRetryIndex(db); err != nil {
-		return err
+		return false, err
 	}
 	// AutoMigrate never drops an index; these were replaced by better ones,
 	// which exist by now.
 	for _, old := range retiredIndexes(db.Dialector.Name()) {
 		if db.Migrator().HasIndex(old.model, old.name) {
 			if err := db.Migrator().DropIndex(old.model, old.name); err != nil {
-				return fmt.Errorf("store: migrate: drop retired index %s: %w", old.name, err)
+				return false, fmt.Errorf("store: migrate: drop retired index %s: %w", old.name, err)
 			}
 		}
 	}
-	if err := s.migrateSearch(db); err != nil {
-		return err
+	if complete, err = s.migrateSearch(db); err != nil {
+		return false, err
 	}
 	if db.Dialector.Name() == "postgres" {
-		return leaveRoomForStarts(db)
+		if err := leaveRoomForStarts(db); err != nil {
+			return false, err
+		}
 	}
-	return nil
+	return complete, nil
 }
 
 // executionsFillFactor is the fill factor of xtimer_executions on
