@@ -87,7 +87,8 @@ var monthNames = map[string]int{"JAN": 1, "FEB": 2, "MAR": 3, "APR": 4, "MAY": 5
 var dayNames = map[string]int{"SUN": 0, "MON": 1, "TUE": 2, "WED": 3, "THU": 4, "FRI": 5, "SAT": 6}
 
 func parseFields(body string, cfg config) (*cronSchedule, error) {
-	fields, parts, err := splitFields(body, cfg.dialect)
+	var buf [7]elem // one item a field, the common case, with no allocation
+	fields, parts, err := splitFields(body, cfg.dialect, buf[:0])
 	if err != nil {
 		return nil, err
 	}
@@ -109,18 +110,33 @@ func parseFields(body string, cfg config) (*cronSchedule, error) {
 	}
 	wild := func(t string) bool { return t[0] == '*' || t[0] == '/' }
 	s.fixedTime = !wild(fields[fMinute].text) && !wild(fields[fHour].text)
+	s.spec = normalSpec(body, parts)
+	return s, nil
+}
+
+// normalSpec is the spec of body, whose fields are parts: the fields
+// upper-cased, one space apart. A body written so already is its own
+// (most are: "0 30 14 * * *"), without building it again.
+func normalSpec(body string, parts []string) string {
+	written := len(parts) - 1 // the separators, if each is one space
+	for _, p := range parts {
+		written += len(p)
+	}
+	if len(body) == written && strings.Count(body, " ") == len(parts)-1 && strings.ToUpper(body) == body {
+		return body
+	}
 	norm := make([]string, len(parts))
 	for i, p := range parts {
 		norm[i] = strings.ToUpper(p)
 	}
-	s.spec = strings.Join(norm, " ")
-	return s, nil
+	return strings.Join(norm, " ")
 }
 
 // splitFields parses each field of a field spec: the seven fields (text
 // "" for an absent year, "0" for the second of a 5-field spec), and the
-// fields as written.
-func splitFields(body string, d Dialect) (fields [7]field, parts []string, err error) {
+// fields as written. The fields' items are appended to buf, which the
+// caller may give room on its stack.
+func splitFields(body string, d Dialect, buf []elem) (fields [7]field, parts []string, err error) {
 	var texts [7]string
 	parts = strings.Fields(body)
 	switch {
@@ -140,7 +156,7 @@ func splitFields(body string, d Dialect) (fields [7]field, parts []string, err e
 		if text == "" {
 			continue
 		}
-		if fields[i], err = parseField(fieldKind(i), text, d); err != nil {
+		if fields[i], buf, err = parseField(fieldKind(i), text, d, buf); err != nil {
 			return fields, nil, err
 		}
 	}
@@ -157,14 +173,14 @@ func (s *cronSchedule) parsedFields() ([7]field, error) {
 	if fields, ok := descriptors[body]; ok {
 		body = fields
 	}
-	fields, _, err := splitFields(body, s.dialect)
+	fields, _, err := splitFields(body, s.dialect, nil)
 	return fields, err
 }
 
-func parseField(k fieldKind, text string, d Dialect) (field, error) {
+func parseField(k fieldKind, text string, d Dialect, buf []elem) (field, []elem, error) {
 	up := strings.ToUpper(text)
-	bad := func(reason string, args ...any) (field, error) {
-		return field{}, &SpecError{Field: k.String(), Value: text, Reason: fmt.Sprintf(reason, args...)}
+	bad := func(reason string, args ...any) (field, []elem, error) {
+		return field{}, buf, &SpecError{Field: k.String(), Value: text, Reason: fmt.Sprintf(reason, args...)}
 	}
 	list := strings.Contains(up, ",")
 	if d == DialectQuartz && list {
@@ -177,7 +193,10 @@ func parseField(k fieldKind, text string, d Dialect) (field, error) {
 		}
 	}
 	f := field{text: up}
-	for _, tok := range strings.Split(up, ",") {
+	from := len(buf)
+	for rest, more := up, true; more; {
+		var tok string
+		tok, rest, more = strings.Cut(rest, ",")
 		if tok == "" {
 			return bad("empty item in list")
 		}
@@ -191,9 +210,10 @@ func parseField(k fieldKind, text string, d Dialect) (field, error) {
 			}
 			return bad("%s", reason)
 		}
-		f.elems = append(f.elems, e)
+		buf = append(buf, e)
 	}
-	return f, nil
+	f.elems = buf[from:len(buf):len(buf)] // the next field's items go after, not over, these
+	return f, buf, nil
 }
 
 // parseElem reads one list item. It returns a reason instead of an error so

@@ -262,6 +262,13 @@ func TestParseScheduleOptions(t *testing.T) {
 	require.Equal(t, "0 9 * * MON-FRI", s.String())
 	require.Equal(t, "UTC", s.Location().String())
 	require.Equal(t, DialectCron, s.Dialect())
+	// One separator each, but a tab; lower case only; written as String
+	// writes it already.
+	for spec, want := range map[string]string{"0\t9 * * *": "0 9 * * *", "0 9 * * mon": "0 9 * * MON", "5 0 9 * * MON,WED": "5 0 9 * * MON,WED"} {
+		s, err = Parse(spec)
+		require.NoError(t, err, spec)
+		require.Equal(t, want, s.String(), spec)
+	}
 }
 
 func TestDescribe(t *testing.T) {
