@@ -60,9 +60,10 @@ func BenchmarkRegister(b *testing.B) {
 }
 
 // BenchmarkRestart is a replica's restart with 100,000 tasks, each its
-// own daily time (the bench's distinct workload), whose rows exist
-// already: a new Scheduler registers them and starts, reading the rows'
-// heads into its view of the tasks. ns/task is the restart's time per
+// own daily time (the bench's distinct workload), whose rows the first
+// start's deferred registration wrote: a new Scheduler registers them
+// and starts, reading the heads of the rows changed since (none here)
+// and counting the rest into its view of the tasks. ns/task is the restart's time per
 // task; retained-B/task the heap the running replica keeps alive for its
 // tasks (registrations, view, shared options), measured after a
 // collection.

@@ -203,7 +203,6 @@ func (c *catalogWriter) retry(ctx context.Context, what string, fn func(context.
 // app's row, so that they agree on the fires the tasks have), active,
 // with no override. It sets v.deferred, which the writer clears.
 func (v *view) adoptRegistered(w *deferredWrite) {
-	now := v.clock.Now()
 	v.mu.Lock()
 	v.deferred = true
 	fresh := v.viewSums.Count == 0
@@ -211,13 +210,21 @@ func (v *view) adoptRegistered(w *deferredWrite) {
 		v.sizeViewLocked(len(w.regs))
 	}
 	v.mu.Unlock()
-	for from := 0; from < len(w.regs); from += loadBatch {
-		batch := w.regs[from:min(from+loadBatch, len(w.regs))]
+	v.adoptAsWritten(w.regs, w.reg.CreatedMs)
+}
+
+// adoptAsWritten puts the tasks of regs in the view as a deferred
+// registration writes their rows at createdMs (store.WriteDeferred):
+// version 1, created and updated at createdMs, active, with no override.
+func (v *view) adoptAsWritten(regs []*registration, createdMs int64) {
+	now := v.clock.Now()
+	for from := 0; from < len(regs); from += loadBatch {
+		batch := regs[from:min(from+loadBatch, len(regs))]
 		slab := make([]taskState, len(batch)) // one allocation per batch, not per task
 		v.mu.Lock()
 		for i, r := range batch {
 			h := store.TaskHead{Code: r.code, Kind: store.KindFunc, Status: store.TaskActive, Version: 1,
-				CreatedMs: w.reg.CreatedMs, UpdatedMs: w.reg.CreatedMs}
+				CreatedMs: createdMs, UpdatedMs: createdMs}
 			t := &slab[i]
 			*t = v.stateOf(h, &r.opts.base)
 			t.excl = v.calendars.exclusionLocked(r.opts.Def)

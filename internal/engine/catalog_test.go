@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -174,6 +177,86 @@ func TestRestartAfterADeferredWriteReadsTheRows(t *testing.T) {
 		require.False(t, deferred, "the rows exist: nothing to defer")
 		<-again.catalog.done
 		requireViewIsTheRows(t, again, len(codes))
+	})
+}
+
+// lockedLog is a log the engine's goroutines write while a test reads it.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// A restart after a deferred write reads the heads of the rows changed
+// since (an operator's pause, schedule and options), takes the others as
+// the write left them, and its view is the rows. A row deleted by hand
+// makes the rows left as written one fewer than the tasks no head was
+// read for: every head is read then, and the row is recorded again.
+func TestRestartReadsOnlyTheRowsChangedSinceTheDeferredWrite(t *testing.T) {
+	t.Parallel()
+	onPostgresAndSQLite(t, func(t *testing.T, db *gorm.DB) {
+		app := testsvc.App(t)
+		codes, specs := dailyCodes(25)
+		ctx := context.Background()
+		start := func() (*Engine, *lockedLog) {
+			t.Helper()
+			logs := &lockedLog{}
+			e := newEngine(t, setupOpts{db: db, app: app}, func(c *Config) {
+				c.DeferFrom, c.InstanceID = 10, "replica-0"
+				c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			})
+			e.catalog.chunk = 7
+			h := func(context.Context, *Attempt) error { return nil }
+			for i, code := range codes {
+				mustRegister(t, e, code, specs[i], h)
+			}
+			require.NoError(t, e.Start(ctx))
+			<-e.catalog.done
+			return e, logs
+		}
+		stop := func(e *Engine) {
+			stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			require.NoError(t, e.Stop(stopCtx))
+		}
+		first, _ := start()
+		stop(first)
+
+		st := store.New(db)
+		require.NoError(t, st.SetTaskStatus(ctx, app, codes[0], store.TaskPaused))
+		require.NoError(t, st.SetOverride(ctx, app, codes[1], store.Override{Spec: "0 0 4 * * *"}))
+		timeout := int64(90_000)
+		require.NoError(t, st.SetOptionOverrides(ctx, app, codes[2], store.OptionOverrides{TimeoutMs: &timeout}))
+
+		again, logs := start()
+		require.Contains(t, logs.String(), `msg="xtimer read the heads of the changed tasks only" read=3 "as written"=22`)
+		require.NotContains(t, logs.String(), "reading every task", "the rows left as written are the tasks no head was read for")
+		requireViewIsTheRows(t, again, len(codes))
+		again.view.mu.Lock()
+		paused, moved, longer := again.view.taskLocked(codes[0]), again.view.taskLocked(codes[1]), again.view.taskLocked(codes[2])
+		again.view.mu.Unlock()
+		require.Equal(t, store.TaskPaused, paused.statusText())
+		require.NotNil(t, moved.over(), "the console's schedule")
+		require.Equal(t, timeout, longer.def().TimeoutMs, "the console's timeout")
+		stop(again)
+
+		require.NoError(t, db.Exec("DELETE FROM xtimer_tasks WHERE app = ? AND code = ?", app, codes[5]).Error)
+		third, logs := start()
+		stopOnCleanup(t, third)
+		require.Contains(t, logs.String(), "reading every task")
+		require.Contains(t, logs.String(), "recording them again")
+		requireViewIsTheRows(t, third, len(codes))
 	})
 }
 

@@ -830,7 +830,7 @@ func (v *view) registerAll(ctx context.Context) error {
 		return nil
 	}
 	gen := reg.Gen
-	missing, err := v.loadTasks(ctx, gen, len(defs))
+	missing, err := v.loadTasks(ctx, gen, regs, reg.UniformMs)
 	if err != nil || missing == 0 {
 		return err
 	}
@@ -840,7 +840,7 @@ func (v *view) registerAll(ctx context.Context) error {
 	if gen, err = v.store.ReregisterTasks(ctx, v.app, defs); err != nil {
 		return fmt.Errorf("xtimer: record %d tasks: %w", len(defs), err)
 	}
-	if missing, err = v.loadTasks(ctx, gen, len(defs)); err == nil && missing > 0 {
+	if missing, err = v.loadTasks(ctx, gen, regs, 0); err == nil && missing > 0 {
 		err = fmt.Errorf("xtimer: %d registered tasks missing from the database right after they were recorded", missing)
 	}
 	return err
@@ -857,8 +857,17 @@ const loadBatch = 512
 // other kinds and of other replicas' code it reads whole. If the
 // generation moved meanwhile, someone wrote tasks, and every row is read
 // whole instead. It returns how many of the registered tasks registerAll
-// recorded (registered) have no row.
-func (v *view) loadTasks(ctx context.Context, gen int64, registered int) (missing int, err error) {
+// recorded (regs) have no row.
+//
+// With uniformMs (store.Registration.UniformMs), into an empty view, it
+// reads only the heads of the rows that are not as the app's deferred
+// registration of these tasks wrote them (store.TaskHeadsBut), and takes
+// the others as written (adoptAsWritten); the rows' count
+// (store.CountTasks) less the heads read must be that of the registered
+// tasks no head was read for. A count that differs (a row deleted by hand) reads every
+// head, as without uniformMs.
+func (v *view) loadTasks(ctx context.Context, gen int64, regs []*registration, uniformMs int64) (missing int, err error) {
+	registered := len(regs)
 	found := 0
 	var others []string
 	type head struct {
@@ -873,6 +882,7 @@ func (v *view) loadTasks(ctx context.Context, gen int64, registered int) (missin
 		v.sizeViewLocked(registered)
 	}
 	v.mu.Unlock()
+	uniform := fresh && uniformMs != 0
 	adopt := func(heads []head) {
 		now := v.clock.Now()
 		slab := make([]taskState, len(heads)) // one allocation per batch, not per task
@@ -919,18 +929,56 @@ func (v *view) loadTasks(ctx context.Context, gen int64, registered int) (missin
 	var reg *registration
 	intern := v.interner(&reg)
 	heads := <-free
-	err = v.store.TaskHeads(ctx, v.app, intern, func(h store.TaskHead) error {
+	headsRead := int64(0)
+	read := func(h store.TaskHead) error {
+		headsRead++
 		if heads = append(heads, head{h, reg}); len(heads) == loadBatch {
 			full <- heads
 			heads = <-free
 		}
 		return nil
-	})
+	}
+	// The rows are counted by the database while the changed ones' heads
+	// are read and adopted, and the tasks are adopted as written before
+	// the count is in: both are scans of the whole table there.
+	type count struct {
+		n   int64
+		err error
+	}
+	counted := make(chan count, 1)
+	if uniform {
+		go func() {
+			n, err := v.store.CountTasks(ctx, v.app)
+			counted <- count{n, err}
+		}()
+		err = v.store.TaskHeadsBut(ctx, v.app, uniformMs, intern, read)
+	} else {
+		err = v.store.TaskHeads(ctx, v.app, intern, read)
+	}
 	full <- heads
 	close(full)
 	<-adopted
 	if err != nil {
+		if uniform {
+			<-counted
+		}
 		return 0, err
+	}
+	if uniform {
+		unread := v.unadopted(regs)
+		v.adoptAsWritten(unread, uniformMs)
+		c := <-counted
+		if c.err != nil {
+			return 0, c.err // Start tries again, into a view that is not empty: every head is read
+		}
+		if asWritten := c.n - headsRead; asWritten != int64(len(unread)) {
+			// A row deleted by hand: the view has a task without a row. Every
+			// head is read into it, and registerAll records the missing rows.
+			v.log.Warn("the app's rows are not the registration's: reading every task", "unread", len(unread), "as written", asWritten)
+			return v.loadTasks(ctx, gen, regs, 0)
+		}
+		v.log.Debug("xtimer read the heads of the changed tasks only", "read", headsRead, "as written", len(unread))
+		found += len(unread)
 	}
 	rows, err := v.store.TasksByCode(ctx, v.app, others)
 	if err != nil {
@@ -955,6 +1003,20 @@ func (v *view) loadTasks(ctx context.Context, gen int64, registered int) (missin
 	}
 	v.synced, v.syncedGen, v.syncedAt = true, last, now
 	return max(registered-found, 0), nil
+}
+
+// unadopted lists the registrations of regs that have no state in the
+// view.
+func (v *view) unadopted(regs []*registration) []*registration {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []*registration
+	for _, r := range regs {
+		if r.state == nil {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // sizeViewLocked makes room in the empty view for n tasks, so that loading

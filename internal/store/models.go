@@ -169,13 +169,21 @@ func (t Task) Effective() (spec, dialect, timeZone string) {
 // (BeginRegistration) are still being written: their created_ms, which
 // every replica of that registration gives its tasks. 0 when none is.
 // RegWritten has a byte per chunk of its rows, '1' once written.
+//
+// RegUniformMs and RegUniformDigest are the created_ms and the digest of
+// the last deferred registration, kept after its write finished: its rows
+// were written alike (version 1, created and updated at RegUniformMs,
+// active, no override), and those no writer has changed since still are
+// (TaskHeadsBut). 0 and "" before any deferred registration.
 type AppState struct {
-	App          string `gorm:"column:app;size:64;primaryKey;autoIncrement:false"`
-	TaskGen      int64  `gorm:"column:task_gen;not null;default:0"`
-	RegDigest    string `gorm:"column:reg_digest;size:64;not null;default:''"`
-	RegGen       int64  `gorm:"column:reg_gen;not null;default:0"`
-	RegPendingMs int64  `gorm:"column:reg_pending_ms;not null;default:0"`
-	RegWritten   string `gorm:"column:reg_written;size:4096;not null;default:''"`
+	App              string `gorm:"column:app;size:64;primaryKey;autoIncrement:false"`
+	TaskGen          int64  `gorm:"column:task_gen;not null;default:0"`
+	RegDigest        string `gorm:"column:reg_digest;size:64;not null;default:''"`
+	RegGen           int64  `gorm:"column:reg_gen;not null;default:0"`
+	RegPendingMs     int64  `gorm:"column:reg_pending_ms;not null;default:0"`
+	RegWritten       string `gorm:"column:reg_written;size:4096;not null;default:''"`
+	RegUniformMs     int64  `gorm:"column:reg_uniform_ms;not null;default:0"`
+	RegUniformDigest string `gorm:"column:reg_uniform_digest;size:64;not null;default:''"`
 }
 
 // TableName is xtimer_apps, whatever the caller's naming strategy.

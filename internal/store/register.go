@@ -366,8 +366,12 @@ func (s *Store) registerTx(ctx context.Context, tx *gorm.DB, app string, defs []
 		return Registration{}, err
 	}
 	full := mode == regFull || mode == regDefer
+	var uniformMs int64
+	if full && st.RegUniformMs != 0 && st.RegUniformDigest == digest && st.RegPendingMs == 0 {
+		uniformMs = st.RegUniformMs
+	}
 	if full && st.RegDigest == digest && st.RegGen == st.TaskGen && st.RegPendingMs == 0 {
-		return Registration{Gen: st.TaskGen}, nil // every row is as the last registration left it
+		return Registration{Gen: st.TaskGen, UniformMs: uniformMs}, nil // every row is as the last registration left it
 	}
 	if mode == regDefer {
 		reg, deferred, deferErr := s.deferTx(ctx, tx, app, st, len(defs), digest, deferFrom)
@@ -376,7 +380,7 @@ func (s *Store) registerTx(ctx context.Context, tx *gorm.DB, app string, defs []
 		}
 	}
 	gen, err := s.writeDefsTx(ctx, tx, app, st, defs, digest, mode)
-	return Registration{Gen: gen}, err
+	return Registration{Gen: gen, UniformMs: uniformMs}, err
 }
 
 // writeDefsTx writes the rows of defs that are missing or differ, as

@@ -33,6 +33,12 @@ type Registration struct {
 	// CreatedMs is the created_ms and updated_ms of the deferred rows,
 	// the same for every replica that registers the same tasks.
 	CreatedMs int64
+	// UniformMs, when not 0, is the created_ms of the rows that a deferred
+	// registration of these very tasks (the same digest) wrote alike, and
+	// that may still be as it wrote them: the reader of the rows' heads
+	// may skip those (TaskHeadsBut). 0 when Deferred, or when the tasks are
+	// not the ones of the app's last deferred registration.
+	UniformMs int64
 	// Digest names the registered tasks (digestOf) to WriteDeferred.
 	Digest string
 }
@@ -75,7 +81,8 @@ func (s *Store) deferTx(ctx context.Context, tx *gorm.DB, app string, st AppStat
 	// after the write finished, with no task written meanwhile, finds the
 	// digest current.
 	err = tx.Model(&AppState{}).Where("app = ?", app).
-		UpdateColumns(map[string]any{"reg_digest": digest, "reg_gen": st.TaskGen, "reg_pending_ms": now, "reg_written": ""}).Error
+		UpdateColumns(map[string]any{"reg_digest": digest, "reg_gen": st.TaskGen, "reg_pending_ms": now, "reg_written": "",
+			"reg_uniform_ms": now, "reg_uniform_digest": digest}).Error
 	if err != nil {
 		return Registration{}, false, fmt.Errorf("store: record the deferred registration of app %q: %w", app, err)
 	}

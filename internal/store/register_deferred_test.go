@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -75,8 +76,9 @@ func TestDeferredRegistrationIsJoinedWrittenInChunksAndFinishedOnce(t *testing.T
 		require.NoError(t, err)
 		require.Equal(t, store.DeferredFinished, state)
 		require.False(t, wrote)
-		require.Equal(t, store.AppState{App: b.app, TaskGen: genBefore, RegDigest: appRow(t, b).RegDigest, RegGen: genBefore},
-			appRow(t, b), "finished: nothing pending, no chunk marks")
+		digest := appRow(t, b).RegDigest
+		require.Equal(t, store.AppState{App: b.app, TaskGen: genBefore, RegDigest: digest, RegGen: genBefore, RegUniformMs: t0, RegUniformDigest: digest},
+			appRow(t, b), "finished: nothing pending, no chunk marks; the rows' instant kept")
 
 		all, err := b.store.Tasks(b.ctx, b.app)
 		require.NoError(t, err)
@@ -95,10 +97,75 @@ func TestDeferredRegistrationIsJoinedWrittenInChunksAndFinishedOnce(t *testing.T
 		require.NoError(t, err)
 		require.Equal(t, genBefore, gen, "the deferred rows do not move the task generation")
 
-		// A restart of the same tasks finds the digest current.
+		// A restart of the same tasks finds the digest current, and the
+		// rows as the write left them.
 		again, err := b.store.BeginRegistration(b.ctx, b.app, ds, 10)
 		require.NoError(t, err)
-		require.Equal(t, store.Registration{Gen: gen}, again)
+		require.Equal(t, store.Registration{Gen: gen, UniformMs: t0}, again)
+	})
+}
+
+// headsBut returns the codes TaskHeadsBut reads at uniformMs, and the
+// count of the rows it does not (CountTasks, less the heads read).
+func headsBut(t *testing.T, b *bundle, uniformMs int64) (codes []string, uniform int64) {
+	t.Helper()
+	err := b.store.TaskHeadsBut(b.ctx, b.app, uniformMs, nil, func(h store.TaskHead) error {
+		codes = append(codes, h.Code)
+		return nil
+	})
+	require.NoError(t, err)
+	all, err := b.store.CountTasks(b.ctx, b.app)
+	require.NoError(t, err)
+	slices.Sort(codes)
+	return codes, all - int64(len(codes))
+}
+
+// The rows a deferred registration wrote and nobody changed since are
+// counted, not read; a row created paused, paused by an operator, given a
+// schedule or options by the console, rewritten by a registration of
+// another definition, or of another task, is read. A registration of
+// other tasks has no uniform rows to skip.
+func TestTaskHeadsButSkipsTheRowsAsTheDeferredWriteLeftThem(t *testing.T) {
+	eachDB(t, func(t *testing.T, b *bundle) {
+		ds := defs(20, everyMinute)
+		ds[3].Paused = true
+		reg, err := b.store.BeginRegistration(b.ctx, b.app, ds, 10)
+		require.NoError(t, err)
+		require.True(t, reg.Deferred)
+		require.Zero(t, reg.UniformMs, "not written yet")
+		_, _, err = b.store.WriteDeferred(b.ctx, b.app, reg, 0, 1, ds)
+		require.NoError(t, err)
+
+		codes, uniform := headsBut(t, b, reg.CreatedMs)
+		require.Equal(t, []string{ds[3].Code}, codes, "created paused")
+		require.Equal(t, int64(19), uniform)
+		require.ErrorContains(t, b.store.TaskHeadsBut(b.ctx, b.app, 0, nil, func(store.TaskHead) error { return nil }), "no uniform registration")
+
+		b.clock.Add(60_000)
+		require.NoError(t, b.store.SetTaskStatus(b.ctx, b.app, ds[5].Code, store.TaskPaused))
+		require.NoError(t, b.store.SetTaskStatus(b.ctx, b.app, ds[5].Code, store.TaskActive))
+		require.NoError(t, b.store.SetOverride(b.ctx, b.app, ds[6].Code, store.Override{Spec: "0 0 4 * * *"}))
+		timeout := int64(90_000)
+		require.NoError(t, b.store.SetOptionOverrides(b.ctx, b.app, ds[7].Code, store.OptionOverrides{TimeoutMs: &timeout}))
+		again, err := b.store.BeginRegistration(b.ctx, b.app, ds, 10)
+		require.NoError(t, err)
+		require.Equal(t, reg.CreatedMs, again.UniformMs, "the same tasks, rows changed since: the uniform ones are still known")
+		codes, uniform = headsBut(t, b, again.UniformMs)
+		require.Equal(t, []string{ds[3].Code, ds[5].Code, ds[6].Code, ds[7].Code}, codes, "paused and resumed: version 3")
+		require.Equal(t, int64(16), uniform)
+
+		// Another definition of one task: its row is rewritten, and the
+		// digest is another one's.
+		changed := slices.Clone(ds)
+		def := *changed[8].Def
+		def.TimeoutMs = 5000
+		changed[8].Def = &def
+		other, err := b.store.BeginRegistration(b.ctx, b.app, changed, 10)
+		require.NoError(t, err)
+		require.Zero(t, other.UniformMs, "not the tasks of the deferred write")
+		codes, uniform = headsBut(t, b, reg.CreatedMs)
+		require.Equal(t, []string{ds[3].Code, ds[5].Code, ds[6].Code, ds[7].Code, ds[8].Code}, codes)
+		require.Equal(t, int64(15), uniform)
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
@@ -144,17 +145,64 @@ const headsQuery = `SELECT id, code, kind, status, version, created_ms, updated_
 // rows cost a replica more CPU (bench/README.md's performance report has the
 // figures).
 func (s *Store) TaskHeads(ctx context.Context, app string, intern func(code []byte) string, each func(TaskHead) error) error {
+	return s.taskHeads(ctx, app, headsQuery, intern, each)
+}
+
+// uniformRow is the condition of a row that is as a deferred registration
+// wrote it at createdMs (WriteDeferred): a Go task, active, version 1,
+// created and updated at createdMs, with no override. Every writer that
+// changes a row after that bumps its version. The instant is a literal,
+// an integer written here.
+func uniformRow(createdMs int64) string {
+	at := strconv.FormatInt(createdMs, 10)
+	return "kind = '" + KindFunc + "' AND status = '" + TaskActive + "' AND version = 1 AND created_ms = " + at +
+		" AND updated_ms = " + at + " AND spec_override IS NULL AND dialect_override IS NULL AND tz_override IS NULL" +
+		" AND (option_overrides IS NULL OR option_overrides = '')"
+}
+
+// TaskHeadsBut is TaskHeads for a replica whose registration has
+// Registration.UniformMs: it calls each with the heads of only the rows
+// that are not as the deferred registration at uniformMs wrote them (the
+// rows changed since, and the rows of other tasks). The caller, which
+// registered those tasks, knows what each other row holds but for its ID,
+// once CountTasks has counted them with the rest: a restart of a replica
+// of a million tasks that nobody changed reads no head. A write between
+// the two moves the task generation, which the caller checks after both.
+func (s *Store) TaskHeadsBut(ctx context.Context, app string, uniformMs int64, intern func(code []byte) string, each func(TaskHead) error) error {
+	if uniformMs == 0 {
+		return fmt.Errorf("store: read the changed tasks of app %q: no uniform registration", app)
+	}
+	return s.taskHeads(ctx, app, headsQuery+" AND NOT ("+uniformRow(uniformMs)+")", intern, each)
+}
+
+// CountTasks counts the rows of app. Its condition is on the app alone,
+// the second column: PostgreSQL's scan of the table does not take apart
+// the rest of each row, as a condition on a later column (TaskHeadsBut's)
+// makes it, and MySQL counts the entries of the (app, code) index.
+func (s *Store) CountTasks(ctx context.Context, app string) (int64, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var n int64
+	if err := s.db.WithContext(ctx).Model(&Task{}).Where("app = ?", app).Count(&n).Error; err != nil {
+		return 0, fmt.Errorf("store: count the tasks of app %q: %w", app, err)
+	}
+	return n, nil
+}
+
+// taskHeads is TaskHeads with query, headsQuery or headsQuery with more
+// conditions.
+func (s *Store) taskHeads(ctx context.Context, app, query string, intern func(code []byte) string, each func(TaskHead) error) error {
 	if intern == nil {
 		intern = func(code []byte) string { return string(code) }
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	if s.db.Dialector.Name() == "postgres" {
-		if done, err := s.pgTaskHeads(ctx, app, intern, each); done {
+		if done, err := s.pgTaskHeads(ctx, app, query, intern, each); done {
 			return err
 		}
 	}
-	rows, err := s.db.WithContext(ctx).Statement.ConnPool.QueryContext(ctx, rebind(s.db, headsQuery), app)
+	rows, err := s.db.WithContext(ctx).Statement.ConnPool.QueryContext(ctx, rebind(s.db, query), app)
 	if err != nil {
 		return fmt.Errorf("store: read the tasks of app %q: %w", app, err)
 	}
@@ -183,7 +231,7 @@ func (s *Store) TaskHeads(ctx context.Context, app string, intern func(code []by
 
 // pgTaskHeads is TaskHeads on a pgx connection, if the database is one;
 // done is false when it is not (another driver).
-func (s *Store) pgTaskHeads(ctx context.Context, app string, intern func([]byte) string, each func(TaskHead) error) (done bool, err error) {
+func (s *Store) pgTaskHeads(ctx context.Context, app, query string, intern func([]byte) string, each func(TaskHead) error) (done bool, err error) {
 	sqlDB, err := s.db.DB()
 	if err != nil {
 		return false, nil // not a *sql.DB underneath: the generic path
@@ -200,7 +248,7 @@ func (s *Store) pgTaskHeads(ctx context.Context, app string, intern func([]byte)
 		}
 		done = true
 		binary := pgx.QueryResultFormats{pgx.BinaryFormatCode}
-		rows, queryErr := pc.Conn().Query(ctx, rebind(s.db, headsQuery), binary, app)
+		rows, queryErr := pc.Conn().Query(ctx, rebind(s.db, query), binary, app)
 		if queryErr != nil {
 			return queryErr
 		}

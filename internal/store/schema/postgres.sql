@@ -65,6 +65,8 @@ CREATE TABLE IF NOT EXISTS xtimer_apps (
   reg_gen  bigint       NOT NULL DEFAULT 0,                   -- task_gen at its commit
   reg_pending_ms bigint NOT NULL DEFAULT 0,                  -- created_ms of the rows of a registration still being written; 0 none
   reg_written varchar(4096) NOT NULL DEFAULT '',             -- its chunks written: '1' or '0' each
+  reg_uniform_ms bigint NOT NULL DEFAULT 0,                 -- created_ms of the last deferred registration's rows; 0 none
+  reg_uniform_digest varchar(64) NOT NULL DEFAULT '',      -- the digest of its tasks
   PRIMARY KEY (app)
 );
 
