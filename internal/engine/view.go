@@ -948,8 +948,8 @@ func (v *view) loadTasks(ctx context.Context, gen int64, regs []*registration, u
 	counted := make(chan count, 1)
 	if uniform {
 		go func() {
-			n, err := v.store.CountTasks(ctx, v.app)
-			counted <- count{n, err}
+			n, countErr := v.store.CountTasks(ctx, v.app)
+			counted <- count{n, countErr}
 		}()
 		err = v.store.TaskHeadsBut(ctx, v.app, uniformMs, intern, read)
 	} else {

@@ -231,9 +231,10 @@ var trgmIndexes = [][3]string{{trgmCodeIndex, "code", ""}, {trgmNameIndex, "name
 // may have made them from schema/). On PostgreSQL it first creates the
 // pg_trgm extension, trusted since PostgreSQL 13 so that a database owner
 // may; when that is refused, Migrate goes on without the indexes and logs
-// a warning: the search works, by a scan of the app's tasks. complete is
-// false then, so that the next Migrate tries again.
-func (s *Store) migrateSearch(db *gorm.DB) (complete bool, err error) {
+// a warning: the search works, by a scan of the app's tasks. It reports
+// whether the indexes are there: not then, so that the next Migrate
+// tries again.
+func (s *Store) migrateSearch(db *gorm.DB) (bool, error) {
 	m := db.Migrator()
 	switch db.Dialector.Name() {
 	case "postgres":
@@ -267,7 +268,7 @@ func (s *Store) migrateSearch(db *gorm.DB) (complete bool, err error) {
 		if err := db.Exec("SET SESSION innodb_ft_enable_stopword = OFF").Error; err != nil {
 			return false, fmt.Errorf("store: migrate: turn off stopwords for index %s: %w", fulltextIndex, err)
 		}
-		err = db.Exec("CREATE FULLTEXT INDEX " + fulltextIndex + " ON xtimer_tasks (code, name)").Error
+		err := db.Exec("CREATE FULLTEXT INDEX " + fulltextIndex + " ON xtimer_tasks (code, name)").Error
 		if resetErr := db.Exec("SET SESSION innodb_ft_enable_stopword = DEFAULT").Error; err == nil && resetErr != nil {
 			err = resetErr
 		}

@@ -137,10 +137,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 }
 
 // migrate is Migrate's work, on db: one transaction on PostgreSQL, one
-// connection on MySQL/MariaDB (migrateLocked). complete is false when a
-// step was left for a later Migrate (the trigram indexes, without the
-// extension pg_trgm: migrateSearch), which then runs in full again.
-func (s *Store) migrate(db *gorm.DB) (complete bool, err error) {
+// connection on MySQL/MariaDB (migrateLocked). It reports whether the
+// migration is complete: not when a step was left for a later Migrate
+// (the trigram indexes, without the extension pg_trgm: migrateSearch),
+// which then runs in full again.
+func (s *Store) migrate(db *gorm.DB) (bool, error) {
 	if err := db.AutoMigrate(models()...); err != nil {
 		return false, fmt.Errorf("store: migrate: %w", err)
 	}
@@ -156,7 +157,8 @@ func (s *Store) migrate(db *gorm.DB) (complete bool, err error) {
 			}
 		}
 	}
-	if complete, err = s.migrateSearch(db); err != nil {
+	complete, err := s.migrateSearch(db)
+	if err != nil {
 		return false, err
 	}
 	if db.Dialector.Name() == "postgres" {
