@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -967,24 +966,14 @@ func TestAPITriggerConflictsWithAStoppedScheduler(t *testing.T) {
 	require.Contains(t, e.Message, "not started")
 }
 
-// lockedBuffer is a log destination the server and the test share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+// lockedBuffer is a log destination the server and the test share, read
+// as JSON lines.
+type lockedBuffer struct{ testsvc.LogBuffer }
 
 func (b *lockedBuffer) lines(t *testing.T) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	for line := range strings.Lines(b.buf.String()) {
+	for line := range strings.Lines(b.String()) {
 		var m map[string]any
 		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
 		out = append(out, m)

@@ -181,9 +181,7 @@ func TestAPICreatesUpdatesAndDeletesAnHTTPTask(t *testing.T) {
 		got = append(got, line["action"].(string))
 	}
 	require.Equal(t, []string{"create", "update", "update", "delete"}, got)
-	logs.mu.Lock()
-	raw := logs.buf.String()
-	logs.mu.Unlock()
+	raw := logs.String()
 	requireNoSecret(t, raw, "the log")
 	require.NotContains(t, raw, "rotated-key-1")
 }

@@ -1,36 +1,25 @@
 package admin
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/xtimer-go/xtimer/internal/testsvc"
 )
 
 // syncBuffer is a log destination the handler and the test share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+type syncBuffer struct{ testsvc.LogBuffer }
 
 func (b *syncBuffer) lines() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Split(strings.TrimSpace(b.buf.String()), "\n")
+	return strings.Split(strings.TrimSpace(b.String()), "\n")
 }
 
 // Issue 25, hole 6: a burst of wrong passwords is answered 429 with

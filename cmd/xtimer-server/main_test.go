@@ -21,7 +21,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -50,30 +49,12 @@ func buildServer(t *testing.T) string {
 	return bin
 }
 
-// lockedBuffer collects a process's stderr for failure messages.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // server is a running xtimer-server process.
 type server struct {
 	cmd     *exec.Cmd
 	console string // http://127.0.0.1:port/xtimer/
 	base    string // http://127.0.0.1:port
-	stderr  *lockedBuffer
+	stderr  *testsvc.LogBuffer
 	exited  chan struct{} // closed when the process has exited; cmd.ProcessState is then set
 }
 
@@ -82,7 +63,7 @@ type server struct {
 // of the test if it is still running.
 func startServer(t *testing.T, bin string, args ...string) *server {
 	t.Helper()
-	s := &server{cmd: exec.Command(bin, args...), stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	s := &server{cmd: exec.Command(bin, args...), stderr: &testsvc.LogBuffer{}, exited: make(chan struct{})}
 	s.cmd.Env = append(os.Environ(), "XTIMER_TOKEN=", "XTIMER_TOKEN_FILE=", "XTIMER_TOKENS_FILE=", "XTIMER_DB=", "XTIMER_LISTEN=", "XTIMER_REDIS=", "XTIMER_METRICS=",
 		"XTIMER_ALERT_WEBHOOK=", "XTIMER_ALERT_SECRET=", "XTIMER_TLS_CERT=", "XTIMER_TLS_KEY=", "XTIMER_INSECURE_LISTEN=")
 	s.cmd.Stderr = s.stderr

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -187,7 +186,7 @@ func TestRetryAFailedExecution(t *testing.T) {
 func TestExecutionsFollowPrintsNewOnesUntilInterrupted(t *testing.T) {
 	c := newConsole(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &testsvc.LogBuffer{}
 	done := make(chan int)
 	go func() {
 		var errOut bytes.Buffer
@@ -286,22 +285,4 @@ func TestTokenFile(t *testing.T) {
 	code, out, errOut := c.cli(t, "tasks", "-token-file", path)
 	require.Equal(t, exitOK, code, errOut)
 	assert.Contains(t, out, "billing.reconcile")
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

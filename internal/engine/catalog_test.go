@@ -1,11 +1,9 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -180,24 +178,6 @@ func TestRestartAfterADeferredWriteReadsTheRows(t *testing.T) {
 	})
 }
 
-// lockedLog is a log the engine's goroutines write while a test reads it.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // A restart after a deferred write reads the heads of the rows changed
 // since (an operator's pause, schedule and options), takes the others as
 // the write left them, and its view is the rows. A row deleted by hand
@@ -209,9 +189,9 @@ func TestRestartReadsOnlyTheRowsChangedSinceTheDeferredWrite(t *testing.T) {
 		app := testsvc.App(t)
 		codes, specs := dailyCodes(25)
 		ctx := context.Background()
-		start := func() (*Engine, *lockedLog) {
+		start := func() (*Engine, *testsvc.LogBuffer) {
 			t.Helper()
-			logs := &lockedLog{}
+			logs := &testsvc.LogBuffer{}
 			e := newEngine(t, setupOpts{db: db, app: app}, func(c *Config) {
 				c.DeferFrom, c.InstanceID = 10, "replica-0"
 				c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
