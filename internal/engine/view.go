@@ -864,8 +864,8 @@ const loadBatch = 512
 // registration of these tasks wrote them (store.TaskHeadsBut), and takes
 // the others as written (adoptAsWritten); the rows' count
 // (store.CountTasks) less the heads read must be that of the registered
-// tasks no head was read for. A count that differs (a row deleted by hand) reads every
-// head, as without uniformMs.
+// tasks no head was read for. A count that differs (a row deleted by
+// hand) reads every head, as without uniformMs.
 func (v *view) loadTasks(ctx context.Context, gen int64, regs []*registration, uniformMs int64) (missing int, err error) {
 	registered := len(regs)
 	found := 0
