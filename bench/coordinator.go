@@ -96,8 +96,6 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
 }
 
-func (c *coordinator) logf(format string, args ...any) { logf(format, args...) }
-
 // run executes p and returns its result; failures to run are the
 // result's NA, never an error that stops the other runs.
 func (c *coordinator) run(p plan) *result {
@@ -117,7 +115,7 @@ func (c *coordinator) run(p plan) *result {
 		return res
 	}
 	if !c.keep {
-		defer removeSettled(dir, c.logf)
+		defer removeSettled(dir, logf)
 	}
 	// PostgreSQL runs as postgres and must reach its dir under ours.
 	_ = os.Chmod(dir, 0o755)
@@ -195,7 +193,7 @@ func (c *coordinator) runReplicas(p plan, svc *services, dir string, res *result
 	}
 	allReady := time.Now()
 	res.StartupS = startup
-	c.logf("%s/%s: %d replicas ready in %.1fs", p.system, condition(p.workload, p.history), len(procs), allReady.Sub(started).Seconds())
+	logf("%s/%s: %d replicas ready in %.1fs", p.system, condition(p.workload, p.history), len(procs), allReady.Sub(started).Seconds())
 
 	if p.workload == "scale" {
 		return c.measureIdle(p, procs, res)
@@ -236,7 +234,7 @@ func (c *coordinator) runReplicas(p plan, svc *services, dir string, res *result
 		victim.killed = true
 		res.Killed = fmt.Sprintf("replica %d at %s", victim.n, time.Now().UTC().Format("15:04:05.000"))
 		res.killedAt = time.Now()
-		c.logf("%s/%s: SIGKILL replica %d (most fires in the last second)", p.system, p.workload, victim.n)
+		logf("%s/%s: SIGKILL replica %d (most fires in the last second)", p.system, p.workload, victim.n)
 	}
 	time.Sleep(time.Until(winTo.Add(max(c.tail, p.afterFire))))
 	c.stopAll(procs)
@@ -341,7 +339,7 @@ func (c *coordinator) stopAll(procs []*replicaProc) {
 		select {
 		case <-r.done:
 		case <-time.After(20 * time.Second):
-			c.logf("replica %d did not stop in 20 s: SIGKILL", r.n)
+			logf("replica %d did not stop in 20 s: SIGKILL", r.n)
 			_ = r.cmd.Process.Kill()
 			<-r.done
 		}
@@ -461,7 +459,7 @@ func (c *coordinator) measureDistinct(p plan, svc *services, dir, spec string, c
 	select {
 	case ms := <-again.ready:
 		res.RestartS = round(float64(ms)/1000, 2)
-		c.logf("%s/%s: replica %d restarted, ready in %.1fs", p.system, p.workload, again.n, res.RestartS)
+		logf("%s/%s: replica %d restarted, ready in %.1fs", p.system, p.workload, again.n, res.RestartS)
 	case <-again.done:
 		return fmt.Errorf("restarted replica %d exited before ready: %s", again.n, logReason(again.log))
 	case <-time.After(p.ready):

@@ -199,21 +199,21 @@ func coordinatorMain() int {
 				if stopped[p.history] {
 					continue // the next steps are higher still
 				}
-				c.logf("%s/%s: %s tasks", s, condition(w, p.history), num(int64(p.tasks)))
+				logf("%s/%s: %s tasks", s, condition(w, p.history), num(int64(p.tasks)))
 				r := c.run(p)
 				stopped[p.history] = w == "throughput" && (r.NA != "" || !r.Pass)
 				switch {
 				case r.NA != "":
-					c.logf("%s/%s: n/a: %s", s, condition(w, p.history), r.NA)
+					logf("%s/%s: n/a: %s", s, condition(w, p.history), r.NA)
 				case w == "scale":
-					c.logf("%s/%s: start-up %.1f s, RSS %.0f MiB, idle CPU %.1f %% of a core", s, w,
+					logf("%s/%s: start-up %.1f s, RSS %.0f MiB, idle CPU %.1f %% of a core", s, w,
 						maxOf(r.StartupS), maxOf(r.RSSMB), mean(r.IdleCPUPct))
 				case w == "distinct":
-					c.logf("%s/%s: start-up %.1f s, restart %.1f s, RSS %.0f MiB, CPU %.1f %% of a core; expected %d, once %d, duplicated %d, missed %d, p99 %.0f ms",
+					logf("%s/%s: start-up %.1f s, restart %.1f s, RSS %.0f MiB, CPU %.1f %% of a core; expected %d, once %d, duplicated %d, missed %d, p99 %.0f ms",
 						s, w, maxOf(r.StartupS), r.RestartS, maxOf(r.RSSMB), maxOf(r.IdleCPUPct),
 						r.Expected, r.Once, r.Duplicated, r.Missed, r.LateP99)
 				default:
-					c.logf("%s/%s: expected %d, once %d, duplicated %d, missed %d, p99 %.0f ms", s, condition(w, p.history),
+					logf("%s/%s: expected %d, once %d, duplicated %d, missed %d, p99 %.0f ms", s, condition(w, p.history),
 						r.Expected, r.Once, r.Duplicated, r.Missed, r.LateP99)
 				}
 				doc.Results = append(doc.Results, r)

@@ -26,10 +26,15 @@ func dailyCodes(n int) (codes, specs []string) {
 
 // deferringEngine is an engine of app on db with the tasks of codes,
 // which defers a registration of 10 tasks or more and writes 7 rows a
-// chunk.
-func deferringEngine(t *testing.T, db *gorm.DB, app, replica string, codes, specs []string) *Engine {
+// chunk; mod, when given, changes its Config further.
+func deferringEngine(t *testing.T, db *gorm.DB, app, replica string, codes, specs []string, mod ...func(*Config)) *Engine {
 	t.Helper()
-	e := newEngine(t, setupOpts{db: db, app: app}, func(c *Config) { c.DeferFrom, c.InstanceID = 10, replica })
+	e := newEngine(t, setupOpts{db: db, app: app}, func(c *Config) {
+		c.DeferFrom, c.InstanceID = 10, replica
+		for _, m := range mod {
+			m(c)
+		}
+	})
 	e.catalog.chunk = 7
 	h := func(context.Context, *Attempt) error { return nil }
 	for i, code := range codes {
@@ -192,15 +197,9 @@ func TestRestartReadsOnlyTheRowsChangedSinceTheDeferredWrite(t *testing.T) {
 		start := func() (*Engine, *testsvc.LogBuffer) {
 			t.Helper()
 			logs := &testsvc.LogBuffer{}
-			e := newEngine(t, setupOpts{db: db, app: app}, func(c *Config) {
-				c.DeferFrom, c.InstanceID = 10, "replica-0"
+			e := deferringEngine(t, db, app, "replica-0", codes, specs, func(c *Config) {
 				c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			})
-			e.catalog.chunk = 7
-			h := func(context.Context, *Attempt) error { return nil }
-			for i, code := range codes {
-				mustRegister(t, e, code, specs[i], h)
-			}
 			require.NoError(t, e.Start(ctx))
 			<-e.catalog.done
 			return e, logs

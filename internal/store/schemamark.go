@@ -41,20 +41,24 @@ func (SchemaMark) TableName() string { return "xtimer_schema" }
 // the dialect writes them, and indexes; the statements and names of
 // Migrate's own steps; and schemaRevision. Two versions of xtimer whose
 // Migrate would make the same schema have the same fingerprint, and a
-// change to a model's column or index changes it.
-func schemaFingerprint(db *gorm.DB) (string, error) { return fingerprintOf(db, models()) }
+// change to a model's column or index changes it. tables are the
+// models' table names, which Migrate looks for (schemaCurrent).
+func schemaFingerprint(db *gorm.DB) (fingerprint string, tables []string, err error) {
+	return fingerprintOf(db, models())
+}
 
-// fingerprintOf is schemaFingerprint for the models tables.
-func fingerprintOf(db *gorm.DB, tables []any) (string, error) {
+// fingerprintOf is schemaFingerprint for the models of these tables.
+func fingerprintOf(db *gorm.DB, of []any) (fingerprint string, tables []string, err error) {
 	dialect := db.Dialector.Name()
 	var b strings.Builder
 	b.WriteString("revision " + strconv.Itoa(schemaRevision) + "\ndialect " + dialect + "\n")
 	m := db.Migrator()
-	for _, model := range tables {
+	for _, model := range of {
 		stmt := &gorm.Statement{DB: db}
 		if err := stmt.Parse(model); err != nil {
-			return "", fmt.Errorf("store: migrate: parse the model of %T: %w", model, err)
+			return "", nil, fmt.Errorf("store: migrate: parse the model of %T: %w", model, err)
 		}
+		tables = append(tables, stmt.Schema.Table)
 		b.WriteString("table " + stmt.Schema.Table + "\n")
 		for _, f := range stmt.Schema.Fields {
 			if f.DBName == "" {
@@ -80,19 +84,15 @@ func fingerprintOf(db *gorm.DB, tables []any) (string, error) {
 	}
 	b.WriteString("fulltext " + fulltextIndex + "\nfillfactor " + strconv.Itoa(executionsFillFactor) + "\n")
 	sum := sha256.Sum256([]byte(b.String()))
-	return hex.EncodeToString(sum[:]), nil
+	return hex.EncodeToString(sum[:]), tables, nil
 }
 
-// schemaCurrent reports whether the database holds every table of the
-// models and the mark of fingerprint: then Migrate has nothing to do.
-// Tables first, so that a database without xtimer_schema is not asked for
-// its row (an error in the server's log). Any error answers false: the
-// full migration that follows reports what is wrong.
-func schemaCurrent(ctx context.Context, db *gorm.DB, fingerprint string) bool {
-	var tables []string
-	for _, model := range models() {
-		tables = append(tables, model.(interface{ TableName() string }).TableName())
-	}
+// schemaCurrent reports whether the database holds every one of tables
+// and the mark of fingerprint: then Migrate has nothing to do. Tables
+// first, so that a database without xtimer_schema is not asked for its
+// row (an error in the server's log). Any error answers false: the full
+// migration that follows reports what is wrong.
+func schemaCurrent(ctx context.Context, db *gorm.DB, fingerprint string, tables []string) bool {
 	var q string
 	switch db.Dialector.Name() {
 	case "postgres":

@@ -120,11 +120,11 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Migrate(ctx context.Context) error {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	fingerprint, err := schemaFingerprint(s.db)
+	fingerprint, tables, err := schemaFingerprint(s.db)
 	if err != nil {
 		return err
 	}
-	if schemaCurrent(ctx, s.db, fingerprint) {
+	if schemaCurrent(ctx, s.db, fingerprint, tables) {
 		return nil
 	}
 	return s.migrateLocked(ctx, func(db *gorm.DB) error {
