@@ -105,6 +105,9 @@ func runReplica(start time.Time, name, recPath string, capacity int64, n, shards
 		default:
 			close(readyOnce)
 			fmt.Printf("ready %d\n", time.Since(start).Milliseconds())
+			if after := os.Getenv("XTIMER_BENCH_CPUPROFILE_READY"); after != "" {
+				go windowProfile(ctx, filepath.Join(os.Getenv("XTIMER_BENCH_CPUPROFILE_DIR"), file+"-window.pprof"), after)
+			}
 			if dir := os.Getenv("XTIMER_BENCH_HEAPPROFILE"); dir != "" {
 				go writeHeapProfile(filepath.Join(dir, fmt.Sprintf("%s-%d-replica-%d.heap", name, n, env.Replica)), 2*time.Second)
 			}
@@ -121,6 +124,31 @@ func runReplica(start time.Time, name, recPath string, capacity int64, n, shards
 		writeHeapProfile(filepath.Join(dir, fmt.Sprintf("%s-%d-replica-%d-end.heap", name, n, env.Replica)), 0)
 	}
 	return nil
+}
+
+// windowProfile writes a CPU profile of the replica from after (a
+// duration, XTIMER_BENCH_CPUPROFILE_READY) past its ready to its stop,
+// into path (in XTIMER_BENCH_CPUPROFILE_DIR): what it does while its fires
+// run, without its start-up. Failures go to stderr only.
+func windowProfile(ctx context.Context, path, after string) {
+	d, err := time.ParseDuration(after)
+	if err == nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+		var f *os.File
+		if f, err = os.Create(path); err == nil {
+			defer f.Close()
+			if err = pprof.StartCPUProfile(f); err == nil {
+				<-ctx.Done()
+				pprof.StopCPUProfile()
+				return
+			}
+		}
+	}
+	fmt.Fprintf(os.Stderr, "XTIMER_BENCH_CPUPROFILE_READY: %v\n", err)
 }
 
 // writeHeapProfile writes, for pprof, the heap of a replica after a
