@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -20,6 +21,7 @@ func (f dispatchFakes) fireTask(code string) (*taskState, bool, bool) {
 	def := taskDef("* * * * * *")
 	return &taskState{code: code, status: statusActive, base: &taskBase{def: &def}}, true, false
 }
+func (f dispatchFakes) registered(string) *registration { return nil }
 func (f dispatchFakes) StartFires(_ context.Context, _ string, ids []int64, _ string, _ int64) ([]int64, error) {
 	return ids, nil
 }
@@ -143,34 +145,79 @@ func TestFireClaimedAheadStartsInTheAttemptAllocatedAtItsClaim(t *testing.T) {
 // counted by fire, the other shards of a fire do not count against it,
 // another fire's attempts do, and once every attempt ended nothing is
 // left behind (a million tasks run here over a day). A fire that is not
-// sharded counts against its task's other fires.
+// sharded counts against its task's other fires. So for tasks registered
+// here, counted on their registrations, and for HTTP callbacks, counted
+// in the stripes.
 func TestRunningCountsAttemptsByFire(t *testing.T) {
 	t.Parallel()
-	d := &dispatcher{}
-	shard := func(code string, runTime int64, n int) store.Execution {
-		return store.Execution{TaskCode: code, RunTime: runTime, Shard: n, Shards: 2}
-	}
-	whole := func(code string, runTime int64) store.Execution {
-		return store.Execution{TaskCode: code, RunTime: runTime}
-	}
-	require.Zero(t, d.runningBesides("a", 1000), "nothing ran yet")
-	d.noteRunning(shard("a", 1000, 0), 1)
-	d.noteRunning(shard("a", 1000, 1), 1) // a second shard of the same fire
-	d.noteRunning(whole("b", 1000), 1)
-	require.Zero(t, d.runningBesides("a", 1000), "its own fire's shards")
-	require.Equal(t, 2, d.runningBesides("a", 2000), "both shards of the fire at 1000")
-	require.Equal(t, 1, d.runningBesides("b", 2000), "another task's attempts are not a's")
-	require.Zero(t, d.runningBesides("c", 1000), "nor c's")
-	d.noteRunning(shard("a", 2000, 0), 1)
-	require.Equal(t, 1, d.runningBesides("a", 1000), "the fire at 2000")
-	d.noteRunning(shard("a", 1000, 0), -1)
-	d.noteRunning(shard("a", 1000, 1), -1)
-	d.noteRunning(shard("a", 2000, 0), -1)
-	d.noteRunning(whole("b", 1000), -1)
-	require.Zero(t, d.runningBesides("a", 3000))
-	require.Zero(t, d.runningBesides("b", 2000))
-	for i := range d.running {
-		require.Empty(t, d.running[i].byTask, "no task left counted")
-		require.Empty(t, d.running[i].byFire, "no fire left counted")
+	for _, registered := range []bool{true, false} {
+		t.Run(fmt.Sprintf("registered=%v", registered), func(t *testing.T) {
+			t.Parallel()
+			regs := registrations{}
+			if registered {
+				for _, code := range []string{"a", "b", "c"} {
+					regs[code] = &registration{code: code}
+				}
+			}
+			d := &dispatcher{view: regs}
+			shard := func(code string, runTime int64, n int) (store.Execution, *registration) {
+				return store.Execution{TaskCode: code, RunTime: runTime, Shard: n, Shards: 2}, regs[code]
+			}
+			whole := func(code string, runTime int64) (store.Execution, *registration) {
+				return store.Execution{TaskCode: code, RunTime: runTime}, regs[code]
+			}
+			note := func(delta int) func(store.Execution, *registration) {
+				return func(r store.Execution, reg *registration) { d.noteRunning(r, reg, delta) }
+			}
+			in, out := note(1), note(-1)
+			require.Zero(t, d.runningBesides("a", 1000), "nothing ran yet")
+			in(shard("a", 1000, 0))
+			in(shard("a", 1000, 1)) // a second shard of the same fire
+			in(whole("b", 1000))
+			require.Zero(t, d.runningBesides("a", 1000), "its own fire's shards")
+			require.Equal(t, 2, d.runningBesides("a", 2000), "both shards of the fire at 1000")
+			require.Equal(t, 1, d.runningBesides("b", 2000), "another task's attempts are not a's")
+			require.Zero(t, d.runningBesides("c", 1000), "nor c's")
+			in(shard("a", 2000, 0))
+			require.Equal(t, 1, d.runningBesides("a", 1000), "the fire at 2000")
+			out(shard("a", 1000, 0))
+			out(shard("a", 1000, 1))
+			out(shard("a", 2000, 0))
+			out(whole("b", 1000))
+			require.Zero(t, d.runningBesides("a", 3000))
+			require.Zero(t, d.runningBesides("b", 2000))
+			for i := range d.running {
+				require.Empty(t, d.running[i].byTask, "no task left counted")
+				require.Empty(t, d.running[i].byFire, "no fire left counted")
+			}
+			for _, reg := range regs {
+				require.Zero(t, reg.running.Load(), "no attempt of %s left counted", reg.code)
+			}
+		})
 	}
 }
+
+// An attempt counts where it began: an HTTP task's attempt still running
+// when a Go handler is registered under its code (the task deleted and
+// registered again) counts in the stripes, the handler's on its
+// registration, and runningBesides sums both.
+func TestRunningCountsAnAttemptWhereItBegan(t *testing.T) {
+	t.Parallel()
+	regs := registrations{}
+	d := &dispatcher{view: regs}
+	d.noteRunning(store.Execution{TaskCode: "a", RunTime: 1000}, nil, 1)
+	regs["a"] = &registration{code: "a"}
+	d.noteRunning(store.Execution{TaskCode: "a", RunTime: 2000}, regs["a"], 1)
+	require.Equal(t, 2, d.runningBesides("a", 3000))
+	d.noteRunning(store.Execution{TaskCode: "a", RunTime: 1000}, nil, -1)
+	require.Equal(t, 1, d.runningBesides("a", 3000))
+	d.noteRunning(store.Execution{TaskCode: "a", RunTime: 2000}, regs["a"], -1)
+	require.Zero(t, d.runningBesides("a", 3000))
+}
+
+// registrations is a fireView of the registrations alone, for the
+// running counts.
+type registrations map[string]*registration
+
+func (registrations) fireTask(string) (*taskState, bool, bool) { return nil, false, false }
+func (g registrations) registered(code string) *registration   { return g[code] }

@@ -114,10 +114,16 @@ type Engine struct {
 	stopped    chan struct{}  // closed when the first Stop has finished
 	attempts   sync.WaitGroup // handlers
 
-	keeper        *lockKeeper    // the slot-lock keeper (slotlock.go)
-	retention     *retention     // the retention sweeper (retention.go)
-	catalog       *catalogWriter // a deferred registration's rows (catalog.go)
-	handlerCtx    context.Context
+	keeper    *lockKeeper    // the slot-lock keeper (slotlock.go)
+	retention *retention     // the retention sweeper (retention.go)
+	catalog   *catalogWriter // a deferred registration's rows (catalog.go)
+	// handlerCtxs are the contexts the handlers run under, which Stop
+	// cancels (cancelHandler). An attempt's context is a
+	// child of one of them, by its execution's ID: a child registers with
+	// its parent under the parent's lock as it begins and ends, and the
+	// 64 workers of an instant's fires, all on one parent, waited on that
+	// lock (BenchmarkStartInstant).
+	handlerCtxs   [handlerCtxShards]context.Context
 	cancelHandler context.CancelFunc
 
 	updates *statusWriter // the status writer (status.go)
@@ -283,7 +289,7 @@ func (s *Engine) Start(ctx context.Context) error {
 		return err
 	}
 
-	s.handlerCtx, s.cancelHandler = context.WithCancel(context.Background())
+	s.setHandlerCtxs(context.Background())
 	s.mu.Lock()
 	s.state = stateRunning
 	s.mu.Unlock()

@@ -64,15 +64,16 @@ type dispatcher struct {
 	// unstarted are the fires claimed ahead and not started when the
 	// dispatcher stopped, for Stop to release.
 	unstarted []int64
-	// running counts the attempts running here by task, and the shards
-	// running here by fire (a task's run time): the shards of one fire do
-	// not overlap each other. A fire that is not sharded is one row, none
-	// of whose attempts runs while it is checked (runningBesides), so
-	// byFire leaves it out. Every attempt counts itself in and out
-	// (noteRunning), so the counts are split by task code into stripes,
-	// each under a lock of its own apart from mu: an attempt ending waits
-	// neither on the dispatcher starting the rest of its instant nor on
-	// the other attempts ending with it.
+	// running counts the attempts running here of the tasks without a
+	// registration here (HTTP callbacks), and the shards running here by
+	// fire (a task's run time): the shards of one fire do not overlap
+	// each other. A fire that is not sharded is one row, none of whose
+	// attempts runs while it is checked (runningBesides), so byFire leaves
+	// it out. The attempts of a task registered here count on its
+	// registration (noteRunning). The counts are split by task code into
+	// stripes, each under a lock of its own apart from mu: an attempt
+	// ending waits neither on the dispatcher starting the rest of its
+	// instant nor on the other attempts ending with it.
 	running [runStripes]runStripe
 	// cancellable are the attempts running here of tasks whose overlap
 	// policy is cancel_other, by execution ID: what a later fire of the
@@ -110,6 +111,8 @@ type fireView interface {
 	// replica runs it, and whether it runs as a Go handler registered
 	// here (else as an HTTP callback).
 	fireTask(code string) (t *taskState, runs, goHandler bool)
+	// registered returns the registration of code here, nil for none.
+	registered(code string) *registration
 }
 
 // fireStore is the part of the store the dispatcher calls.
@@ -184,15 +187,29 @@ func (d *dispatcher) stripe(code string) *runStripe {
 }
 
 // noteRunning counts an attempt of r starting here (delta 1) or ending
-// (-1): a task that forbids overlap checks the count (dispatch).
-func (d *dispatcher) noteRunning(r store.Execution, delta int) {
+// (-1), reg being its task's registration here (nil for an HTTP
+// callback): a task that forbids overlap checks the count (dispatch).
+// Every attempt counts itself, whatever its task's policy, so that a
+// policy changed while it runs finds it counted. On its registration
+// that is one atomic add: the striped maps, a lock and four hashes of
+// the code a fire, were a fifth of the CPU of starting an instant's fires
+// (BenchmarkStartInstant).
+func (d *dispatcher) noteRunning(r store.Execution, reg *registration, delta int) {
+	if reg != nil {
+		reg.running.Add(int32(delta)) //nolint:gosec // G115: delta is 1 or -1
+		if !r.Sharded() {
+			return
+		}
+	}
 	st := d.stripe(r.TaskCode)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.byTask == nil {
 		st.byTask, st.byFire = map[string]int{}, map[fireRun]int{}
 	}
-	bump(st.byTask, r.TaskCode, delta)
+	if reg == nil {
+		bump(st.byTask, r.TaskCode, delta)
+	}
 	if r.Sharded() {
 		bump(st.byFire, fireRun{r.TaskCode, r.RunTime}, delta)
 	}
@@ -215,11 +232,19 @@ type fireRun struct {
 
 // runningBesides counts the attempts of task code running here for fires
 // other than the one at runTime (whose other shards do not overlap it).
+// An attempt counts where it began (noteRunning): on the registration
+// the code had then, or in the stripes when it had none, so the count is
+// the sum of both.
 func (d *dispatcher) runningBesides(code string, runTime int64) int {
+	reg := d.view.registered(code)
 	st := d.stripe(code)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.byTask[code] - st.byFire[fireRun{code, runTime}]
+	n := st.byTask[code]
+	if reg != nil {
+		n += int(reg.running.Load())
+	}
+	return n - st.byFire[fireRun{code, runTime}]
 }
 
 // takeUnstarted returns the fires the dispatcher claimed and never
@@ -982,13 +1007,13 @@ func (s *Engine) startAttemptIn(a *attempt, r store.Execution, now time.Time) {
 	// checks leave it out.
 	backfill := r.Source == store.SourceBackfill
 	if !backfill {
-		s.dispatcher.noteRunning(r, 1)
+		s.dispatcher.noteRunning(r, cfg, 1)
 	}
 	s.attempts.Add(1)
 	if a == nil {
 		a = new(attempt)
 	}
-	a.s, a.r, a.now, a.backfill = s, r, now, backfill
+	a.s, a.r, a.reg, a.now, a.backfill = s, r, cfg, now, backfill
 	a.out.max = s.opts.MaxOutput
 	a.run = Attempt{
 		ID: RunID(s.opts.App, r), ExecutionID: r.ID, Code: r.TaskCode, Shard: r.Shard, Shards: r.Shards,
@@ -1001,12 +1026,36 @@ func (s *Engine) startAttemptIn(a *attempt, r store.Execution, now time.Time) {
 	submit(a.begin)
 }
 
+// handlerCtxShards is how many contexts the handlers run under
+// (Engine.handlerCtxs).
+const handlerCtxShards = 16
+
+// setHandlerCtxs makes the contexts the handlers run under, children of
+// parent, all cancelled by cancelHandler.
+func (s *Engine) setHandlerCtxs(parent context.Context) {
+	var cancels [handlerCtxShards]context.CancelFunc
+	for i := range s.handlerCtxs {
+		s.handlerCtxs[i], cancels[i] = context.WithCancel(parent)
+	}
+	s.cancelHandler = func() {
+		for _, cancel := range cancels {
+			cancel()
+		}
+	}
+}
+
+// handlerCtx is the context the attempt of execution id runs under.
+func (s *Engine) handlerCtx(id int64) context.Context {
+	return s.handlerCtxs[uint64(id)%handlerCtxShards] //nolint:gosec // G115: any bits pick a shard
+}
+
 // attempt is one attempt of a fire on its way through this replica, from
 // startAttempt to its end, in one allocation.
 type attempt struct {
 	s                     *Engine
 	r                     store.Execution
-	now                   time.Time // recorded as started at
+	reg                   *registration // nil for an HTTP callback
+	now                   time.Time     // recorded as started at
 	run                   Attempt
 	out                   Output       // run.Out
 	status                atomic.Int64 // an HTTP callback's response status
@@ -1052,7 +1101,7 @@ func (a *attempt) end(out executor.Outcome) {
 	s, r := a.s, a.r
 	defer s.attempts.Done()
 	if !a.backfill {
-		s.dispatcher.noteRunning(r, -1)
+		s.dispatcher.noteRunning(r, a.reg, -1)
 	}
 	reason := ""
 	if a.cancellable {

@@ -213,9 +213,8 @@ func BenchmarkStartInstant(b *testing.B) {
 	for _, n := range []int{100, 1000, 3000} {
 		b.Run(fmt.Sprintf("fires=%d", n), func(b *testing.B) {
 			s := benchEngine(b, func(c *Config) { c.Workers = 64 })
-			var cancel context.CancelFunc
-			s.handlerCtx, cancel = context.WithCancel(context.Background())
-			b.Cleanup(cancel)
+			s.setHandlerCtxs(context.Background())
+			b.Cleanup(s.cancelHandler)
 			called := make([]time.Duration, n)
 			var wg sync.WaitGroup
 			var at time.Time

@@ -81,10 +81,10 @@ func noSpan(executor.Outcome, store.Finish) {}
 // the span once the attempt is settled.
 func (s *Engine) startSpan(r store.Execution) (context.Context, endSpan) {
 	if s.tracer == nil {
-		return s.handlerCtx, noSpan
+		return s.handlerCtx(r.ID), noSpan
 	}
 	now := s.clock.Now()
-	ctx, span := s.tracer.Start(s.handlerCtx, spanPrefix+r.TaskCode,
+	ctx, span := s.tracer.Start(s.handlerCtx(r.ID), spanPrefix+r.TaskCode,
 		trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(now),
 		trace.WithAttributes(
 			attrApp.String(s.opts.App),

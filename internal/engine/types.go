@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -188,6 +189,9 @@ type registration struct {
 	// state is the task as stored, in this replica's view; nil until its
 	// row is (taskLocked). Guarded by view.mu.
 	state *taskState
+	// running counts the attempts of the task running here
+	// (dispatcher.noteRunning).
+	running atomic.Int32
 }
 
 func (r *registration) name() string {

@@ -570,6 +570,13 @@ func (v *view) fireTask(code string) (t *taskState, runs, goHandler bool) {
 	return t, t != nil && t.httpSpec() != nil, false
 }
 
+// registered returns the registration of code here, nil for none.
+func (v *view) registered(code string) *registration {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.handlers.get(code)
+}
+
 // eachTaskLocked calls f with every task of the view. v.mu is held; f
 // must not add or remove tasks.
 func (v *view) eachTaskLocked(f func(t *taskState)) {
