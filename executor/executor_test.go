@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 // time of functions that all take that long (it measures real time).
 func TestPoolMeanRunFollowsTheRunTimes(t *testing.T) {
 	p := NewPool(2)
+	t.Cleanup(p.Close)
 	_, ok := p.MeanRun()
 	require.False(t, ok)
 	for range 4 {
@@ -31,6 +33,7 @@ func TestPoolMeanRunFollowsTheRunTimes(t *testing.T) {
 func TestPoolRunsAtMostSizeAndKeepsOrder(t *testing.T) {
 	t.Parallel()
 	p := NewPool(2)
+	t.Cleanup(p.Close)
 	// Each function runs until released, one at a time: a released one
 	// frees its worker, which takes the head of the queue. (Releasing all
 	// at once let two workers race to report which they took: the order
@@ -149,6 +152,7 @@ func TestBackoffDoublesCapsAndJitters(t *testing.T) {
 func TestPoolRateIsThePaceOfItsBusySpells(t *testing.T) {
 	t.Parallel()
 	p := NewPool(2)
+	t.Cleanup(p.Close)
 	var clock atomic.Int64
 	p.now = func() time.Time { return time.Unix(0, clock.Load()) }
 	spell := func(queued int, took time.Duration) {
@@ -181,4 +185,38 @@ func waitDeadlineArmed(t *testing.T, clock *fakeclock.Clock) {
 	t.Helper()
 	const callTimers = 1 // Call's deadline
 	require.NoError(t, clock.BlockUntil(context.Background(), callTimers))
+}
+
+// A pool keeps the workers that ran out of work, up to its size, and
+// hands them the next functions rather than starting goroutines; Close
+// ends them (TestMain's goleak fails the package if not), and a function
+// submitted after it still runs.
+func TestPoolParksItsWorkersAndCloseEndsThem(t *testing.T) {
+	t.Parallel()
+	p := NewPool(3)
+	parked := func() int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.parked)
+	}
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Add(1)
+		p.Submit(wg.Done)
+	}
+	wg.Wait()
+	p.Wait() // nothing runs: every worker has parked, in the same hold of mu
+	require.Equal(t, 3, parked(), "the three workers the five functions ran on")
+	ran := make(chan struct{})
+	p.Submit(func() { close(ran) })
+	<-ran
+	p.Wait()
+	require.Equal(t, 3, parked(), "the next function ran on a parked worker, parked again")
+	p.Close()
+	require.Zero(t, parked())
+	after := make(chan struct{})
+	p.Submit(func() { close(after) })
+	<-after
+	p.Wait()
+	require.Zero(t, parked(), "a closed pool parks none")
 }

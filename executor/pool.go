@@ -18,6 +18,13 @@ type Pool struct {
 	over    int // running functions past their deadline (Overrun): not counted against size
 	queue   []func()
 	idle    *sync.Cond
+	// parked are the workers that ran out of work, each waiting on its
+	// channel for the next function (the last parked takes the next):
+	// a new goroutine for each start grew its stack anew through the
+	// handler's calls, a twentieth of the CPU of starting an instant's
+	// fires. At most size are kept; Close ends them.
+	parked []chan func()
+	closed bool
 	// meanRun is a moving average of how long functions run, in real
 	// time (0 before the first returns, unless seeded): MeanRun. measured
 	// tells it has measured a run of its own.
@@ -57,11 +64,27 @@ func (p *Pool) Submit(fn func()) {
 		return
 	}
 	p.running++
-	p.mu.Unlock()
-	go p.work(fn)
+	p.startLocked(fn)
 }
 
-func (p *Pool) work(fn func()) {
+// startLocked runs fn on a parked worker, or on a new one, and unlocks
+// p.mu. fn is counted in running already.
+func (p *Pool) startLocked(fn func()) {
+	if n := len(p.parked); n > 0 {
+		w := p.parked[n-1]
+		p.parked[n-1] = nil
+		p.parked = p.parked[:n-1]
+		p.mu.Unlock()
+		w <- fn // room for one: never blocks
+		return
+	}
+	p.mu.Unlock()
+	go p.work(make(chan func(), 1), fn)
+}
+
+// work runs fn, then the waiting functions while there are any, then
+// parks on in until it is handed the next (Submit) or the pool closes.
+func (p *Pool) work(in chan func(), fn func()) {
 	for fn != nil {
 		began := p.now()
 		fn()
@@ -72,6 +95,7 @@ func (p *Pool) work(fn func()) {
 		} else {
 			p.meanRun += (took - p.meanRun) / 8
 		}
+		park := false
 		if len(p.queue) > 0 && p.running <= p.size+p.over {
 			fn = p.nextLocked()
 		} else {
@@ -80,11 +104,29 @@ func (p *Pool) work(fn func()) {
 			if p.running == 0 {
 				p.idle.Broadcast()
 			}
+			if park = !p.closed && len(p.parked) < p.size; park {
+				p.parked = append(p.parked, in)
+			}
 		}
 		p.mu.Unlock()
 		if p.onDone != nil {
 			p.onDone()
 		}
+		if park {
+			fn = <-in // nil once closed
+		}
+	}
+}
+
+// Close ends the parked workers, and those that finish from now on. A
+// function submitted after it still runs, on a worker of its own.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	parked := p.parked
+	p.parked, p.closed = nil, true
+	p.mu.Unlock()
+	for _, w := range parked {
+		close(w)
 	}
 }
 
@@ -109,14 +151,12 @@ func (p *Pool) nextLocked() func() {
 func (p *Pool) Overrun() (back func()) {
 	p.mu.Lock()
 	p.over++
-	var next func()
 	if len(p.queue) > 0 && p.running < p.size+p.over {
-		next = p.nextLocked()
+		next := p.nextLocked()
 		p.running++
-	}
-	p.mu.Unlock()
-	if next != nil {
-		go p.work(next)
+		p.startLocked(next)
+	} else {
+		p.mu.Unlock()
 	}
 	return func() {
 		p.mu.Lock()

@@ -145,6 +145,7 @@ func TestAfterFuncWaitsOnATimerOfAClockWithoutOne(t *testing.T) {
 func TestPoolOverrunStartsTheNextBesideTheFunctionLeft(t *testing.T) {
 	t.Parallel()
 	p := NewPool(1)
+	t.Cleanup(p.Close)
 	var (
 		others, peak atomic.Int32 // functions running besides the one left
 		started      = make(chan string, 4)

@@ -416,6 +416,8 @@ func (s *Engine) Stop(ctx context.Context) error {
 		<-done // Call returns at once for a handler that ignores its context
 	}
 	s.cancelHandler()
+	s.pool.Close()
+	s.httpPool.Close()
 	s.caller.CloseIdleConnections()
 	if err := s.updates.stop(ctx); err != nil {
 		errs = append(errs, err)

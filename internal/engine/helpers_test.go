@@ -79,6 +79,10 @@ func newEngine(t testing.TB, o setupOpts, mod func(*Config)) *Engine {
 	}
 	e, err := New(cfg)
 	require.NoError(t, err)
+	t.Cleanup(func() { // the parked workers of an engine never stopped (Stop closes them)
+		e.pool.Close()
+		e.httpPool.Close()
+	})
 	return e
 }
 
