@@ -17,11 +17,10 @@ import (
 // healthy database and an idle pool do: every claim is won.
 type dispatchFakes struct{ begun chan int64 }
 
-func (f dispatchFakes) fireTask(code string) (*taskState, bool, bool) {
+func (f dispatchFakes) fireTask(code string) (*taskState, *registration, bool) {
 	def := taskDef("* * * * * *")
-	return &taskState{code: code, status: statusActive, base: &taskBase{def: &def}}, true, false
+	return &taskState{code: code, status: statusActive, base: &taskBase{def: &def}}, nil, true
 }
-func (f dispatchFakes) registered(string) *registration { return nil }
 func (f dispatchFakes) StartFires(_ context.Context, _ string, ids []int64, _ string, _ int64) ([]int64, error) {
 	return ids, nil
 }
@@ -153,13 +152,13 @@ func TestRunningCountsAttemptsByFire(t *testing.T) {
 	for _, registered := range []bool{true, false} {
 		t.Run(fmt.Sprintf("registered=%v", registered), func(t *testing.T) {
 			t.Parallel()
-			regs := registrations{}
+			regs := map[string]*registration{}
 			if registered {
 				for _, code := range []string{"a", "b", "c"} {
 					regs[code] = &registration{code: code}
 				}
 			}
-			d := &dispatcher{view: regs}
+			d := &dispatcher{}
 			shard := func(code string, runTime int64, n int) (store.Execution, *registration) {
 				return store.Execution{TaskCode: code, RunTime: runTime, Shard: n, Shards: 2}, regs[code]
 			}
@@ -170,22 +169,22 @@ func TestRunningCountsAttemptsByFire(t *testing.T) {
 				return func(r store.Execution, reg *registration) { d.noteRunning(r, reg, delta) }
 			}
 			in, out := note(1), note(-1)
-			require.Zero(t, d.runningBesides("a", 1000), "nothing ran yet")
+			require.Zero(t, d.runningBesides(regs["a"], "a", 1000), "nothing ran yet")
 			in(shard("a", 1000, 0))
 			in(shard("a", 1000, 1)) // a second shard of the same fire
 			in(whole("b", 1000))
-			require.Zero(t, d.runningBesides("a", 1000), "its own fire's shards")
-			require.Equal(t, 2, d.runningBesides("a", 2000), "both shards of the fire at 1000")
-			require.Equal(t, 1, d.runningBesides("b", 2000), "another task's attempts are not a's")
-			require.Zero(t, d.runningBesides("c", 1000), "nor c's")
+			require.Zero(t, d.runningBesides(regs["a"], "a", 1000), "its own fire's shards")
+			require.Equal(t, 2, d.runningBesides(regs["a"], "a", 2000), "both shards of the fire at 1000")
+			require.Equal(t, 1, d.runningBesides(regs["b"], "b", 2000), "another task's attempts are not a's")
+			require.Zero(t, d.runningBesides(regs["c"], "c", 1000), "nor c's")
 			in(shard("a", 2000, 0))
-			require.Equal(t, 1, d.runningBesides("a", 1000), "the fire at 2000")
+			require.Equal(t, 1, d.runningBesides(regs["a"], "a", 1000), "the fire at 2000")
 			out(shard("a", 1000, 0))
 			out(shard("a", 1000, 1))
 			out(shard("a", 2000, 0))
 			out(whole("b", 1000))
-			require.Zero(t, d.runningBesides("a", 3000))
-			require.Zero(t, d.runningBesides("b", 2000))
+			require.Zero(t, d.runningBesides(regs["a"], "a", 3000))
+			require.Zero(t, d.runningBesides(regs["b"], "b", 2000))
 			for i := range d.running {
 				require.Empty(t, d.running[i].byTask, "no task left counted")
 				require.Empty(t, d.running[i].byFire, "no fire left counted")
@@ -203,21 +202,14 @@ func TestRunningCountsAttemptsByFire(t *testing.T) {
 // registration, and runningBesides sums both.
 func TestRunningCountsAnAttemptWhereItBegan(t *testing.T) {
 	t.Parallel()
-	regs := registrations{}
-	d := &dispatcher{view: regs}
+	regs := map[string]*registration{}
+	d := &dispatcher{}
 	d.noteRunning(store.Execution{TaskCode: "a", RunTime: 1000}, nil, 1)
 	regs["a"] = &registration{code: "a"}
 	d.noteRunning(store.Execution{TaskCode: "a", RunTime: 2000}, regs["a"], 1)
-	require.Equal(t, 2, d.runningBesides("a", 3000))
+	require.Equal(t, 2, d.runningBesides(regs["a"], "a", 3000))
 	d.noteRunning(store.Execution{TaskCode: "a", RunTime: 1000}, nil, -1)
-	require.Equal(t, 1, d.runningBesides("a", 3000))
+	require.Equal(t, 1, d.runningBesides(regs["a"], "a", 3000))
 	d.noteRunning(store.Execution{TaskCode: "a", RunTime: 2000}, regs["a"], -1)
-	require.Zero(t, d.runningBesides("a", 3000))
+	require.Zero(t, d.runningBesides(regs["a"], "a", 3000))
 }
-
-// registrations is a fireView of the registrations alone, for the
-// running counts.
-type registrations map[string]*registration
-
-func (registrations) fireTask(string) (*taskState, bool, bool) { return nil, false, false }
-func (g registrations) registered(code string) *registration   { return g[code] }

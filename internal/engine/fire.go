@@ -107,12 +107,10 @@ type dispatcher struct {
 
 // fireView is what the dispatcher reads of the view (view.go).
 type fireView interface {
-	// fireTask returns the task of code (nil once deleted), whether this
-	// replica runs it, and whether it runs as a Go handler registered
-	// here (else as an HTTP callback).
-	fireTask(code string) (t *taskState, runs, goHandler bool)
-	// registered returns the registration of code here, nil for none.
-	registered(code string) *registration
+	// fireTask returns the task of code (nil once deleted), its
+	// registration when it runs as a Go handler registered here (nil for
+	// an HTTP callback), and whether this replica runs it.
+	fireTask(code string) (t *taskState, reg *registration, runs bool)
 }
 
 // fireStore is the part of the store the dispatcher calls.
@@ -234,9 +232,8 @@ type fireRun struct {
 // other than the one at runTime (whose other shards do not overlap it).
 // An attempt counts where it began (noteRunning): on the registration
 // the code had then, or in the stripes when it had none, so the count is
-// the sum of both.
-func (d *dispatcher) runningBesides(code string, runTime int64) int {
-	reg := d.view.registered(code)
+// the sum of both; reg is the code's registration now (fireTask).
+func (d *dispatcher) runningBesides(reg *registration, code string, runTime int64) int {
 	st := d.stripe(code)
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -717,7 +714,8 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 	overdue := map[string][]int{}           // task → indices in start of fires overdue by the schedule
 	for _, f := range due {
 		r := f.row
-		t, runs, goHandler := d.view.fireTask(r.TaskCode)
+		t, reg, runs := d.view.fireTask(r.TaskCode)
+		goHandler := reg != nil
 		if r.Source == store.SourceBackfill { // its own order, whatever the task's policies
 			if !d.holdBackfill(ctx, f, t, runs, now) {
 				start, goHandlers = append(start, f), append(goHandlers, goHandler)
@@ -750,7 +748,7 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 			continue
 		}
 		if t.def().Overlap == OverlapForbid {
-			running := d.runningBesides(r.TaskCode, r.RunTime)
+			running := d.runningBesides(reg, r.TaskCode, r.RunTime)
 			n, err := d.store.RunningCount(ctx, d.app, r.TaskCode, r.RunTime)
 			if err != nil || n > 0 || running > 0 {
 				// Unknown counts as overlapping: forbid means never two at once.
@@ -759,7 +757,7 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 			}
 		}
 		if waitsForOverlap(t.def().Overlap) {
-			if d.buffer(ctx, f, t.def().Overlap, now) {
+			if d.buffer(ctx, f, reg, t.def().Overlap, now) {
 				continue
 			}
 		}
@@ -884,9 +882,9 @@ const (
 // heart-beaten since, which it waits for until they are settled. A count
 // it cannot read keeps f waiting: never two runs at once, and nothing
 // dropped for a database hiccup.
-func (d *dispatcher) buffer(ctx context.Context, f *armedFire, policy string, now time.Time) bool {
+func (d *dispatcher) buffer(ctx context.Context, f *armedFire, reg *registration, policy string, now time.Time) bool {
 	r := f.row
-	here := d.runningBesides(r.TaskCode, r.RunTime)
+	here := d.runningBesides(reg, r.TaskCode, r.RunTime)
 	graceFrom := int64(-1)
 	if policy == OverlapCancelOther {
 		// The attempts it stopped here are the rows' to count: one whose

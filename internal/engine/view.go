@@ -555,26 +555,19 @@ func (v *view) runsHereLocked(code string) bool {
 	return t != nil && t.httpSpec() != nil
 }
 
-// fireTask returns the task of code (nil once deleted), whether this
-// replica runs it, and whether it runs as a Go handler registered here:
-// what the dispatcher checks of a fire (fireView).
-func (v *view) fireTask(code string) (t *taskState, runs, goHandler bool) {
+// fireTask returns the task of code (nil once deleted), its registration
+// when it runs as a Go handler registered here, and whether this replica
+// runs it: what the dispatcher checks of a fire (fireView).
+func (v *view) fireTask(code string) (t *taskState, reg *registration, runs bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	// One look-up of the registry, not one for each answer: this is on
 	// the fire path (taskLocked, runsHereLocked).
-	if r := v.handlers.get(code); r != nil {
-		return r.state, true, true
+	if reg = v.handlers.get(code); reg != nil {
+		return reg.state, reg, true
 	}
 	t = v.others[code]
-	return t, t != nil && t.httpSpec() != nil, false
-}
-
-// registered returns the registration of code here, nil for none.
-func (v *view) registered(code string) *registration {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.handlers.get(code)
+	return t, nil, t != nil && t.httpSpec() != nil
 }
 
 // eachTaskLocked calls f with every task of the view. v.mu is held; f
