@@ -72,8 +72,10 @@ func runReplica(start time.Time, name, recPath string, capacity int64, n, shards
 	// A CPU profile (pprof) and an execution trace (go tool trace: what
 	// each goroutine and the collector did at a late instant) per replica,
 	// each when its variable names a directory; a SIGKILLed replica leaves
-	// an empty or cut file.
+	// an empty or cut file. With XTIMER_BENCH_CPUPROFILE_READY, the CPU
+	// profile starts that long after ready instead (windowProfile).
 	file := fmt.Sprintf("%s-%d-replica-%d", name, n, env.Replica)
+	cpuDir, cpuFrom := os.Getenv("XTIMER_BENCH_CPUPROFILE"), os.Getenv("XTIMER_BENCH_CPUPROFILE_READY")
 	for _, p := range []struct {
 		env, ext string
 		start    func(io.Writer) error
@@ -83,7 +85,7 @@ func runReplica(start time.Time, name, recPath string, capacity int64, n, shards
 		{"XTIMER_BENCH_TRACE", ".trace", trace.Start, trace.Stop},
 	} {
 		dir := os.Getenv(p.env)
-		if dir == "" {
+		if dir == "" || (p.env == "XTIMER_BENCH_CPUPROFILE" && cpuFrom != "") {
 			continue
 		}
 		f, err := os.Create(filepath.Join(dir, file+p.ext))
@@ -105,8 +107,8 @@ func runReplica(start time.Time, name, recPath string, capacity int64, n, shards
 		default:
 			close(readyOnce)
 			fmt.Printf("ready %d\n", time.Since(start).Milliseconds())
-			if after := os.Getenv("XTIMER_BENCH_CPUPROFILE_READY"); after != "" {
-				go windowProfile(ctx, filepath.Join(os.Getenv("XTIMER_BENCH_CPUPROFILE_DIR"), file+"-window.pprof"), after)
+			if cpuDir != "" && cpuFrom != "" {
+				go windowProfile(ctx, filepath.Join(cpuDir, file+"-window.pprof"), cpuFrom)
 			}
 			if dir := os.Getenv("XTIMER_BENCH_HEAPPROFILE"); dir != "" {
 				go writeHeapProfile(filepath.Join(dir, fmt.Sprintf("%s-%d-replica-%d.heap", name, n, env.Replica)), 2*time.Second)
@@ -128,8 +130,8 @@ func runReplica(start time.Time, name, recPath string, capacity int64, n, shards
 
 // windowProfile writes a CPU profile of the replica from after (a
 // duration, XTIMER_BENCH_CPUPROFILE_READY) past its ready to its stop,
-// into path (in XTIMER_BENCH_CPUPROFILE_DIR): what it does while its fires
-// run, without its start-up. Failures go to stderr only.
+// into path (in XTIMER_BENCH_CPUPROFILE's directory): what it does while
+// its fires run, without its start-up. Failures go to stderr only.
 func windowProfile(ctx context.Context, path, after string) {
 	d, err := time.ParseDuration(after)
 	if err == nil {
