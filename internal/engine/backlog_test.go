@@ -116,6 +116,23 @@ func TestFiresWaitingForAWorkerStayUnclaimed(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond)
 }
 
+// A worker coming free wakes the dispatcher only while fires wait in its
+// backlog for one: woken for every attempt that ended, it went round its
+// loop for each fire of an instant while the rest were starting. The
+// second function runs on the first one's worker, after it came free.
+func TestAFreedWorkerWakesTheDispatcherOnlyForItsBacklog(t *testing.T) {
+	t.Parallel()
+	for _, backlog := range []bool{false, true} {
+		s := newEngine(t, setupOpts{db: testsvc.SQLite(t), app: testsvc.App(t)}, func(c *Config) { c.Workers = 1 })
+		s.dispatcher.wantRoom.Store(backlog) // as fenceNow leaves it
+		release, woken := make(chan struct{}), make(chan bool, 1)
+		s.pool.Submit(func() { <-release })
+		s.pool.Submit(func() { woken <- s.dispatcher.wakePending() })
+		close(release)
+		require.Equal(t, backlog, <-woken, "backlog %v", backlog)
+	}
+}
+
 // A replica whose app ran handlers before it started (their run times are
 // in the database) claims a burst of quick fires ahead in one round, the
 // first time too: with one worker and the app's handlers taking under a

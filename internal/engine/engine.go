@@ -157,7 +157,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	s.secrets = secrets{keys: cfg.SecretKeys, app: cfg.App, replica: cfg.InstanceID, log: cfg.Logger}
 	s.view.init(s)
-	s.pool.OnDone(func() { s.dispatcher.poke() })
+	s.pool.OnDone(func() { s.dispatcher.roomFreed() })
 	var err error
 	if s.metrics, err = newMetrics(cfg.Metrics, cfg.App); err != nil {
 		return nil, err

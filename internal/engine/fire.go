@@ -93,6 +93,11 @@ type dispatcher struct {
 	// lastLead is the lead of the dispatcher's last claim ahead, which the
 	// tick loop keeps its chunks of rows clear of (nextChunk).
 	lastLead atomic.Int64
+	// wantRoom is set while the backlog holds fires that wait for a free
+	// worker (fenceNow), and only then does a worker coming free wake the
+	// dispatcher (roomFreed). It is set before the room is read, so that
+	// a worker that frees up after that reading sees it.
+	wantRoom atomic.Bool
 
 	// backlog holds Go-handler fires that are due and checked but wait for
 	// a free worker, unclaimed (fenceNow). Loop only.
@@ -154,6 +159,17 @@ func (d *dispatcher) poke() {
 	select {
 	case d.wake <- struct{}{}:
 	default:
+	}
+}
+
+// roomFreed is called as a Go handler's worker comes free. It wakes the
+// dispatcher only when fires wait in its backlog for that room: woken
+// for every attempt that ended, an idle dispatcher went round its loop
+// (and reset its timer) for each of an instant's fires, while the rest
+// of them, here and on the replicas sharing the cores, were starting.
+func (d *dispatcher) roomFreed() {
+	if d.wantRoom.Load() {
+		d.poke()
 	}
 }
 
@@ -813,6 +829,7 @@ func (d *dispatcher) dispatch(ctx context.Context, due []*armedFire, now, woke t
 		d.noteDB(err)
 		retry := append(fence, d.backlog...)
 		d.backlog = nil
+		d.wantRoom.Store(false)
 		d.mu.Lock()
 		clear(d.backlogIDs)
 		for _, f := range retry {
@@ -971,8 +988,10 @@ func (d *dispatcher) fenceNow(callbacks, goFires []*armedFire) []*armedFire {
 		seen[f.row.ID] = true
 		return dup
 	})
+	d.wantRoom.Store(true) // before the room is read (roomFreed)
 	n := min(d.fenceRoom(), len(goFires))
 	d.backlog = slices.Clone(goFires[n:])
+	d.wantRoom.Store(len(d.backlog) > 0)
 	d.mu.Lock()
 	clear(d.backlogIDs)
 	for _, f := range d.backlog {

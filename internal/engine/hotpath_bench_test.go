@@ -205,8 +205,10 @@ func BenchmarkFiresIn(b *testing.B) {
 // reports the time from the instant to the last handler's call (spread)
 // and to the median one (median), the lateness the dispatcher adds to a
 // steady fleet's fires. The engine is not started: its view takes the
-// tasks as Start does (adoptRegistered), with their default timeout, and
-// the handlers' context is cancellable, as Start makes it; the status
+// tasks as Start does (adoptRegistered), with their default timeout, the
+// handlers' context is cancellable, as Start makes it, and the
+// dispatcher's loop runs beside them, idle, woken by what wakes it in a
+// replica (an attempt that ends, when fires wait for a worker); the status
 // writes queue up and are taken off their queues after each instant, as
 // a round of the status writer takes them, but not written.
 func BenchmarkStartInstant(b *testing.B) {
@@ -215,6 +217,10 @@ func BenchmarkStartInstant(b *testing.B) {
 			s := benchEngine(b, func(c *Config) { c.Workers = 64 })
 			s.setHandlerCtxs(context.Background())
 			b.Cleanup(s.cancelHandler)
+			ctx, stop := context.WithCancel(context.Background())
+			looped := make(chan struct{})
+			go func() { defer close(looped); s.dispatcher.loop(ctx) }()
+			b.Cleanup(func() { stop(); <-looped })
 			called := make([]time.Duration, n)
 			var wg sync.WaitGroup
 			var at time.Time
